@@ -1,0 +1,235 @@
+/**
+ * The admin CLI (`tool-gateway …`). Every command works against `DATABASE_URL`, or against the embedded
+ * database in `GATEWAY_DATA_DIR` (joining the running server's, or starting it for the command).
+ * `--json` prints machine-readable output.
+ */
+import { Command, Options } from "@effect/cli"
+import { HttpServer } from "@effect/platform"
+import { Console, Effect, Layer, Option, Redacted } from "effect"
+import { migrate } from "../db/migrations.js"
+import { DatabaseLive } from "../db/Database.js"
+import { isGatewayError } from "../domain/errors.js"
+import { KeyId, OrgId } from "../domain/ids.js"
+import { isToolName, toolNames } from "../domain/tools.js"
+import { HttpServerLive } from "../http/server.js"
+import { GatewayLive, ServicesLive } from "../layers.js"
+import { Betas } from "../services/Betas.js"
+import { GatewayConfig, GatewayConfigFromEnv } from "../services/GatewayConfig.js"
+import { type KeyInfo, KeyStore } from "../services/KeyStore.js"
+import { Ledger, type Org } from "../services/Ledger.js"
+
+const json = Options.boolean("json").pipe(Options.withDescription("Print JSON"))
+const orgOption = Options.text("org").pipe(Options.withDescription("Org id (org_…)"))
+
+/** The services for one admin command, over the configured or embedded database. */
+const AdminLive = ServicesLive.pipe(Layer.provideMerge(DatabaseLive), Layer.provideMerge(GatewayConfigFromEnv))
+
+const orgJson = (org: Org) => ({
+  id: org.id,
+  name: org.name,
+  balance: org.balance,
+  held: org.held,
+  available: org.available,
+  month_spend: org.monthSpend,
+  spend_cap: org.spendCap,
+  created_at: org.createdAt.toISOString()
+})
+
+const keyJson = (key: KeyInfo) => ({
+  id: key.id,
+  org_id: key.orgId,
+  name: key.name,
+  prefix: key.prefix,
+  created_at: key.createdAt.toISOString(),
+  revoked_at: key.revokedAt?.toISOString() ?? null,
+  last_used_at: key.lastUsedAt?.toISOString() ?? null
+})
+
+const orgText = (org: Org) =>
+  [
+    `${org.name} (${org.id})`,
+    `  balance      ${org.balance}`,
+    `  held         ${org.held}`,
+    `  available    ${org.available}`,
+    `  month spend  ${org.monthSpend}`,
+    `  spend cap    ${org.spendCap ?? "none"}`
+  ].join("\n")
+
+const print = (asJson: boolean, value: unknown, text: string) => Console.log(asJson ? JSON.stringify(value, null, 2) : text)
+
+/** Run an admin action; a gateway error (an unknown org, say) is printed and exits with status 1. */
+const admin = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  effect.pipe(
+    Effect.catchAll((error) =>
+      Effect.zipRight(
+        Console.error(`error: ${isGatewayError(error) ? error.message : String(error)}`),
+        Effect.sync(() => {
+          process.exitCode = 1
+        })
+      )
+    ),
+    Effect.provide(AdminLive)
+  )
+
+const curlExample = (base: string, key: string) =>
+  `curl -s ${base}/v1/weather -H "X-API-Key: ${key}" -H "Content-Type: application/json" -d '{"q":"Berlin"}'`
+
+/** First start on an empty embedded database: a `default` org with 1000 credits and one key, printed once. */
+const bootstrap = Effect.gen(function* () {
+  const config = yield* GatewayConfig
+  if (!config.bootstrap || Option.isSome(config.databaseUrl)) return
+  const ledger = yield* Ledger
+  if ((yield* ledger.countOrgs) > 0) return
+  const org = yield* ledger.createOrg({ name: "default", credits: 1000 })
+  const key = yield* Effect.orDie(KeyStore.pipe(Effect.flatMap((keys) => keys.create(org.id, "default"))))
+  const server = yield* HttpServer.HttpServer
+  const address = server.address
+  const base = address._tag === "TcpAddress" ? `http://${address.hostname}:${address.port}` : "http://localhost"
+  yield* Console.log(
+    [
+      "",
+      `Created org "default" (${org.id}) with 1000 credits and an API key. It is shown only this once:`,
+      "",
+      `  ${Redacted.value(key.key)}`,
+      "",
+      "Try it:",
+      `  ${curlExample(base, Redacted.value(key.key))}`,
+      ""
+    ].join("\n")
+  )
+})
+
+const serve = Command.make("serve", {}, () =>
+  Layer.launch(
+    Layer.effectDiscard(bootstrap).pipe(
+      Layer.provideMerge(HttpServerLive),
+      Layer.provideMerge(GatewayLive),
+      Layer.provideMerge(GatewayConfigFromEnv)
+    )
+  )).pipe(Command.withDescription("Run the gateway (HOST, PORT; DATABASE_URL or the embedded database)"))
+
+const migrateCommand = Command.make("migrate", { json }, ({ json }) =>
+  admin(Effect.gen(function* () {
+    const applied = yield* Effect.orDie(migrate)
+    yield* print(json, { applied: applied.map(([id, name]) => ({ id, name })) }, applied.length === 0
+      ? "The schema is up to date."
+      : `Applied ${applied.map(([id, name]) => `${id}_${name}`).join(", ")}.`)
+  }))).pipe(Command.withDescription("Apply pending migrations (the server also does this at start-up)"))
+
+const nonNegative = (name: string) =>
+  Options.integer(name).pipe(Options.filterMap((n) => (n >= 0 ? Option.some(n) : Option.none()), `--${name} must be >= 0`))
+
+const orgCreate = Command.make("create", {
+  name: Options.text("name").pipe(Options.withDescription("Org name")),
+  credits: nonNegative("credits").pipe(Options.withDefault(0)),
+  spendCap: nonNegative("spend-cap").pipe(Options.optional),
+  json
+}, ({ credits, json, name, spendCap }) =>
+  admin(Effect.gen(function* () {
+    const ledger = yield* Ledger
+    const org = yield* ledger.createOrg({ name, credits, spendCap: Option.getOrNull(spendCap) })
+    yield* print(json, orgJson(org), `Created org\n${orgText(org)}`)
+  }))).pipe(Command.withDescription("Create an org"))
+
+const orgShow = Command.make("show", { org: orgOption, json }, ({ json, org }) =>
+  admin(Effect.gen(function* () {
+    const ledger = yield* Ledger
+    const betas = yield* Betas
+    const found = yield* ledger.getOrg(OrgId.make(org))
+    const enabled = yield* betas.list(found.id)
+    yield* print(
+      json,
+      { ...orgJson(found), betas: enabled },
+      `${orgText(found)}\n  betas        ${enabled.length > 0 ? enabled.join(", ") : "none"}`
+    )
+  }))).pipe(Command.withDescription("Show an org's balance, holds, month spend and cap"))
+
+const creditsGrant = Command.make("grant", {
+  org: orgOption,
+  amount: Options.integer("amount").pipe(Options.filterMap((n) => (n > 0 ? Option.some(n) : Option.none()), "--amount must be > 0")),
+  json
+}, ({ amount, json, org }) =>
+  admin(Effect.gen(function* () {
+    const ledger = yield* Ledger
+    const updated = yield* ledger.grant(OrgId.make(org), amount, "granted by the operator")
+    yield* print(json, orgJson(updated), `Granted ${amount} credits\n${orgText(updated)}`)
+  }))).pipe(Command.withDescription("Add credits to an org"))
+
+const capSet = Command.make("set", {
+  org: orgOption,
+  amount: Options.text("amount").pipe(
+    Options.withDescription("Monthly cap in credits, or none"),
+    Options.filterMap(
+      (s): Option.Option<number | null> =>
+        s === "none" ? Option.some(null) : /^\d+$/.test(s) ? Option.some(Number(s)) : Option.none(),
+      "--amount must be a non-negative integer or none"
+    )
+  ),
+  json
+}, ({ amount, json, org }) =>
+  admin(Effect.gen(function* () {
+    const ledger = yield* Ledger
+    const updated = yield* ledger.setSpendCap(OrgId.make(org), amount)
+    yield* print(json, orgJson(updated), `Spend cap set\n${orgText(updated)}`)
+  }))).pipe(Command.withDescription("Set or remove an org's monthly spend cap"))
+
+const keysCreate = Command.make("create", {
+  org: orgOption,
+  name: Options.text("name").pipe(Options.withDefault("default")),
+  json
+}, ({ json, name, org }) =>
+  admin(Effect.gen(function* () {
+    const keys = yield* KeyStore
+    const created = yield* keys.create(OrgId.make(org), name)
+    const full = Redacted.value(created.key)
+    yield* print(
+      json,
+      { ...keyJson(created), key: full },
+      `Created key ${created.id} (${created.name}) for ${created.orgId}. It is shown only this once:\n\n  ${full}\n`
+    )
+  }))).pipe(Command.withDescription("Create an API key; the full key is printed once"))
+
+const keysList = Command.make("list", { org: orgOption, json }, ({ json, org }) =>
+  admin(Effect.gen(function* () {
+    const keys = yield* KeyStore
+    const list = yield* keys.list(OrgId.make(org))
+    const lines = list.map((k) =>
+      `${k.id}  ${k.prefix}…  ${k.name}  ${k.revokedAt === null ? "active" : `revoked ${k.revokedAt.toISOString()}`}` +
+      `  last used ${k.lastUsedAt?.toISOString() ?? "never"}`
+    )
+    yield* print(json, list.map(keyJson), lines.length > 0 ? lines.join("\n") : "No keys.")
+  }))).pipe(Command.withDescription("List an org's keys (never the keys themselves)"))
+
+const keysRevoke = Command.make("revoke", { keyId: Options.text("key-id"), json }, ({ json, keyId }) =>
+  admin(Effect.gen(function* () {
+    const keys = yield* KeyStore
+    const revoked = yield* keys.revoke(KeyId.make(keyId))
+    yield* print(json, keyJson(revoked), `Revoked ${revoked.id}; it is refused from now on.`)
+  }))).pipe(Command.withDescription("Revoke a key, effective at once"))
+
+const toolOption = Options.choice("tool", toolNames).pipe(Options.withDescription("Tool name"))
+
+const betaCommand = (action: "enable" | "disable") =>
+  Command.make(action, { org: orgOption, tool: toolOption, json }, ({ json, org, tool }) =>
+    admin(Effect.gen(function* () {
+      const betas = yield* Betas
+      if (!isToolName(tool)) return
+      if (action === "enable") yield* betas.enable(OrgId.make(org), tool)
+      else yield* betas.disable(OrgId.make(org), tool)
+      const enabled = yield* betas.list(OrgId.make(org))
+      yield* print(json, { org_id: org, betas: enabled }, `Beta tools enabled for ${org}: ${enabled.join(", ") || "none"}`)
+    }))).pipe(Command.withDescription(`${action === "enable" ? "Enable" : "Disable"} a beta tool for an org`))
+
+export const command = Command.make("tool-gateway").pipe(
+  Command.withSubcommands([
+    serve,
+    migrateCommand,
+    Command.make("org").pipe(Command.withSubcommands([orgCreate, orgShow])),
+    Command.make("credits").pipe(Command.withSubcommands([creditsGrant])),
+    Command.make("cap").pipe(Command.withSubcommands([capSet])),
+    Command.make("keys").pipe(Command.withSubcommands([keysCreate, keysList, keysRevoke])),
+    Command.make("beta").pipe(Command.withSubcommands([betaCommand("enable"), betaCommand("disable")]))
+  ])
+)
+
+export const cli = Command.run(command, { name: "tool-gateway", version: "0.1.0" })

@@ -1,0 +1,27 @@
+/**
+ * Prices are data. A tool is priced per call, per block of results, or per block of characters; the
+ * reservation covers the most the input can cost, the charge what the output delivered (never more).
+ */
+import { Schema } from "effect"
+
+export const Price = Schema.Union(
+  Schema.Struct({ unit: Schema.Literal("call"), credits: Schema.Int.pipe(Schema.nonNegative()) }),
+  Schema.Struct({
+    unit: Schema.Literal("results", "chars"),
+    /** Credits per block of `per` units. */
+    credits: Schema.Int.pipe(Schema.nonNegative()),
+    per: Schema.Int.pipe(Schema.positive()),
+    /** The least a successful call costs. */
+    min: Schema.Int.pipe(Schema.nonNegative())
+  })
+).annotations({ identifier: "Price" })
+export type Price = typeof Price.Type
+
+const blocks = (price: Price, units: number): number =>
+  price.unit === "call" ? price.credits : Math.max(price.min, Math.ceil(Math.max(0, units) / price.per) * price.credits)
+
+/** The hold placed before the provider is called. */
+export const reserveFor = (price: Price, maxUnits: number): number => blocks(price, maxUnits)
+
+/** The actual charge for what was delivered, capped by the hold. */
+export const chargeFor = (price: Price, units: number, held: number): number => Math.min(held, blocks(price, units))

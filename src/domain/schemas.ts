@@ -1,0 +1,282 @@
+/**
+ * Input and output schemas of every tool. Inputs follow the API contract's tables exactly:
+ * required fields, integer ranges, and extra properties only where the contract allows them.
+ */
+import { Schema } from "effect"
+
+/** A struct that refuses properties it does not name. */
+const strict = <F extends Schema.Struct.Fields>(fields: F, identifier: string, description: string) =>
+  Schema.Struct(fields).annotations({
+    identifier,
+    description,
+    parseOptions: { onExcessProperty: "error" }
+  })
+
+/** A struct that keeps (and forwards) properties it does not name. */
+const open = <F extends Schema.Struct.Fields>(fields: F, identifier: string, description: string) =>
+  Schema.Struct(fields, Schema.Record({ key: Schema.String, value: Schema.Unknown })).annotations({
+    identifier,
+    description
+  })
+
+const NonEmpty = Schema.String.pipe(
+  Schema.filter((s) => s.trim().length > 0, { message: () => "must not be empty" })
+)
+
+const HttpUrl = Schema.String.pipe(
+  Schema.filter((s) => {
+    if (!URL.canParse(s)) return false
+    const protocol = new URL(s).protocol
+    return protocol === "http:" || protocol === "https:"
+  }, { message: () => "must be an absolute http:// or https:// URL" })
+)
+
+const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+
+/** An optional field: absent, or present with a value of the schema (never `null` or `undefined`). */
+const opt = <S extends Schema.Schema.All>(schema: S) => Schema.optionalWith(schema, { exact: true })
+
+const intBetween = (min: number, max: number) =>
+  Schema.Int.pipe(Schema.between(min, max, { message: () => `must be an integer from ${min} to ${max}` }))
+
+const numberBetween = (min: number, max: number) =>
+  Schema.Number.pipe(Schema.between(min, max, { message: () => `must be a number from ${min} to ${max}` }))
+
+// -- curated tools ------------------------------------------------------------------------------------
+
+export const SearchInput = strict({
+  query: NonEmpty.annotations({ description: "What to search for" }),
+  max_results: opt(
+    intBetween(1, 100).annotations({ description: "1 to 100; default 10" })
+  )
+}, "SearchInput", "Web search across the configured search providers")
+
+export const ReadInput = strict({
+  url: HttpUrl.annotations({ description: "The page to read (http or https)" }),
+  max_chars: opt(
+    intBetween(500, 500000).annotations({
+      description: "Largest number of characters of content to return, 500 to 500000; default 100000"
+    })
+  )
+}, "ReadInput", "Fetch a page and return its main content as markdown")
+
+export const WeatherInput = strict({
+  q: opt(NonEmpty.annotations({ description: "A place name, e.g. \"Berlin\"" })),
+  lat: opt(numberBetween(-90, 90).annotations({ description: "Latitude" })),
+  lon: opt(numberBetween(-180, 180).annotations({ description: "Longitude" }))
+}, "WeatherInput", "Current weather and a 7-day forecast for a place name or coordinates").pipe(
+  Schema.filter((w) =>
+    w.q !== undefined || (w.lat !== undefined && w.lon !== undefined)
+      ? undefined
+      : "give either q, or both lat and lon"
+  )
+)
+
+export const MobileAppSearchInput = strict({
+  query: NonEmpty.annotations({ description: "App name or keywords" }),
+  country: opt(
+    Schema.String.pipe(Schema.pattern(/^[A-Za-z]{2}$/, { message: () => "must be a two-letter country code" }))
+      .annotations({ description: "Two-letter store country code; default us" })
+  ),
+  limit: opt(intBetween(1, 50).annotations({ description: "1 to 50; default 10" }))
+}, "MobileAppSearchInput", "Search the App Store")
+
+// -- provider tools that need no connection ----------------------------------------------------------
+
+export const AlphaSearchInput = open({
+  query: NonEmpty,
+  numResults: opt(Schema.Int),
+  type: opt(Schema.String)
+}, "AlphaSearchInput", "Alpha search; extra properties are forwarded to the provider")
+
+export const BetaReadInput = strict({
+  url: HttpUrl,
+  format: opt(Schema.String)
+}, "BetaReadInput", "Beta reader")
+
+export const BetaSearchInput = open({
+  q: NonEmpty,
+  page: opt(Schema.Int),
+  num: opt(Schema.Int),
+  gl: opt(Schema.String),
+  hl: opt(Schema.String),
+  location: opt(Schema.String),
+  site: opt(Schema.Union(Schema.String, Schema.Array(Schema.String))),
+  type: opt(Schema.String),
+  filetype: opt(Schema.String),
+  intitle: opt(Schema.String),
+  loc: opt(Schema.String),
+  ext: opt(Schema.String),
+  nfpr: opt(Schema.Boolean)
+}, "BetaSearchInput", "Beta search; extra properties are forwarded to the provider")
+
+export const GammaScrapeInput = open({
+  url: HttpUrl,
+  formats: opt(Schema.Array(Schema.String)),
+  onlyMainContent: opt(Schema.Boolean)
+}, "GammaScrapeInput", "Gamma scrape; extra properties are forwarded to the provider")
+
+export const GammaSearchInput = open({
+  query: NonEmpty,
+  limit: opt(Schema.Int)
+}, "GammaSearchInput", "Gamma search; extra properties are forwarded to the provider")
+
+export const XiMovieInput = strict({
+  id: Schema.Int.pipe(Schema.positive({ message: () => "must be a positive integer" })).annotations({ description: "The movie id (required by the provider)" }),
+  append_to_response: opt(Schema.String)
+}, "XiMovieInput", "Xi movie details")
+
+// -- account tools (connection required) -------------------------------------------------------------
+
+export const DeltaPostInput = strict({
+  text: Schema.String,
+  langs: opt(Schema.Array(Schema.String)),
+  facets: opt(Schema.Array(JsonObject)),
+  embed: opt(JsonObject),
+  created_at: opt(Schema.String),
+  record: opt(JsonObject)
+}, "DeltaPostInput", "Publish a post on the connected delta account")
+
+export const DeltaLikeInput = strict({
+  uri: NonEmpty,
+  cid: NonEmpty
+}, "DeltaLikeInput", "Like a post on the connected delta account")
+
+export const EpsilonRequestInput = strict({
+  path: NonEmpty,
+  method: opt(Schema.Literal("GET", "POST", "PUT", "PATCH", "DELETE")),
+  query: opt(JsonObject),
+  body: opt(JsonObject)
+}, "EpsilonRequestInput", "A request to the connected epsilon REST API")
+
+export const ZetaRequestInput = strict({
+  path: NonEmpty,
+  params: opt(JsonObject),
+  version: opt(Schema.String)
+}, "ZetaRequestInput", "A versioned read from the connected zeta Graph API")
+
+export const EtaPersonalBestsInput = strict({
+  mode: NonEmpty,
+  mode2: opt(Schema.String)
+}, "EtaPersonalBestsInput", "Personal bests of the connected eta account")
+
+export const ThetaRatingsInput = strict({
+  type: opt(Schema.String),
+  page: opt(Schema.Int.pipe(Schema.positive({ message: () => "must be a positive integer" }))),
+  limit: opt(Schema.Int.pipe(Schema.positive({ message: () => "must be a positive integer" })))
+}, "ThetaRatingsInput", "Ratings of the connected theta account")
+
+export const IotaDeleteServiceInput = strict({
+  service_id: NonEmpty
+}, "IotaDeleteServiceInput", "Delete a service on the connected iota account")
+
+export const KappaDeleteBenefitInput = strict({
+  benefit_id: NonEmpty
+}, "KappaDeleteBenefitInput", "Delete a benefit on the connected kappa account")
+
+export const KappaIngestEventsInput = strict({
+  events: Schema.Array(JsonObject).pipe(Schema.minItems(1))
+}, "KappaIngestEventsInput", "Ingest events into the connected kappa account")
+
+export const LambdaUpdateBroadcastInput = strict({
+  id: NonEmpty
+}, "LambdaUpdateBroadcastInput", "Update a broadcast on the connected lambda account")
+
+export const LambdaBatchEmailsInput = JsonObject.annotations({
+  identifier: "LambdaBatchEmailsInput",
+  description: "Any JSON object, forwarded to the connected lambda account"
+})
+
+export const MuDatabaseInput = strict({
+  database_id: NonEmpty
+}, "MuDatabaseInput", "Read a database of the connected mu workspace")
+
+export const NuAccountInput = Schema.Record({
+  key: Schema.String,
+  value: Schema.Never.annotations({ message: () => "is unexpected: nu_account takes an empty object" })
+}).annotations({ identifier: "NuAccountInput", description: "The connected nu account; takes an empty object" })
+
+// -- outputs ------------------------------------------------------------------------------------------
+
+export const SearchResult = Schema.Struct({
+  title: Schema.String,
+  url: Schema.String,
+  snippet: Schema.String,
+  published_at: Schema.NullOr(Schema.String)
+}).annotations({ identifier: "SearchResult" })
+
+export const SearchOutput = Schema.Struct({
+  provider: Schema.String.annotations({ description: "The provider that answered" }),
+  query: Schema.String,
+  results: Schema.Array(SearchResult)
+}).annotations({ identifier: "SearchOutput" })
+
+export const ReadOutput = Schema.Struct({
+  provider: Schema.String.annotations({ description: "builtin, beta or gamma" }),
+  url: Schema.String.annotations({ description: "The final URL, after redirects" }),
+  title: Schema.NullOr(Schema.String),
+  content: Schema.String.annotations({ description: "The main content, as markdown" }),
+  chars: Schema.Int.annotations({ description: "Characters in content" }),
+  truncated: Schema.Boolean.annotations({ description: "Whether content was cut at max_chars" })
+}).annotations({ identifier: "ReadOutput" })
+
+export const WeatherCurrent = Schema.Struct({
+  time: Schema.String,
+  temperature_c: Schema.Number,
+  apparent_temperature_c: Schema.NullOr(Schema.Number),
+  relative_humidity_pct: Schema.NullOr(Schema.Number),
+  precipitation_mm: Schema.NullOr(Schema.Number),
+  wind_speed_kmh: Schema.NullOr(Schema.Number),
+  wind_direction_deg: Schema.NullOr(Schema.Number),
+  weather_code: Schema.Int,
+  description: Schema.String
+}).annotations({ identifier: "WeatherCurrent" })
+
+export const WeatherDay = Schema.Struct({
+  date: Schema.String,
+  temperature_max_c: Schema.NullOr(Schema.Number),
+  temperature_min_c: Schema.NullOr(Schema.Number),
+  precipitation_mm: Schema.NullOr(Schema.Number),
+  weather_code: Schema.NullOr(Schema.Int),
+  description: Schema.String
+}).annotations({ identifier: "WeatherDay" })
+
+export const WeatherOutput = Schema.Struct({
+  provider: Schema.String,
+  location: Schema.Struct({
+    name: Schema.NullOr(Schema.String),
+    country: Schema.NullOr(Schema.String),
+    latitude: Schema.Number,
+    longitude: Schema.Number,
+    timezone: Schema.String
+  }),
+  current: WeatherCurrent,
+  daily: Schema.Array(WeatherDay)
+}).annotations({ identifier: "WeatherOutput" })
+
+export const MobileApp = Schema.Struct({
+  id: Schema.Number,
+  name: Schema.String,
+  developer: Schema.String,
+  bundle_id: Schema.NullOr(Schema.String),
+  url: Schema.NullOr(Schema.String),
+  icon_url: Schema.NullOr(Schema.String),
+  price: Schema.NullOr(Schema.Number),
+  currency: Schema.NullOr(Schema.String),
+  rating: Schema.NullOr(Schema.Number),
+  rating_count: Schema.NullOr(Schema.Number),
+  genres: Schema.Array(Schema.String),
+  version: Schema.NullOr(Schema.String),
+  release_date: Schema.NullOr(Schema.String),
+  description: Schema.NullOr(Schema.String)
+}).annotations({ identifier: "MobileApp" })
+
+export const MobileAppSearchOutput = Schema.Struct({
+  provider: Schema.String,
+  query: Schema.String,
+  country: Schema.String,
+  results: Schema.Array(MobileApp)
+}).annotations({ identifier: "MobileAppSearchOutput" })
+
+/** Provider tools answer a JSON object; its fields are the provider's. */
+export const ProviderOutput = JsonObject.annotations({ identifier: "ProviderOutput" })

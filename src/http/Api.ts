@@ -1,0 +1,90 @@
+/**
+ * The HTTP API: one `POST /v1/<tool>` per tool of the catalog, guarded by the API key, with every
+ * gateway error declared (as its envelope) on every operation.
+ */
+import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSecurity, OpenApi } from "@effect/platform"
+import { Context, Schema } from "effect"
+import type { Caller } from "../services/KeyStore.js"
+import { type Catalog, catalog, type ToolName } from "../domain/tools.js"
+import { GatewayErrorWire } from "./wire.js"
+
+/** The authenticated caller, provided to tool handlers by `ApiKeyAuth`. */
+export class CurrentCaller extends Context.Tag("CurrentCaller")<CurrentCaller, Caller>() {}
+
+/** Authenticates the `X-API-Key` header (and refuses a key sent as a Bearer token), then rate-limits the key. */
+export class ApiKeyAuth extends HttpApiMiddleware.Tag<ApiKeyAuth>()("ApiKeyAuth", {
+  provides: CurrentCaller,
+  failure: GatewayErrorWire,
+  security: {
+    apiKey: HttpApiSecurity.apiKey({ key: "X-API-Key", in: "header" }).pipe(
+      HttpApiSecurity.annotate(OpenApi.Description, "The API key (tg_…). Never send it in Authorization.")
+    )
+  }
+}) {}
+
+/** Checks the body of a tool call before it is decoded: JSON media type, size, well-formed, an object. */
+export class JsonBody extends HttpApiMiddleware.Tag<JsonBody>()("JsonBody", { failure: GatewayErrorWire }) {}
+
+export const IdempotencyHeaders = Schema.Struct({
+  "idempotency-key": Schema.optional(Schema.String).annotations({
+    description: "Makes a retry safe: the same key with the same tool and input replays the first answer."
+  })
+})
+
+const toolEndpoint = <T extends ToolName>(def: Catalog[T]) =>
+  HttpApiEndpoint.post(def.name, `/v1/${def.name}`)
+    .setPayload(def.input)
+    .setHeaders(IdempotencyHeaders)
+    .addSuccess(def.output)
+    .annotate(OpenApi.Summary, def.summary)
+    .annotate(
+      OpenApi.Description,
+      `${def.summary}.${def.account ? " Needs a connected provider account." : ""}${def.beta ? " Beta." : ""}`
+    )
+
+const c = catalog
+
+export class ToolsGroup extends HttpApiGroup.make("tools")
+  .add(toolEndpoint<"search">(c.search))
+  .add(toolEndpoint<"read">(c.read))
+  .add(toolEndpoint<"weather">(c.weather))
+  .add(toolEndpoint<"mobile_app_search">(c.mobile_app_search))
+  .add(toolEndpoint<"alpha_search">(c.alpha_search))
+  .add(toolEndpoint<"beta_read">(c.beta_read))
+  .add(toolEndpoint<"beta_search">(c.beta_search))
+  .add(toolEndpoint<"gamma_scrape">(c.gamma_scrape))
+  .add(toolEndpoint<"gamma_search">(c.gamma_search))
+  .add(toolEndpoint<"xi_movie">(c.xi_movie))
+  .add(toolEndpoint<"delta_post">(c.delta_post))
+  .add(toolEndpoint<"delta_like">(c.delta_like))
+  .add(toolEndpoint<"epsilon_request">(c.epsilon_request))
+  .add(toolEndpoint<"zeta_request">(c.zeta_request))
+  .add(toolEndpoint<"eta_personal_bests">(c.eta_personal_bests))
+  .add(toolEndpoint<"theta_ratings">(c.theta_ratings))
+  .add(toolEndpoint<"iota_delete_service">(c.iota_delete_service))
+  .add(toolEndpoint<"kappa_delete_benefit">(c.kappa_delete_benefit))
+  .add(toolEndpoint<"kappa_ingest_events">(c.kappa_ingest_events))
+  .add(toolEndpoint<"lambda_update_broadcast">(c.lambda_update_broadcast))
+  .add(toolEndpoint<"lambda_batch_emails">(c.lambda_batch_emails))
+  .add(toolEndpoint<"mu_database">(c.mu_database))
+  .add(toolEndpoint<"nu_account">(c.nu_account))
+  .middleware(JsonBody)
+  .middleware(ApiKeyAuth)
+{}
+
+/** `POST /v1/<anything else>`: authenticated first, then `unknown_tool` (so an unknown tool never hides a bad key). */
+export class UnknownToolGroup extends HttpApiGroup.make("unknownTool")
+  .add(
+    HttpApiEndpoint.post("unknownTool", "/v1/:tool").setPath(Schema.Struct({ tool: Schema.String }))
+  )
+  .middleware(ApiKeyAuth)
+  .annotate(OpenApi.Exclude, true)
+{}
+
+export class Api extends HttpApi.make("tool-gateway")
+  .add(ToolsGroup)
+  .add(UnknownToolGroup)
+  .addError(GatewayErrorWire)
+  .annotate(OpenApi.Title, "Tool Gateway")
+  .annotate(OpenApi.Version, "v1")
+{}

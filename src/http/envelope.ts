@@ -1,0 +1,149 @@
+/**
+ * The one place where failures become responses. An API-wide middleware wraps the whole router, so it sees
+ * the gateway's typed errors, the framework's own failures (decode errors, unreadable bodies, unknown
+ * routes, wrong methods) and defects, and answers each with the envelope, its status and its headers.
+ * It also stamps every response with `X-Request-Id`.
+ */
+import {
+  FileSystem,
+  HttpApiBuilder,
+  HttpApiError,
+  type HttpApp,
+  HttpIncomingMessage,
+  HttpServerError,
+  HttpServerRequest,
+  HttpServerResponse
+} from "@effect/platform"
+import { Cause, Context, Effect, Option } from "effect"
+import {
+  envelope,
+  envelopeOf,
+  type GatewayError,
+  InternalError,
+  InvalidRequest,
+  isGatewayError,
+  MalformedJson,
+  MethodNotAllowed,
+  NotFound,
+  PayloadTooLarge
+} from "../domain/errors.js"
+import { GatewayConfig } from "../services/GatewayConfig.js"
+import type { RateLimitState } from "../services/RateLimit.js"
+import { base62 } from "../services/random.js"
+import { Api } from "./Api.js"
+import { routeTable } from "./routes.js"
+
+/** Per-request facts that end up in response headers. */
+export interface RequestState {
+  readonly requestId: string
+  rateLimit: RateLimitState | undefined
+}
+
+export class CurrentRequest extends Context.Reference<CurrentRequest>()("CurrentRequest", {
+  defaultValue: (): RequestState => ({ requestId: "", rateLimit: undefined })
+}) {}
+
+export const newRequestId = () => `req_${base62(20)}`
+
+const formatPath = (path: ReadonlyArray<PropertyKey>) =>
+  path.length === 0 ? "" : path.map((p, i) => (typeof p === "number" ? `[${p}]` : i === 0 ? String(p) : `.${String(p)}`)).join("") + ": "
+
+const decodeMessage = (error: HttpApiError.HttpApiDecodeError): string => {
+  const issues = error.issues.slice(0, 5).map((i) => `${formatPath(i.path)}${i.message}`)
+  const more = error.issues.length > 5 ? ` (and ${error.issues.length - 5} more)` : ""
+  return `Invalid request: ${issues.join("; ")}${more}`
+}
+
+const causeChainIncludes = (error: unknown, predicate: (e: unknown) => boolean): boolean => {
+  let current: unknown = error
+  for (let i = 0; i < 6 && current !== undefined && current !== null; i++) {
+    if (predicate(current)) return true
+    current = typeof current === "object" && "cause" in current ? current.cause : undefined
+  }
+  return false
+}
+
+/** What the framework or a defect means to the caller, as a gateway error. */
+const toGatewayError = (
+  error: unknown,
+  request: HttpServerRequest.HttpServerRequest,
+  maxBodyBytes: number
+): GatewayError | undefined => {
+  if (isGatewayError(error)) return error
+  if (error instanceof HttpApiError.HttpApiDecodeError) return new InvalidRequest({ message: decodeMessage(error) })
+  if (error instanceof HttpServerError.RouteNotFound) {
+    const path = request.url.split("?")[0] ?? "/"
+    const allowed = routeTable.methodsFor(path)
+    if (allowed.length > 0) {
+      return new MethodNotAllowed({
+        message: `${request.method} is not allowed on ${path}; use ${allowed.join(", ")}.`,
+        allow: allowed.join(", ")
+      })
+    }
+    return new NotFound({ message: `No route ${request.method} ${path}.` })
+  }
+  if (error instanceof HttpServerError.RequestError) {
+    if (causeChainIncludes(error.cause, (e) => e instanceof Error && e.message === "maxBytes exceeded")) {
+      return new PayloadTooLarge({ message: `The request body is larger than ${maxBodyBytes} bytes.` })
+    }
+    if (causeChainIncludes(error.cause, (e) => e instanceof SyntaxError)) {
+      return new MalformedJson({ message: "The request body is not valid JSON." })
+    }
+    return new InvalidRequest({ message: "The request body could not be read." })
+  }
+  return undefined
+}
+
+const respond = (error: GatewayError): HttpServerResponse.HttpServerResponse => {
+  const spec = envelopeOf[error._tag]
+  const headers: Record<string, string> = {}
+  if ("retryAfter" in error && typeof error.retryAfter === "number") headers["retry-after"] = String(error.retryAfter)
+  else if (spec.status === 429) headers["retry-after"] = "1"
+  if (error._tag === "MethodNotAllowed" && error.allow !== undefined) headers["allow"] = error.allow
+  // The rest of an over-long body is not read: the connection ends with this answer.
+  if (error._tag === "PayloadTooLarge") headers["connection"] = "close"
+  return HttpServerResponse.unsafeJson(envelope(error), { status: spec.status, headers })
+}
+
+/** The envelope response for any cause; unexpected ones are logged with the request id and answered 500. */
+export const renderCause = (
+  cause: Cause.Cause<unknown>,
+  request: HttpServerRequest.HttpServerRequest,
+  state: RequestState,
+  maxBodyBytes: number
+): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
+  const failure = Option.getOrUndefined(Cause.failureOption(cause))
+  const defect = Option.getOrUndefined(Cause.dieOption(cause))
+  const known = toGatewayError(failure ?? defect, request, maxBodyBytes)
+  if (known !== undefined) return Effect.succeed(respond(known))
+  if (Cause.isInterruptedOnly(cause)) {
+    return Effect.succeed(respond(new InternalError({ message: "The request was interrupted." })))
+  }
+  return Effect.logError("unexpected failure", cause).pipe(
+    Effect.annotateLogs({ request_id: state.requestId, method: request.method, url: request.url }),
+    Effect.as(respond(
+      new InternalError({
+        message: `An internal error occurred; it has been logged. Retry, or quote request id ${state.requestId}.`
+      })
+    ))
+  )
+}
+
+export const EnvelopeMiddlewareLive = HttpApiBuilder.middleware(
+  Api,
+  Effect.gen(function* () {
+    const config = yield* GatewayConfig
+    const maxBody = Option.some(FileSystem.Size(config.maxBodyBytes))
+    return (app: HttpApp.Default) =>
+      Effect.gen(function* () {
+        const request = yield* HttpServerRequest.HttpServerRequest
+        const state: RequestState = { requestId: newRequestId(), rateLimit: undefined }
+        const response = yield* app.pipe(
+          Effect.provideService(CurrentRequest, state),
+          Effect.provideService(HttpIncomingMessage.MaxBodySize, maxBody),
+          Effect.catchAllCause((cause) => renderCause(cause, request, state, config.maxBodyBytes))
+        )
+        return HttpServerResponse.setHeader(response, "x-request-id", state.requestId)
+      })
+  })
+)

@@ -1,0 +1,77 @@
+/**
+ * Tool handlers: thin adapters from a decoded request to `Gateway.run` and from its outcome to a response.
+ */
+import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import { Effect, Layer } from "effect"
+import { UnknownTool } from "../domain/errors.js"
+import type { ToolInput, ToolName } from "../domain/tools.js"
+import { Gateway, type Outcome } from "../services/Gateway.js"
+import { Api, CurrentCaller } from "./Api.js"
+import { CurrentRequest } from "./envelope.js"
+
+const respond = <A>(outcome: Outcome<A>): HttpServerResponse.HttpServerResponse =>
+  outcome._tag === "Fresh"
+    ? HttpServerResponse.text(outcome.body, {
+      status: 200,
+      contentType: "application/json",
+      headers: { "x-credits-charged": String(outcome.charged) }
+    })
+    : HttpServerResponse.text(outcome.body, {
+      status: outcome.status,
+      contentType: "application/json",
+      // A replay charges nothing: the credits were charged by the call that produced the answer.
+      headers: outcome.status === 200
+        ? { "idempotent-replayed": "true", "x-credits-charged": "0" }
+        : { "idempotent-replayed": "true" }
+    })
+
+export const ToolsLive = HttpApiBuilder.group(Api, "tools", (handlers) =>
+  Effect.gen(function* () {
+    const gateway = yield* Gateway
+    const handle = <T extends ToolName>(tool: T) =>
+    (request: {
+      readonly payload: ToolInput<T>
+      readonly headers: { readonly "idempotency-key"?: string | undefined }
+    }) =>
+      Effect.gen(function* () {
+        const caller = yield* CurrentCaller
+        const { requestId } = yield* CurrentRequest
+        const outcome = yield* gateway.run(caller, tool, request.payload, {
+          idempotencyKey: request.headers["idempotency-key"],
+          requestId
+        })
+        return respond(outcome)
+      })
+    return handlers
+      .handle("search", handle("search"))
+      .handle("read", handle("read"))
+      .handle("weather", handle("weather"))
+      .handle("mobile_app_search", handle("mobile_app_search"))
+      .handle("alpha_search", handle("alpha_search"))
+      .handle("beta_read", handle("beta_read"))
+      .handle("beta_search", handle("beta_search"))
+      .handle("gamma_scrape", handle("gamma_scrape"))
+      .handle("gamma_search", handle("gamma_search"))
+      .handle("xi_movie", handle("xi_movie"))
+      .handle("delta_post", handle("delta_post"))
+      .handle("delta_like", handle("delta_like"))
+      .handle("epsilon_request", handle("epsilon_request"))
+      .handle("zeta_request", handle("zeta_request"))
+      .handle("eta_personal_bests", handle("eta_personal_bests"))
+      .handle("theta_ratings", handle("theta_ratings"))
+      .handle("iota_delete_service", handle("iota_delete_service"))
+      .handle("kappa_delete_benefit", handle("kappa_delete_benefit"))
+      .handle("kappa_ingest_events", handle("kappa_ingest_events"))
+      .handle("lambda_update_broadcast", handle("lambda_update_broadcast"))
+      .handle("lambda_batch_emails", handle("lambda_batch_emails"))
+      .handle("mu_database", handle("mu_database"))
+      .handle("nu_account", handle("nu_account"))
+  }))
+
+export const UnknownToolLive = HttpApiBuilder.group(Api, "unknownTool", (handlers) =>
+  handlers.handle("unknownTool", ({ path }) =>
+    Effect.fail(
+      new UnknownTool({ message: `There is no tool named "${path.tool.slice(0, 100)}". See the README for the tool list.` })
+    )))
+
+export const HandlersLive = Layer.mergeAll(ToolsLive, UnknownToolLive)

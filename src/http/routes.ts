@@ -1,0 +1,34 @@
+/**
+ * Which methods each path of the API answers, for `405 method_not_allowed` with an `Allow` header.
+ * Built once from the API definition; `/v1/:tool` (the unknown-tool catch-all) is not a route of its own.
+ */
+import { HttpApi, OpenApi } from "@effect/platform"
+import { Context } from "effect"
+import { Api } from "./Api.js"
+
+interface Route {
+  readonly pattern: RegExp
+  readonly method: string
+}
+
+const toPattern = (path: string) =>
+  new RegExp(`^${path.split("/").map((s) => (s.startsWith(":") ? "[^/]+" : s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"))).join("/")}/?$`)
+
+const build = (): ReadonlyArray<Route> => {
+  const routes: Array<Route> = []
+  HttpApi.reflect(Api, {
+    onGroup: () => {},
+    onEndpoint: ({ endpoint, mergedAnnotations }) => {
+      if (Context.get(mergedAnnotations, OpenApi.Exclude)) return
+      routes.push({ pattern: toPattern(endpoint.path), method: endpoint.method })
+    }
+  })
+  return routes
+}
+
+const routes = build()
+
+export const routeTable = {
+  methodsFor: (path: string): ReadonlyArray<string> =>
+    Array.from(new Set(routes.filter((r) => r.pattern.test(path)).map((r) => r.method)))
+}

@@ -1,0 +1,87 @@
+/**
+ * The tool routes' middlewares: the API key (with the rate limit), then the body checks that must run
+ * before the payload is decoded.
+ */
+import { HttpServerRequest } from "@effect/platform"
+import { Effect, Layer, Redacted } from "effect"
+import { InvalidRequest, MalformedJson, PayloadTooLarge, UnsupportedMediaType } from "../domain/errors.js"
+import { Gateway } from "../services/Gateway.js"
+import { GatewayConfig } from "../services/GatewayConfig.js"
+import { ApiKeyAuth, JsonBody } from "./Api.js"
+import { CurrentRequest } from "./envelope.js"
+
+export const ApiKeyAuthLive = Layer.effect(
+  ApiKeyAuth,
+  Effect.gen(function* () {
+    const gateway = yield* Gateway
+    return ApiKeyAuth.of({
+      apiKey: (key) =>
+        Effect.gen(function* () {
+          const request = yield* HttpServerRequest.HttpServerRequest
+          const authenticated = yield* gateway.authenticate(Redacted.value(key), request.headers["authorization"])
+          const state = yield* CurrentRequest
+          state.rateLimit = authenticated.rateLimit
+          return authenticated.caller
+        })
+    })
+  })
+)
+
+/** Deeper JSON than this is refused: no tool input needs it, and it would cost stack further on. */
+export const MAX_JSON_DEPTH = 64
+
+/** Whether a parsed JSON value nests deeper than `max` (iteratively, so the check itself cannot overflow). */
+export const deeperThan = (value: unknown, max: number): boolean => {
+  const stack: Array<readonly [unknown, number]> = [[value, 0]]
+  while (stack.length > 0) {
+    const entry = stack.pop()
+    if (entry === undefined) break
+    const [v, depth] = entry
+    if (typeof v !== "object" || v === null) continue
+    if (depth >= max) return true
+    for (const child of Array.isArray(v) ? v : Object.values(v)) stack.push([child, depth + 1])
+  }
+  return false
+}
+
+const isJsonMediaType = (contentType: string) => {
+  const type = contentType.split(";")[0]?.trim().toLowerCase() ?? ""
+  return type === "application/json"
+}
+
+export const JsonBodyLive = Layer.effect(
+  JsonBody,
+  Effect.gen(function* () {
+    const config = yield* GatewayConfig
+    return JsonBody.of(
+      Effect.gen(function* () {
+        const request = yield* HttpServerRequest.HttpServerRequest
+        const contentType = request.headers["content-type"]
+        if (contentType !== undefined && !isJsonMediaType(contentType)) {
+          return yield* new UnsupportedMediaType({
+            message: `Content-Type must be application/json (got ${contentType.slice(0, 100)}).`
+          })
+        }
+        const declared = Number(request.headers["content-length"] ?? "0")
+        if (Number.isFinite(declared) && declared > config.maxBodyBytes) {
+          return yield* new PayloadTooLarge({ message: `The request body is larger than ${config.maxBodyBytes} bytes.` })
+        }
+        // Read once here (the text is cached for the payload decoder), with the body size limit in force.
+        const text = yield* request.text
+        if (text.trim() === "") {
+          return yield* new InvalidRequest({ message: "The request body is empty: send a JSON object, e.g. {}." })
+        }
+        const parsed = yield* Effect.try({
+          try: (): unknown => JSON.parse(text),
+          catch: () => new MalformedJson({ message: "The request body is not valid JSON." })
+        })
+        if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+          return yield* new InvalidRequest({ message: "The request body must be a JSON object." })
+        }
+        if (deeperThan(parsed, MAX_JSON_DEPTH)) {
+          return yield* new InvalidRequest({ message: `The request body nests deeper than ${MAX_JSON_DEPTH} levels.` })
+        }
+      })
+    )
+  })
+)

@@ -1,0 +1,54 @@
+/**
+ * The HTTP server: the API with its handlers and middlewares on Node's http server.
+ */
+import { HttpApiBuilder, HttpServer } from "@effect/platform"
+import { NodeHttpServer } from "@effect/platform-node"
+import { Effect, Layer } from "effect"
+import * as Http from "node:http"
+import { GatewayConfig } from "../services/GatewayConfig.js"
+import { Api } from "./Api.js"
+import { EnvelopeMiddlewareLive } from "./envelope.js"
+import { HandlersLive } from "./handlers.js"
+import { ApiKeyAuthLive, JsonBodyLive } from "./security.js"
+
+/** The API, built: handlers, middlewares, error envelopes. Needs the gateway services. */
+export const ApiLive = HttpApiBuilder.api(Api).pipe(
+  Layer.provide(HandlersLive),
+  Layer.provide(Layer.mergeAll(ApiKeyAuthLive, JsonBodyLive)),
+  Layer.provide(EnvelopeMiddlewareLive)
+)
+
+/**
+ * A request whose body the gateway stopped reading (it exceeded the size limit) is abandoned without
+ * destroying its socket, so that the `413 payload_too_large` answer can still be written; that answer
+ * carries `Connection: close`, which ends the connection (and the rest of the body) once it is sent.
+ */
+class GatewayIncomingMessage extends Http.IncomingMessage {
+  override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
+    if (error === null && !this.complete && this.socket !== null && !this.socket.destroyed) {
+      callback(null)
+      return
+    }
+    super._destroy(error, callback)
+  }
+}
+
+/** Node's http server with timeouts that keep slow or idle clients from holding sockets forever. */
+export const makeNodeServer = () => {
+  const server = Http.createServer({ IncomingMessage: GatewayIncomingMessage })
+  server.headersTimeout = 10_000
+  server.requestTimeout = 30_000
+  server.keepAliveTimeout = 5_000
+  return server
+}
+
+/** Serve the API on `HOST:PORT` (port 0 picks a free one; `HttpServer.HttpServer` tells which). */
+export const HttpServerLive = HttpApiBuilder.serve().pipe(
+  Layer.provide(ApiLive),
+  HttpServer.withLogAddress,
+  Layer.provideMerge(
+    Layer.unwrapEffect(
+      Effect.map(GatewayConfig, (config) => NodeHttpServer.layer(makeNodeServer, { port: config.port, host: config.host }))
+    )
+  )
+)

@@ -1,0 +1,20 @@
+/**
+ * Tool Gateway as a library: the API definition, the services, and `GatewayLive` for in-process use.
+ */
+export * from "./domain/errors.js"
+export * from "./domain/ids.js"
+export * from "./domain/pricing.js"
+export * from "./domain/tools.js"
+export * as Schemas from "./domain/schemas.js"
+export { Api, ApiKeyAuth, CurrentCaller } from "./http/Api.js"
+export { ApiLive, HttpServerLive } from "./http/server.js"
+export { GatewayLive, ServicesLive } from "./layers.js"
+export { DatabaseLive } from "./db/Database.js"
+export { Betas } from "./services/Betas.js"
+export { Gateway, type CallOptions, type Outcome, type ToolError, type CallError } from "./services/Gateway.js"
+export { GatewayConfig, GatewayConfigFromEnv, type GatewayConfigShape } from "./services/GatewayConfig.js"
+export { Idempotency } from "./services/Idempotency.js"
+export { KeyStore, type Caller, type KeyInfo, type CreatedKey } from "./services/KeyStore.js"
+export { Ledger, type Org, type Hold } from "./services/Ledger.js"
+export { ProviderClient } from "./services/ProviderClient.js"
+export { RateLimit } from "./services/RateLimit.js"

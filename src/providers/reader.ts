@@ -1,0 +1,103 @@
+/**
+ * The built-in reader: fetch the page through the SSRF-guarded client, keep its main content
+ * (Mozilla Readability on a linkedom DOM), and write it as markdown (Turndown). Plain text, markdown and
+ * JSON pages are returned as they are.
+ */
+import { Readability } from "@mozilla/readability"
+import { Effect } from "effect"
+import { parseHTML } from "linkedom"
+import TurndownService from "turndown"
+import { ProviderRejected } from "../domain/errors.js"
+import type { ToolInput, ToolOutput } from "../domain/tools.js"
+import { ProviderClient, type UpstreamResponse } from "../services/ProviderClient.js"
+import type { Answered, ProviderEffect } from "./common.js"
+import { truncate } from "./text.js"
+
+export const PROVIDER = "builtin"
+
+const ACCEPT = "text/html,application/xhtml+xml,text/plain;q=0.9,text/markdown;q=0.9,application/json;q=0.8,*/*;q=0.5"
+
+const turndown = new TurndownService({ headingStyle: "atx", codeBlockStyle: "fenced", bulletListMarker: "-" })
+turndown.remove(["script", "style", "noscript", "iframe"])
+
+const contentTypeOf = (response: UpstreamResponse) => {
+  const header = response.headers["content-type"] ?? ""
+  const [type = "", ...params] = header.split(";").map((s) => s.trim())
+  const charset = params.find((p) => p.toLowerCase().startsWith("charset="))?.slice("charset=".length).replace(/"/g, "")
+  return { type: type.toLowerCase(), charset }
+}
+
+const decode = (body: Uint8Array, charset: string | undefined): string => {
+  try {
+    return new TextDecoder(charset ?? "utf-8").decode(body)
+  } catch {
+    // an unknown charset label: read it as UTF-8
+    return new TextDecoder("utf-8").decode(body)
+  }
+}
+
+const sniffHtml = (text: string) => /^\s*(<!doctype html|<html|<head|<body)/i.test(text.slice(0, 512))
+
+/** The main content of an HTML document as markdown, and its title. */
+export const extractHtml = (html: string, url: string): { readonly title: string | null; readonly markdown: string } => {
+  const { document } = parseHTML(html)
+  const fallbackTitle = document.querySelector("title")?.textContent?.trim() || null
+  let article: ReturnType<Readability<string>["parse"]> = null
+  try {
+    article = new Readability(document, { keepClasses: false }).parse()
+  } catch {
+    article = null
+  }
+  const contentHtml = article?.content ?? document.querySelector("body")?.innerHTML ?? html
+  const markdown = turndown.turndown(contentHtml).replace(/\n{3,}/g, "\n\n").trim()
+  void url
+  return { title: article?.title?.trim() || fallbackTitle, markdown }
+}
+
+export const fetchPage = (url: string) =>
+  Effect.gen(function* () {
+    const client = yield* ProviderClient
+    return yield* client.request({
+      provider: "the page's server",
+      method: "GET",
+      url,
+      headers: { accept: ACCEPT },
+      idempotent: true,
+      guarded: true
+    })
+  })
+
+export const read = (input: ToolInput<"read">, maxChars: number): ProviderEffect<Answered<ToolOutput<"read">>> =>
+  Effect.gen(function* () {
+    const response = yield* fetchPage(input.url)
+    const { type, charset } = contentTypeOf(response)
+    const text = decode(response.body, charset)
+    let title: string | null = null
+    let content: string
+    if (type === "text/html" || type === "application/xhtml+xml" || (type === "" && sniffHtml(text))) {
+      const extracted = extractHtml(text, response.url)
+      title = extracted.title
+      content = extracted.markdown
+    } else if (type.startsWith("text/") || type === "") {
+      content = text
+    } else if (type === "application/json" || type.endsWith("+json")) {
+      content = "```json\n" + text + "\n```"
+    } else {
+      return yield* new ProviderRejected({
+        message: `The page is ${type}, which the reader cannot turn into text.`,
+        upstreamStatus: response.status
+      })
+    }
+    const cut = truncate(content, maxChars)
+    return {
+      provider: PROVIDER,
+      output: {
+        provider: PROVIDER,
+        url: response.url,
+        title,
+        content: cut.text,
+        chars: cut.text.length,
+        truncated: cut.truncated
+      }
+    }
+  })

@@ -1,0 +1,181 @@
+/**
+ * `weather` on Open-Meteo: the geocoding API turns `q` into coordinates, the forecast API answers
+ * current conditions and seven days. Neither needs a key.
+ */
+import { Effect, Schema } from "effect"
+import type { ToolInput, ToolOutput } from "../domain/tools.js"
+import { GatewayConfig } from "../services/GatewayConfig.js"
+import { ProviderClient } from "../services/ProviderClient.js"
+import { type Answered, decodeUpstream, invalid, type ProviderEffect } from "./common.js"
+
+export const PROVIDER = "open-meteo"
+
+// -- upstream schemas (the fields the gateway reads) -------------------------------------------------
+
+const GeocodingResult = Schema.Struct({
+  name: Schema.String,
+  latitude: Schema.Number,
+  longitude: Schema.Number,
+  country: Schema.optional(Schema.String),
+  timezone: Schema.optional(Schema.String)
+})
+export const GeocodingAnswer = Schema.Struct({
+  results: Schema.optional(Schema.Array(GeocodingResult))
+})
+
+const nullableNumber = Schema.NullOr(Schema.Number)
+export const ForecastAnswer = Schema.Struct({
+  latitude: Schema.Number,
+  longitude: Schema.Number,
+  timezone: Schema.String,
+  current: Schema.Struct({
+    time: Schema.String,
+    temperature_2m: Schema.Number,
+    relative_humidity_2m: Schema.optional(nullableNumber),
+    apparent_temperature: Schema.optional(nullableNumber),
+    precipitation: Schema.optional(nullableNumber),
+    weather_code: Schema.Number,
+    wind_speed_10m: Schema.optional(nullableNumber),
+    wind_direction_10m: Schema.optional(nullableNumber)
+  }),
+  daily: Schema.Struct({
+    time: Schema.Array(Schema.String),
+    weather_code: Schema.optional(Schema.Array(nullableNumber)),
+    temperature_2m_max: Schema.optional(Schema.Array(nullableNumber)),
+    temperature_2m_min: Schema.optional(Schema.Array(nullableNumber)),
+    precipitation_sum: Schema.optional(Schema.Array(nullableNumber))
+  })
+})
+
+// WMO weather interpretation codes, as Open-Meteo documents them.
+const WMO: Readonly<Record<number, string>> = {
+  0: "Clear sky",
+  1: "Mainly clear",
+  2: "Partly cloudy",
+  3: "Overcast",
+  45: "Fog",
+  48: "Depositing rime fog",
+  51: "Light drizzle",
+  53: "Moderate drizzle",
+  55: "Dense drizzle",
+  56: "Light freezing drizzle",
+  57: "Dense freezing drizzle",
+  61: "Slight rain",
+  63: "Moderate rain",
+  65: "Heavy rain",
+  66: "Light freezing rain",
+  67: "Heavy freezing rain",
+  71: "Slight snowfall",
+  73: "Moderate snowfall",
+  75: "Heavy snowfall",
+  77: "Snow grains",
+  80: "Slight rain showers",
+  81: "Moderate rain showers",
+  82: "Violent rain showers",
+  85: "Slight snow showers",
+  86: "Heavy snow showers",
+  95: "Thunderstorm",
+  96: "Thunderstorm with slight hail",
+  99: "Thunderstorm with heavy hail"
+}
+
+export const describeWeatherCode = (code: number | null): string =>
+  code === null ? "Unknown" : WMO[code] ?? `Weather code ${code}`
+
+const CURRENT = [
+  "temperature_2m",
+  "relative_humidity_2m",
+  "apparent_temperature",
+  "precipitation",
+  "weather_code",
+  "wind_speed_10m",
+  "wind_direction_10m"
+].join(",")
+const DAILY = ["weather_code", "temperature_2m_max", "temperature_2m_min", "precipitation_sum"].join(",")
+
+interface Place {
+  readonly name: string | null
+  readonly country: string | null
+  readonly latitude: number
+  readonly longitude: number
+}
+
+const geocode = (q: string): ProviderEffect<Place> =>
+  Effect.gen(function* () {
+    const config = yield* GatewayConfig
+    const client = yield* ProviderClient
+    const url = new URL(`${config.providers.geocoding}/v1/search`)
+    url.search = new URLSearchParams({ name: q, count: "1", language: "en", format: "json" }).toString()
+    const body = yield* client.json({ provider: PROVIDER, method: "GET", url: url.toString(), idempotent: true })
+    const answer = yield* decodeUpstream(PROVIDER, GeocodingAnswer, "weather")(body)
+    const first = answer.results?.[0]
+    if (first === undefined) {
+      return yield* invalid(`No place named "${q}" was found. Check q, or send lat and lon instead.`)
+    }
+    return { name: first.name, country: first.country ?? null, latitude: first.latitude, longitude: first.longitude }
+  })
+
+/** The raw forecast answer for the input (what `/v1/run` returns), with the place it is for. */
+export const fetchForecast = (input: ToolInput<"weather">) =>
+  Effect.gen(function* () {
+    const config = yield* GatewayConfig
+    const client = yield* ProviderClient
+    const place: Place = input.lat !== undefined && input.lon !== undefined
+      ? { name: input.q ?? null, country: null, latitude: input.lat, longitude: input.lon }
+      : yield* geocode(input.q ?? "")
+    const url = new URL(`${config.providers.weather}/v1/forecast`)
+    url.search = new URLSearchParams({
+      latitude: String(place.latitude),
+      longitude: String(place.longitude),
+      current: CURRENT,
+      daily: DAILY,
+      timezone: "auto",
+      forecast_days: "7"
+    }).toString()
+    const body = yield* client.json({ provider: PROVIDER, method: "GET", url: url.toString(), idempotent: true })
+    return { place, body }
+  })
+
+export const normalize = (place: Place, answer: typeof ForecastAnswer.Type): ToolOutput<"weather"> => {
+  const c = answer.current
+  const d = answer.daily
+  return {
+    provider: PROVIDER,
+    location: {
+      name: place.name,
+      country: place.country,
+      latitude: answer.latitude,
+      longitude: answer.longitude,
+      timezone: answer.timezone
+    },
+    current: {
+      time: c.time,
+      temperature_c: c.temperature_2m,
+      apparent_temperature_c: c.apparent_temperature ?? null,
+      relative_humidity_pct: c.relative_humidity_2m ?? null,
+      precipitation_mm: c.precipitation ?? null,
+      wind_speed_kmh: c.wind_speed_10m ?? null,
+      wind_direction_deg: c.wind_direction_10m ?? null,
+      weather_code: Math.round(c.weather_code),
+      description: describeWeatherCode(c.weather_code)
+    },
+    daily: d.time.map((date, i) => {
+      const code = d.weather_code?.[i] ?? null
+      return {
+        date,
+        temperature_max_c: d.temperature_2m_max?.[i] ?? null,
+        temperature_min_c: d.temperature_2m_min?.[i] ?? null,
+        precipitation_mm: d.precipitation_sum?.[i] ?? null,
+        weather_code: code === null ? null : Math.round(code),
+        description: describeWeatherCode(code)
+      }
+    })
+  }
+}
+
+export const weather = (input: ToolInput<"weather">): ProviderEffect<Answered<ToolOutput<"weather">>> =>
+  Effect.gen(function* () {
+    const { place, body } = yield* fetchForecast(input)
+    const answer = yield* decodeUpstream(PROVIDER, ForecastAnswer, "weather")(body)
+    return { provider: PROVIDER, output: normalize(place, answer) }
+  })

@@ -1,0 +1,57 @@
+/**
+ * Beta tools are off for an org until enabled for it (by the operator's CLI, or the dashboard API).
+ */
+import { SqlClient } from "@effect/sql"
+import { Context, Effect, Layer } from "effect"
+import { BetaUnavailable, NotFound } from "../domain/errors.js"
+import type { OrgId } from "../domain/ids.js"
+import type { ToolName } from "../domain/tools.js"
+
+export class Betas extends Context.Tag("Betas")<Betas, {
+  readonly enable: (orgId: OrgId, tool: ToolName) => Effect.Effect<void, NotFound>
+  readonly disable: (orgId: OrgId, tool: ToolName) => Effect.Effect<void>
+  readonly list: (orgId: OrgId) => Effect.Effect<ReadonlyArray<string>>
+  readonly require: (orgId: OrgId, tool: ToolName) => Effect.Effect<void, BetaUnavailable>
+}>() {}
+
+export const make = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+
+  const enable = (orgId: OrgId, tool: ToolName) =>
+    Effect.gen(function* () {
+      const rows = yield* sql`
+        INSERT INTO org_betas (org_id, tool) SELECT id, ${tool} FROM orgs WHERE id = ${orgId}
+        ON CONFLICT DO NOTHING RETURNING org_id`
+      if (rows.length === 0) {
+        const org = yield* sql`SELECT 1 FROM orgs WHERE id = ${orgId}`
+        if (org.length === 0) return yield* new NotFound({ message: `no org with id ${orgId}` })
+      }
+    }).pipe(Effect.catchTag("SqlError", Effect.die))
+
+  const disable = (orgId: OrgId, tool: ToolName) =>
+    sql`DELETE FROM org_betas WHERE org_id = ${orgId} AND tool = ${tool}`.pipe(Effect.asVoid, Effect.orDie)
+
+  const list = (orgId: OrgId) =>
+    sql<{ readonly tool: string }>`SELECT tool FROM org_betas WHERE org_id = ${orgId} ORDER BY tool`.pipe(
+      Effect.map((rows) => rows.map((r) => r.tool)),
+      Effect.orDie
+    )
+
+  const require = (orgId: OrgId, tool: ToolName) =>
+    sql`SELECT 1 FROM org_betas WHERE org_id = ${orgId} AND tool = ${tool}`.pipe(
+      Effect.orDie,
+      Effect.flatMap((rows) =>
+        rows.length > 0
+          ? Effect.void
+          : Effect.fail(
+            new BetaUnavailable({
+              message: `${tool} is in beta and not enabled for this org. Ask the operator to enable it.`
+            })
+          )
+      )
+    )
+
+  return Betas.of({ enable, disable, list, require })
+})
+
+export const BetasLive = Layer.effect(Betas, make)

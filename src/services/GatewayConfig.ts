@@ -1,0 +1,189 @@
+/**
+ * Operator configuration, read once from the environment (every name documented in the README).
+ * Tests build it with `GatewayConfig.make({ ... })` instead.
+ */
+import { Config, Context, Effect, Layer, Option, Redacted } from "effect"
+
+export interface ProviderEndpoint {
+  readonly baseUrl: string
+  readonly apiKey: Option.Option<Redacted.Redacted>
+}
+
+export interface GatewayConfigShape {
+  readonly port: number
+  readonly host: string
+  readonly databaseUrl: Option.Option<Redacted.Redacted>
+  readonly dataDir: string
+  /** Deadline of one upstream call, in milliseconds. */
+  readonly providerTimeoutMs: number
+  /** Largest upstream answer the gateway reads, in bytes. */
+  readonly providerMaxResponseBytes: number
+  /** Largest request body the gateway accepts, in bytes. */
+  readonly maxBodyBytes: number
+  /** How long a completed Idempotency-Key is remembered, in milliseconds. */
+  readonly idempotencyRetentionMs: number
+  /** Added to the provider deadline to form a hold's lease (time for settlement to run). */
+  readonly holdLeaseGraceMs: number
+  /** How often expired holds are voided. */
+  readonly sweepIntervalMs: number
+  /** Per-key default rate limit: sustained requests per second and burst; 0 turns it off. */
+  readonly rateLimitPerSecond: number
+  readonly rateLimitBurst: number
+  /** Hosts or CIDRs that the SSRF guard lets through (caller-supplied URLs only). */
+  readonly ssrfAllow: ReadonlyArray<string>
+  readonly searchProviders: ReadonlyArray<string>
+  readonly readProviders: ReadonlyArray<string>
+  readonly providers: {
+    readonly alpha: ProviderEndpoint
+    readonly betaRead: ProviderEndpoint
+    readonly betaSearch: ProviderEndpoint
+    readonly gamma: ProviderEndpoint
+    readonly weather: string
+    readonly geocoding: string
+    readonly appstore: string
+  }
+  /** Create a `default` org and print a key on first start of an empty embedded database. */
+  readonly bootstrap: boolean
+}
+
+export class GatewayConfig extends Context.Tag("GatewayConfig")<GatewayConfig, GatewayConfigShape>() {
+  static readonly defaults: GatewayConfigShape = {
+    port: 8787,
+    host: "127.0.0.1",
+    databaseUrl: Option.none(),
+    dataDir: ".data",
+    providerTimeoutMs: 10_000,
+    providerMaxResponseBytes: 5 * 1024 * 1024,
+    maxBodyBytes: 1024 * 1024,
+    idempotencyRetentionMs: 24 * 60 * 60 * 1000,
+    holdLeaseGraceMs: 30_000,
+    sweepIntervalMs: 15_000,
+    rateLimitPerSecond: 50,
+    rateLimitBurst: 100,
+    ssrfAllow: [],
+    searchProviders: ["alpha", "beta", "gamma"],
+    readProviders: ["builtin", "beta", "gamma"],
+    providers: {
+      alpha: { baseUrl: "https://api.exa.ai", apiKey: Option.none() },
+      betaRead: { baseUrl: "https://r.jina.ai", apiKey: Option.none() },
+      betaSearch: { baseUrl: "https://s.jina.ai", apiKey: Option.none() },
+      gamma: { baseUrl: "https://api.firecrawl.dev", apiKey: Option.none() },
+      weather: "https://api.open-meteo.com",
+      geocoding: "https://geocoding-api.open-meteo.com",
+      appstore: "https://itunes.apple.com"
+    },
+    bootstrap: true
+  }
+
+  /** A configuration from the defaults and the given overrides (tests, in-process use). */
+  static make(overrides: Partial<GatewayConfigShape> = {}): GatewayConfigShape {
+    return { ...GatewayConfig.defaults, ...overrides }
+  }
+
+  static layerWith(overrides: Partial<GatewayConfigShape> = {}): Layer.Layer<GatewayConfig> {
+    return Layer.succeed(GatewayConfig, GatewayConfig.make(overrides))
+  }
+}
+
+const d = GatewayConfig.defaults
+
+const list = (name: string, fallback: ReadonlyArray<string>) =>
+  Config.string(name).pipe(
+    Config.map((s) => s.split(",").map((x) => x.trim()).filter((x) => x.length > 0)),
+    Config.withDefault(fallback)
+  )
+
+const positiveInt = (name: string, fallback: number) =>
+  Config.integer(name).pipe(
+    Config.validate({ message: `${name} must be a non-negative integer`, validation: (n) => n >= 0 }),
+    Config.withDefault(fallback)
+  )
+
+const trimSlash = (s: string) => s.replace(/\/+$/, "")
+
+const endpoint = (name: string, fallback: ProviderEndpoint, baseOverride: Option.Option<string> = Option.none()) =>
+  Config.all({
+    baseUrl: Config.string(`${name}_BASE_URL`).pipe(
+      Config.withDefault(Option.getOrElse(baseOverride, () => fallback.baseUrl)),
+      Config.map(trimSlash)
+    ),
+    apiKey: Config.option(Config.redacted(`${name}_API_KEY`))
+  })
+
+/** The configuration read from the environment. */
+export const fromEnv: Config.Config<GatewayConfigShape> = Config.all({
+  port: Config.port("PORT").pipe(Config.withDefault(d.port)),
+  host: Config.string("HOST").pipe(Config.withDefault(d.host)),
+  databaseUrl: Config.option(Config.redacted("DATABASE_URL")),
+  dataDir: Config.string("GATEWAY_DATA_DIR").pipe(Config.withDefault(d.dataDir)),
+  providerTimeoutMs: positiveInt("PROVIDER_TIMEOUT_MS", d.providerTimeoutMs),
+  providerMaxResponseBytes: positiveInt("PROVIDER_MAX_RESPONSE_BYTES", d.providerMaxResponseBytes),
+  maxBodyBytes: positiveInt("MAX_BODY_BYTES", d.maxBodyBytes),
+  idempotencyRetentionMs: positiveInt("IDEMPOTENCY_RETENTION_SECONDS", d.idempotencyRetentionMs / 1000).pipe(
+    Config.map((s) => s * 1000)
+  ),
+  holdLeaseGraceMs: positiveInt("HOLD_LEASE_GRACE_MS", d.holdLeaseGraceMs),
+  sweepIntervalMs: positiveInt("SWEEP_INTERVAL_MS", d.sweepIntervalMs),
+  rateLimitPerSecond: positiveInt("RATE_LIMIT_PER_SECOND", d.rateLimitPerSecond),
+  rateLimitBurst: positiveInt("RATE_LIMIT_BURST", d.rateLimitBurst),
+  ssrfAllow: list("SSRF_ALLOW", d.ssrfAllow),
+  searchProviders: list("SEARCH_PROVIDERS", d.searchProviders),
+  readProviders: list("READ_PROVIDERS", d.readProviders),
+  betaBase: Config.option(Config.string("BETA_BASE_URL")),
+  alpha: endpoint("ALPHA", d.providers.alpha),
+  gamma: endpoint("GAMMA", d.providers.gamma),
+  betaKey: Config.option(Config.redacted("BETA_API_KEY")),
+  weather: Config.string("WEATHER_BASE_URL").pipe(Config.withDefault(d.providers.weather), Config.map(trimSlash)),
+  geocoding: Config.string("GEOCODING_BASE_URL").pipe(
+    Config.withDefault(d.providers.geocoding),
+    Config.map(trimSlash)
+  ),
+  appstore: Config.string("APPSTORE_BASE_URL").pipe(Config.withDefault(d.providers.appstore), Config.map(trimSlash)),
+  betaReadBase: Config.option(Config.string("BETA_READ_BASE_URL")),
+  betaSearchBase: Config.option(Config.string("BETA_SEARCH_BASE_URL")),
+  bootstrap: Config.boolean("GATEWAY_BOOTSTRAP").pipe(Config.withDefault(d.bootstrap))
+}).pipe(
+  Config.map((c): GatewayConfigShape => {
+    // BETA_BASE_URL points both Jina hosts at one server; the specific names win over it.
+    const betaRead = Option.orElse(c.betaReadBase, () => c.betaBase)
+    const betaSearch = Option.orElse(c.betaSearchBase, () => c.betaBase)
+    return {
+      port: c.port,
+      host: c.host,
+      databaseUrl: c.databaseUrl,
+      dataDir: c.dataDir,
+      providerTimeoutMs: c.providerTimeoutMs,
+      providerMaxResponseBytes: c.providerMaxResponseBytes,
+      maxBodyBytes: c.maxBodyBytes,
+      idempotencyRetentionMs: c.idempotencyRetentionMs,
+      holdLeaseGraceMs: c.holdLeaseGraceMs,
+      sweepIntervalMs: c.sweepIntervalMs,
+      rateLimitPerSecond: c.rateLimitPerSecond,
+      rateLimitBurst: c.rateLimitBurst,
+      ssrfAllow: c.ssrfAllow,
+      searchProviders: c.searchProviders,
+      readProviders: c.readProviders,
+      providers: {
+        alpha: c.alpha,
+        gamma: c.gamma,
+        betaRead: {
+          baseUrl: trimSlash(Option.getOrElse(betaRead, () => d.providers.betaRead.baseUrl)),
+          apiKey: c.betaKey
+        },
+        betaSearch: {
+          baseUrl: trimSlash(Option.getOrElse(betaSearch, () => d.providers.betaSearch.baseUrl)),
+          apiKey: c.betaKey
+        },
+        weather: c.weather,
+        geocoding: c.geocoding,
+        appstore: c.appstore
+      },
+      bootstrap: c.bootstrap
+    }
+  })
+)
+
+export const GatewayConfigFromEnv: Layer.Layer<GatewayConfig, never> = Layer.effect(
+  GatewayConfig,
+  Effect.orDie(fromEnv)
+)

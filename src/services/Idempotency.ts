@@ -1,0 +1,163 @@
+/**
+ * Idempotency keys, on Stripe's model with the API contract's codes. Scope: the org. The first request
+ * with a key claims it atomically with a `running` record and a lease; only billable outcomes (a 200 or
+ * a normalization failure) are kept and replayed; any other outcome releases the key so a retry runs again.
+ */
+import { SqlClient } from "@effect/sql"
+import { Context, Effect, Layer } from "effect"
+import {
+  IdempotencyKeyReused,
+  IdempotencyReplayUnavailable,
+  InvalidIdempotencyKey,
+  RequestInProgress
+} from "../domain/errors.js"
+import type { OrgId } from "../domain/ids.js"
+import { GatewayConfig } from "./GatewayConfig.js"
+import { Ledger } from "./Ledger.js"
+import { sha256Hex } from "./random.js"
+import { nowMillis, toDate } from "./time.js"
+
+/** A stored outcome, replayed byte for byte. */
+export interface StoredResponse {
+  readonly status: number
+  readonly body: string
+  readonly charged: number
+}
+
+export type Claim =
+  | { readonly _tag: "Claimed" }
+  | { readonly _tag: "Replay"; readonly response: StoredResponse }
+
+export interface ClaimRequest {
+  readonly orgId: OrgId
+  readonly key: string
+  readonly fingerprint: string
+  readonly requestId: string
+  /** How long the claim holds before a crashed request's key becomes `idempotency_replay_unavailable`. */
+  readonly leaseMs: number
+}
+
+export class Idempotency extends Context.Tag("Idempotency")<Idempotency, {
+  readonly claim: (
+    request: ClaimRequest
+  ) => Effect.Effect<Claim, IdempotencyKeyReused | RequestInProgress | IdempotencyReplayUnavailable>
+  /** Keep a billable outcome for replay. */
+  readonly complete: (orgId: OrgId, key: string, response: StoredResponse) => Effect.Effect<void>
+  /** Forget a non-billable outcome: the key may be used again. */
+  readonly release: (orgId: OrgId, key: string) => Effect.Effect<void>
+}>() {}
+
+/** 1–255 visible ASCII characters. */
+export const validateKey = (key: string): Effect.Effect<string, InvalidIdempotencyKey> =>
+  /^[\x21-\x7e]{1,255}$/.test(key)
+    ? Effect.succeed(key)
+    : Effect.fail(
+      new InvalidIdempotencyKey({
+        message: "Idempotency-Key must be 1 to 255 visible ASCII characters (no spaces or control characters)."
+      })
+    )
+
+/** Canonical JSON: object keys sorted at every level, so key order does not change the fingerprint. */
+export const canonicalJson = (value: unknown): string => {
+  if (value === null || typeof value !== "object") return JSON.stringify(value) ?? "null"
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`
+  const entries = Object.entries(value).filter(([, v]) => v !== undefined).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+  return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(",")}}`
+}
+
+export const fingerprint = (tool: string, input: unknown): string => sha256Hex(`${tool}\n${canonicalJson(input)}`)
+
+interface IdemRow {
+  readonly fingerprint: string
+  readonly status: "running" | "completed"
+  readonly request_id: string
+  readonly lease_until: Date
+  readonly response_status: number | null
+  readonly response_body: string | null
+  readonly charged: number | null
+}
+
+export const make = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const config = yield* GatewayConfig
+  const ledger = yield* Ledger
+
+  // Insert a running record, or take over one whose retention has passed (the key is new again).
+  const tryClaim = (request: ClaimRequest, now: number) =>
+    sql<{ readonly claimed: boolean }>`
+      INSERT INTO idempotency (org_id, key, fingerprint, status, request_id, lease_until, expires_at, created_at)
+      VALUES (${request.orgId}, ${request.key}, ${request.fingerprint}, 'running', ${request.requestId},
+              ${toDate(now + request.leaseMs)}, ${toDate(now + config.idempotencyRetentionMs)}, ${toDate(now)})
+      ON CONFLICT (org_id, key) DO UPDATE
+         SET fingerprint = EXCLUDED.fingerprint, status = 'running', request_id = EXCLUDED.request_id,
+             lease_until = EXCLUDED.lease_until, expires_at = EXCLUDED.expires_at, created_at = EXCLUDED.created_at,
+             response_status = NULL, response_body = NULL, charged = NULL
+       WHERE idempotency.expires_at <= ${toDate(now)}
+      RETURNING true AS claimed`.pipe(Effect.map((rows) => rows.length > 0))
+
+  const existing = (request: ClaimRequest) =>
+    sql<IdemRow>`
+      SELECT fingerprint, status, request_id, lease_until, response_status, response_body, charged
+        FROM idempotency WHERE org_id = ${request.orgId} AND key = ${request.key}`.pipe(Effect.map((rows) => rows[0]))
+
+  const claim = (request: ClaimRequest): Effect.Effect<
+    Claim,
+    IdempotencyKeyReused | RequestInProgress | IdempotencyReplayUnavailable
+  > =>
+    Effect.gen(function* () {
+      const now = yield* nowMillis
+      if (yield* tryClaim(request, now)) return { _tag: "Claimed" } as const
+      const row = yield* existing(request)
+      // Released between the two statements: try again.
+      if (row === undefined) return yield* claim(request)
+      if (row.fingerprint !== request.fingerprint) {
+        return yield* new IdempotencyKeyReused({
+          message: "This Idempotency-Key was already used for a different request (another tool or input). " +
+            "Use a new key for a new request."
+        })
+      }
+      if (row.status === "completed" && row.response_status !== null && row.response_body !== null) {
+        return {
+          _tag: "Replay",
+          response: { status: row.response_status, body: row.response_body, charged: row.charged ?? 0 }
+        } as const
+      }
+      if (row.lease_until.getTime() > now) {
+        return yield* new RequestInProgress({
+          message: "A request with this Idempotency-Key is still running. Wait and retry with the same key.",
+          retryAfter: 1
+        })
+      }
+      // The request that claimed the key never finished (its process died): its outcome is unknown.
+      yield* ledger.voidRequest(request.orgId, row.request_id)
+      return yield* new IdempotencyReplayUnavailable({
+        message: "This Idempotency-Key was used for a request that never completed, so there is nothing to " +
+          "replay. Use a new key."
+      })
+    }).pipe(Effect.catchTag("SqlError", Effect.die), Effect.withSpan("Idempotency.claim"))
+
+  const complete = (orgId: OrgId, key: string, response: StoredResponse) =>
+    sql`
+      UPDATE idempotency
+         SET status = 'completed', response_status = ${response.status}, response_body = ${response.body},
+             charged = ${response.charged}
+       WHERE org_id = ${orgId} AND key = ${key}`.pipe(Effect.asVoid, Effect.orDie, Effect.withSpan("Idempotency.complete"))
+
+  const release = (orgId: OrgId, key: string) =>
+    sql`DELETE FROM idempotency WHERE org_id = ${orgId} AND key = ${key} AND status = 'running'`.pipe(
+      Effect.asVoid,
+      Effect.orDie,
+      Effect.withSpan("Idempotency.release")
+    )
+
+  return Idempotency.of({ claim, complete, release })
+})
+
+export const IdempotencyLive = Layer.effect(Idempotency, make)
+
+/** Delete records past their retention (housekeeping; an expired record is already treated as new). */
+export const purgeExpired = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const now = yield* nowMillis
+  yield* sql`DELETE FROM idempotency WHERE expires_at <= ${toDate(now)}`
+}).pipe(Effect.orDie)

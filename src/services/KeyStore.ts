@@ -1,0 +1,141 @@
+/**
+ * API keys. The full key exists only in the answer to `create`; the database keeps its SHA-256 and a
+ * short display prefix. Verification is one indexed lookup by hash, so a revocation is seen by the very
+ * next request on every process.
+ */
+import { SqlClient } from "@effect/sql"
+import { Context, Effect, Layer, Redacted } from "effect"
+import { InvalidKey, NotFound } from "../domain/errors.js"
+import { API_KEY_PATTERN, API_KEY_PREFIX, KeyId, OrgId } from "../domain/ids.js"
+import { base62, randomId, sha256 } from "./random.js"
+import { nowMillis, toDate } from "./time.js"
+
+/** The authenticated caller of a tool: the key and the org it belongs to. */
+export interface Caller {
+  readonly keyId: KeyId
+  readonly orgId: OrgId
+}
+
+export interface KeyInfo {
+  readonly id: KeyId
+  readonly orgId: OrgId
+  readonly name: string
+  /** The first characters of the key, for recognising it in a list. */
+  readonly prefix: string
+  readonly createdAt: Date
+  readonly revokedAt: Date | null
+  readonly lastUsedAt: Date | null
+}
+
+export interface CreatedKey extends KeyInfo {
+  /** The full key. Shown once; only its hash is stored. */
+  readonly key: Redacted.Redacted<string>
+}
+
+export class KeyStore extends Context.Tag("KeyStore")<KeyStore, {
+  readonly create: (orgId: OrgId, name: string) => Effect.Effect<CreatedKey, NotFound>
+  readonly verify: (key: string) => Effect.Effect<Caller, InvalidKey>
+  readonly list: (orgId: OrgId) => Effect.Effect<ReadonlyArray<KeyInfo>>
+  readonly get: (keyId: KeyId) => Effect.Effect<KeyInfo, NotFound>
+  readonly revoke: (keyId: KeyId) => Effect.Effect<KeyInfo, NotFound>
+}>() {}
+
+interface KeyRow {
+  readonly id: string
+  readonly org_id: string
+  readonly name: string
+  readonly prefix: string
+  readonly created_at: Date
+  readonly revoked_at: Date | null
+  readonly last_used_at: Date | null
+}
+
+const toInfo = (row: KeyRow): KeyInfo => ({
+  id: KeyId.make(row.id),
+  orgId: OrgId.make(row.org_id),
+  name: row.name,
+  prefix: row.prefix,
+  createdAt: row.created_at,
+  revokedAt: row.revoked_at,
+  lastUsedAt: row.last_used_at
+})
+
+// `last_used_at` is written at most this often per key and process: a write per call would make every
+// call on one key contend for one row.
+const LAST_USED_RESOLUTION_MS = 60_000
+
+const INVALID = "Missing or invalid API key. Send it in the X-API-Key header."
+
+export const make = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const lastUsedWritten = new Map<string, number>()
+
+  const create = (orgId: OrgId, name: string) =>
+    Effect.gen(function* () {
+      const now = yield* nowMillis
+      const id = KeyId.make(yield* randomId("key"))
+      const key = API_KEY_PREFIX + base62(32)
+      const prefix = key.slice(0, API_KEY_PREFIX.length + 4)
+      const rows = yield* sql<KeyRow>`
+        INSERT INTO api_keys (id, org_id, name, key_hash, prefix, created_at)
+        SELECT ${id}, id, ${name}, ${sha256(key)}, ${prefix}, ${toDate(now)} FROM orgs WHERE id = ${orgId}
+        RETURNING id, org_id, name, prefix, created_at, revoked_at, last_used_at`
+      const row = rows[0]
+      if (row === undefined) return yield* new NotFound({ message: `no org with id ${orgId}` })
+      return { ...toInfo(row), key: Redacted.make(key) }
+    }).pipe(Effect.catchTag("SqlError", Effect.die), Effect.withSpan("KeyStore.create"))
+
+  const touch = (id: string, now: number) => {
+    const last = lastUsedWritten.get(id)
+    if (last !== undefined && now - last < LAST_USED_RESOLUTION_MS) return Effect.void
+    lastUsedWritten.set(id, now)
+    return sql`UPDATE api_keys SET last_used_at = ${toDate(now)} WHERE id = ${id}`.pipe(
+      Effect.catchAllCause((cause) => Effect.logDebug("last_used_at update failed", cause)),
+      Effect.forkDaemon,
+      Effect.asVoid
+    )
+  }
+
+  const verify = (key: string) =>
+    Effect.gen(function* () {
+      if (!API_KEY_PATTERN.test(key)) return yield* new InvalidKey({ message: INVALID })
+      const rows = yield* sql<{ readonly id: string; readonly org_id: string }>`
+        SELECT id, org_id FROM api_keys WHERE key_hash = ${sha256(key)} AND revoked_at IS NULL`
+      const row = rows[0]
+      if (row === undefined) return yield* new InvalidKey({ message: INVALID })
+      yield* touch(row.id, yield* nowMillis)
+      return { keyId: KeyId.make(row.id), orgId: OrgId.make(row.org_id) }
+    }).pipe(Effect.catchTag("SqlError", Effect.die), Effect.withSpan("KeyStore.verify"))
+
+  const list = (orgId: OrgId) =>
+    sql<KeyRow>`
+      SELECT id, org_id, name, prefix, created_at, revoked_at, last_used_at
+        FROM api_keys WHERE org_id = ${orgId} ORDER BY created_at, id`.pipe(
+      Effect.map((rows) => rows.map(toInfo)),
+      Effect.orDie
+    )
+
+  const get = (keyId: KeyId) =>
+    Effect.gen(function* () {
+      const rows = yield* sql<KeyRow>`
+        SELECT id, org_id, name, prefix, created_at, revoked_at, last_used_at FROM api_keys WHERE id = ${keyId}`
+      const row = rows[0]
+      if (row === undefined) return yield* new NotFound({ message: `no key with id ${keyId}` })
+      return toInfo(row)
+    }).pipe(Effect.catchTag("SqlError", Effect.die))
+
+  const revoke = (keyId: KeyId) =>
+    Effect.gen(function* () {
+      const now = yield* nowMillis
+      const rows = yield* sql<KeyRow>`
+        UPDATE api_keys SET revoked_at = coalesce(revoked_at, ${toDate(now)}) WHERE id = ${keyId}
+        RETURNING id, org_id, name, prefix, created_at, revoked_at, last_used_at`
+      const row = rows[0]
+      if (row === undefined) return yield* new NotFound({ message: `no key with id ${keyId}` })
+      return toInfo(row)
+    }).pipe(Effect.catchTag("SqlError", Effect.die), Effect.withSpan("KeyStore.revoke"))
+
+  return KeyStore.of({ create, verify, list, get, revoke })
+})
+
+export const KeyStoreLive = Layer.effect(KeyStore, make)

@@ -1,0 +1,300 @@
+/**
+ * Credits, in two phases like a pending transfer: a call reserves its maximum price as a hold, then the
+ * actual charge is posted (never more than the hold) or the hold is voided. Each phase is one statement,
+ * so the check and the write cannot be separated by another process. Balance changes are appended to a
+ * journal whose sum is the balance.
+ */
+import { SqlClient } from "@effect/sql"
+import { Context, Effect, Layer, Option, Schedule, Duration } from "effect"
+import { InsufficientCredits, NotFound, SpendCapExceeded } from "../domain/errors.js"
+import { type KeyId, OrgId } from "../domain/ids.js"
+import { GatewayConfig } from "./GatewayConfig.js"
+import { randomId } from "./random.js"
+import { millisToNextMonth, monthOf, nowMillis, toDate } from "./time.js"
+
+export interface Org {
+  readonly id: OrgId
+  readonly name: string
+  readonly balance: number
+  readonly held: number
+  readonly available: number
+  /** Charged in the current UTC month. */
+  readonly monthSpend: number
+  readonly spendCap: number | null
+  readonly createdAt: Date
+}
+
+export interface Hold {
+  readonly id: number
+  readonly orgId: OrgId
+  readonly amount: number
+}
+
+export interface ReserveRequest {
+  readonly orgId: OrgId
+  readonly keyId: KeyId
+  readonly tool: string
+  readonly requestId: string
+  readonly amount: number
+  /** How long the hold may stay pending before the sweeper voids it. */
+  readonly leaseMs: number
+}
+
+export class Ledger extends Context.Tag("Ledger")<Ledger, {
+  readonly createOrg: (input: {
+    readonly name: string
+    readonly credits?: number
+    readonly spendCap?: number | null
+  }) => Effect.Effect<Org>
+  readonly getOrg: (id: OrgId) => Effect.Effect<Org, NotFound>
+  readonly findOrgByName: (name: string) => Effect.Effect<Option.Option<Org>>
+  readonly countOrgs: Effect.Effect<number>
+  readonly grant: (id: OrgId, amount: number, note?: string) => Effect.Effect<Org, NotFound>
+  readonly setSpendCap: (id: OrgId, cap: number | null) => Effect.Effect<Org, NotFound>
+  readonly reserve: (request: ReserveRequest) => Effect.Effect<Hold, InsufficientCredits | SpendCapExceeded>
+  readonly settle: (hold: Hold, charge: number) => Effect.Effect<boolean>
+  readonly void: (hold: Hold) => Effect.Effect<boolean>
+  /** Void the pending hold of a request (one whose process died), if it is still pending. */
+  readonly voidRequest: (orgId: OrgId, requestId: string) => Effect.Effect<number>
+  /** Void every pending hold whose lease has expired; returns how many. */
+  readonly sweep: Effect.Effect<number>
+}>() {}
+
+interface OrgRow {
+  readonly id: string
+  readonly name: string
+  readonly balance: number
+  readonly held: number
+  readonly spend_month: number
+  readonly month_spend: number
+  readonly spend_cap: number | null
+  readonly created_at: Date
+}
+
+// An arbitrary constant: one sweeper at a time across every process that shares the database.
+const SWEEP_LOCK = 746_269_001
+
+export const make = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+
+  const toOrg = (row: OrgRow, month: number): Org => {
+    const monthSpend = row.spend_month === month ? row.month_spend : 0
+    return {
+      id: OrgId.make(row.id),
+      name: row.name,
+      balance: row.balance,
+      held: row.held,
+      available: row.balance - row.held,
+      monthSpend,
+      spendCap: row.spend_cap,
+      createdAt: row.created_at
+    }
+  }
+
+  const readOrg = (id: OrgId) =>
+    Effect.gen(function* () {
+      const now = yield* nowMillis
+      const rows = yield* sql<OrgRow>`SELECT * FROM orgs WHERE id = ${id}`
+      const row = rows[0]
+      if (row === undefined) return yield* new NotFound({ message: `no org with id ${id}` })
+      return toOrg(row, monthOf(now))
+    })
+
+  const getOrg = (id: OrgId) => readOrg(id).pipe(Effect.catchTag("SqlError", Effect.die))
+
+  const createOrg = (input: { readonly name: string; readonly credits?: number; readonly spendCap?: number | null }) =>
+    Effect.gen(function* () {
+      const now = yield* nowMillis
+      const id = OrgId.make(yield* randomId("org"))
+      const credits = input.credits ?? 0
+      yield* sql.withTransaction(Effect.gen(function* () {
+        yield* sql`
+          INSERT INTO orgs (id, name, balance, held, spend_month, month_spend, spend_cap, created_at)
+          VALUES (${id}, ${input.name}, ${credits}, 0, ${monthOf(now)}, 0, ${input.spendCap ?? null}, ${toDate(now)})`
+        if (credits > 0) {
+          yield* sql`
+            INSERT INTO journal (org_id, kind, amount, note, created_at)
+            VALUES (${id}, 'grant', ${credits}, 'initial credits', ${toDate(now)})`
+        }
+      }))
+      return yield* readOrg(id)
+    }).pipe(Effect.orDie, Effect.withSpan("Ledger.createOrg"))
+
+  const findOrgByName = (name: string) =>
+    Effect.gen(function* () {
+      const now = yield* nowMillis
+      const rows = yield* sql<OrgRow>`SELECT * FROM orgs WHERE name = ${name} ORDER BY created_at LIMIT 1`
+      return Option.map(Option.fromNullable(rows[0]), (row) => toOrg(row, monthOf(now)))
+    }).pipe(Effect.orDie)
+
+  const countOrgs = sql<{ readonly n: number }>`SELECT count(*)::int AS n FROM orgs`.pipe(
+    Effect.map((rows) => rows[0]?.n ?? 0),
+    Effect.orDie
+  )
+
+  const grant = (id: OrgId, amount: number, note?: string) =>
+    Effect.gen(function* () {
+      const now = yield* nowMillis
+      const updated = yield* sql.withTransaction(Effect.gen(function* () {
+        const rows = yield* sql<{ readonly id: string }>`
+          UPDATE orgs SET balance = balance + ${amount} WHERE id = ${id} RETURNING id`
+        if (rows.length === 0) return false
+        yield* sql`
+          INSERT INTO journal (org_id, kind, amount, note, created_at)
+          VALUES (${id}, 'grant', ${amount}, ${note ?? null}, ${toDate(now)})`
+        return true
+      }))
+      if (!updated) return yield* new NotFound({ message: `no org with id ${id}` })
+      return yield* readOrg(id)
+    }).pipe(Effect.catchTag("SqlError", Effect.die), Effect.withSpan("Ledger.grant"))
+
+  const setSpendCap = (id: OrgId, cap: number | null) =>
+    Effect.gen(function* () {
+      const rows = yield* sql<{ readonly id: string }>`UPDATE orgs SET spend_cap = ${cap} WHERE id = ${id} RETURNING id`
+      if (rows.length === 0) return yield* new NotFound({ message: `no org with id ${id}` })
+      return yield* readOrg(id)
+    }).pipe(Effect.catchTag("SqlError", Effect.die))
+
+  const reserve = (request: ReserveRequest) =>
+    Effect.gen(function* () {
+      const now = yield* nowMillis
+      const month = monthOf(now)
+      const amount = request.amount
+      // The spend of the current month; a row last charged in an earlier month has spent nothing yet.
+      const rows = yield* sql<{ readonly id: number }>`
+        WITH o AS (
+          UPDATE orgs
+             SET held = held + ${amount},
+                 month_spend = CASE WHEN spend_month = ${month} THEN month_spend ELSE 0 END,
+                 spend_month = ${month}
+           WHERE id = ${request.orgId}
+             AND balance - held >= ${amount}
+             AND (spend_cap IS NULL
+                  OR (CASE WHEN spend_month = ${month} THEN month_spend ELSE 0 END) + held + ${amount} <= spend_cap)
+       RETURNING id)
+        INSERT INTO holds (org_id, key_id, tool, request_id, amount, created_at, lease_until)
+        SELECT id, ${request.keyId}, ${request.tool}, ${request.requestId}, ${amount},
+               ${toDate(now)}, ${toDate(now + request.leaseMs)}
+          FROM o
+     RETURNING id`
+      const hold = rows[0]
+      if (hold !== undefined) return { id: hold.id, orgId: request.orgId, amount }
+      // Refused: say why, from the row as it is now.
+      const org = yield* readOrg(request.orgId).pipe(Effect.orDie)
+      if (org.available < amount) {
+        return yield* new InsufficientCredits({
+          message: `This call reserves up to ${amount} credits and the org has ${org.available} available ` +
+            `(balance ${org.balance}, ${org.held} held by calls in flight). Add credits and retry.`
+        })
+      }
+      return yield* new SpendCapExceeded({
+        message: `The org's monthly spend cap of ${org.spendCap ?? 0} credits would be exceeded ` +
+          `(${org.monthSpend} spent this month, ${org.held} held, this call reserves up to ${amount}). ` +
+          "Raise the cap or wait for the next month.",
+        retryAfter: Math.ceil(millisToNextMonth(now) / 1000)
+      })
+    }).pipe(Effect.catchTag("SqlError", Effect.die), Effect.withSpan("Ledger.reserve"))
+
+  const settle = (hold: Hold, charge: number) =>
+    Effect.gen(function* () {
+      const now = yield* nowMillis
+      const month = monthOf(now)
+      const amount = Math.max(0, Math.min(charge, hold.amount))
+      const rows = yield* sql<{ readonly n: number }>`
+        WITH h AS (
+          UPDATE holds SET status = 'settled', charged = ${amount}, resolved_at = ${toDate(now)}
+           WHERE id = ${hold.id} AND status = 'pending'
+       RETURNING org_id, amount),
+        o AS (
+          UPDATE orgs
+             SET balance = balance - ${amount},
+                 held = held - h.amount,
+                 month_spend = CASE WHEN spend_month = ${month} THEN month_spend ELSE 0 END + ${amount},
+                 spend_month = ${month}
+            FROM h
+           WHERE orgs.id = h.org_id
+       RETURNING orgs.id),
+        j AS (
+          INSERT INTO journal (org_id, kind, amount, hold_id, created_at)
+          SELECT id, 'charge', ${-amount}, ${hold.id}, ${toDate(now)} FROM o WHERE ${amount} > 0
+       RETURNING id)
+        SELECT count(*)::int AS n FROM o`
+      return (rows[0]?.n ?? 0) > 0
+    }).pipe(
+      Effect.catchTag("SqlError", Effect.die),
+      Effect.withSpan("Ledger.settle")
+    )
+
+  const voidHold = (hold: Hold) =>
+    Effect.gen(function* () {
+      const now = yield* nowMillis
+      const rows = yield* sql<{ readonly id: string }>`
+        WITH h AS (
+          UPDATE holds SET status = 'voided', resolved_at = ${toDate(now)}
+           WHERE id = ${hold.id} AND status = 'pending'
+       RETURNING org_id, amount)
+        UPDATE orgs SET held = held - h.amount FROM h WHERE orgs.id = h.org_id RETURNING orgs.id`
+      return rows.length > 0
+    }).pipe(Effect.catchTag("SqlError", Effect.die), Effect.withSpan("Ledger.void"))
+
+  const voidWhere = (now: number, filter: "expired" | { readonly orgId: OrgId; readonly requestId: string }) =>
+    Effect.gen(function* () {
+      const candidates = filter === "expired"
+        ? sql`SELECT id FROM holds WHERE status = 'pending' AND lease_until < ${toDate(now)}
+              ORDER BY id LIMIT 1000 FOR UPDATE SKIP LOCKED`
+        : sql`SELECT id FROM holds WHERE status = 'pending' AND org_id = ${filter.orgId}
+                AND request_id = ${filter.requestId} FOR UPDATE`
+      const rows = yield* sql<{ readonly n: number }>`
+        WITH h AS (
+          UPDATE holds SET status = 'voided', resolved_at = ${toDate(now)}
+           WHERE id IN (${candidates})
+       RETURNING org_id, amount),
+        s AS (SELECT org_id, sum(amount) AS total, count(*) AS n FROM h GROUP BY org_id ORDER BY org_id),
+        o AS (UPDATE orgs SET held = held - s.total FROM s WHERE orgs.id = s.org_id RETURNING s.n)
+        SELECT coalesce(sum(n), 0)::int AS n FROM o`
+      return rows[0]?.n ?? 0
+    })
+
+  const voidRequest = (orgId: OrgId, requestId: string) =>
+    Effect.flatMap(nowMillis, (now) => voidWhere(now, { orgId, requestId })).pipe(Effect.orDie)
+
+  const sweep = Effect.gen(function* () {
+    const now = yield* nowMillis
+    return yield* sql.withTransaction(Effect.gen(function* () {
+      const locked = yield* sql<{ readonly locked: boolean }>`SELECT pg_try_advisory_xact_lock(${SWEEP_LOCK}) AS locked`
+      if (locked[0]?.locked !== true) return 0
+      return yield* voidWhere(now, "expired")
+    }))
+  }).pipe(Effect.orDie, Effect.withSpan("Ledger.sweep"))
+
+  return Ledger.of({
+    createOrg,
+    getOrg,
+    findOrgByName,
+    countOrgs,
+    grant,
+    setSpendCap,
+    reserve,
+    settle,
+    void: voidHold,
+    voidRequest,
+    sweep
+  })
+})
+
+export const LedgerLive = Layer.effect(Ledger, make)
+
+/** Voids expired holds every `SWEEP_INTERVAL_MS` for the life of the layer (a failed sweep is logged). */
+export const SweeperLive = Layer.scopedDiscard(
+  Effect.gen(function* () {
+    const ledger = yield* Ledger
+    const config = yield* GatewayConfig
+    if (config.sweepIntervalMs <= 0) return
+    yield* ledger.sweep.pipe(
+      Effect.tap((n) => n > 0 ? Effect.logInfo(`voided ${n} expired holds`) : Effect.void),
+      Effect.catchAllCause((cause) => Effect.logWarning("hold sweep failed", cause)),
+      Effect.repeat(Schedule.spaced(Duration.millis(config.sweepIntervalMs))),
+      Effect.forkScoped
+    )
+  })
+)

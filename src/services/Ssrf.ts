@@ -1,0 +1,135 @@
+/**
+ * The SSRF guard for URLs that come from callers (`read`, and later the generic REST providers):
+ * loopback, private, link-local, carrier-grade NAT, metadata, multicast and reserved addresses are
+ * refused, whether written as an IP (in any form the URL parser accepts), reached through a hostname
+ * that resolves to one, or reached by a redirect. The check runs on the address actually connected to
+ * (inside DNS lookup), so a hostname cannot resolve to a public address for the check and a private
+ * one for the connection. `SSRF_ALLOW` (hosts or CIDRs) is the operator's only way around it.
+ */
+import * as Dns from "node:dns"
+import * as Net from "node:net"
+
+const blocked = new Net.BlockList()
+for (const [net, prefix] of [
+  ["0.0.0.0", 8], // "this network", includes 0.0.0.0
+  ["10.0.0.0", 8],
+  ["100.64.0.0", 10], // carrier-grade NAT
+  ["127.0.0.0", 8],
+  ["169.254.0.0", 16], // link-local, cloud metadata (169.254.169.254)
+  ["172.16.0.0", 12],
+  ["192.0.0.0", 24],
+  ["192.0.2.0", 24],
+  ["192.88.99.0", 24],
+  ["192.168.0.0", 16],
+  ["198.18.0.0", 15],
+  ["198.51.100.0", 24],
+  ["203.0.113.0", 24],
+  ["224.0.0.0", 4], // multicast
+  ["240.0.0.0", 4] // reserved, broadcast
+] as const) blocked.addSubnet(net, prefix, "ipv4")
+for (const [net, prefix] of [
+  ["::", 128],
+  ["::1", 128],
+  ["100::", 64], // discard
+  ["2001:db8::", 32], // documentation
+  ["fc00::", 7], // unique local, includes fd00:ec2::254 (metadata)
+  ["fe80::", 10], // link-local
+  ["fec0::", 10], // site-local (deprecated)
+  ["ff00::", 8] // multicast
+] as const) blocked.addSubnet(net, prefix, "ipv6")
+
+/** The IPv4 address embedded in an IPv4-mapped, IPv4-compatible or NAT64 IPv6 address. */
+const embeddedIpv4 = (address: string): string | undefined => {
+  const lower = address.toLowerCase()
+  const dotted = /^(?:::ffff:|::|64:ff9b::)(\d+\.\d+\.\d+\.\d+)$/.exec(lower)
+  if (dotted?.[1] !== undefined) return dotted[1]
+  const hex = /^(?:::ffff:|::|64:ff9b::)([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(lower)
+  if (hex?.[1] !== undefined && hex[2] !== undefined) {
+    const hi = parseInt(hex[1], 16)
+    const lo = parseInt(hex[2], 16)
+    return `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`
+  }
+  return undefined
+}
+
+export interface SsrfPolicy {
+  readonly allowHosts: ReadonlySet<string>
+  readonly allowList: Net.BlockList
+}
+
+export const makePolicy = (entries: ReadonlyArray<string>): SsrfPolicy => {
+  const allowHosts = new Set<string>()
+  const allowList = new Net.BlockList()
+  for (const raw of entries) {
+    const entry = raw.trim().toLowerCase().replace(/^\[|\]$/g, "")
+    const [net, prefix] = entry.split("/")
+    const family = net === undefined ? 0 : Net.isIP(net)
+    if (net !== undefined && family !== 0) {
+      const type = family === 4 ? "ipv4" : "ipv6"
+      if (prefix === undefined) allowList.addAddress(net, type)
+      else allowList.addSubnet(net, Number(prefix), type)
+    } else if (entry.length > 0) {
+      allowHosts.add(entry)
+    }
+  }
+  return { allowHosts, allowList }
+}
+
+/** Why an address may not be connected to, or undefined when it may. */
+export const refusedAddress = (policy: SsrfPolicy, address: string): string | undefined => {
+  const family = Net.isIP(address)
+  if (family === 0) return `${address} is not an IP address`
+  const type = family === 4 ? "ipv4" : "ipv6"
+  if (policy.allowList.check(address, type)) return undefined
+  if (family === 6) {
+    const v4 = embeddedIpv4(address)
+    if (v4 !== undefined) return refusedAddress(policy, v4)
+  }
+  return blocked.check(address, type) ? `${address} is a private, loopback, link-local or reserved address` : undefined
+}
+
+/** The hostname of a URL without IPv6 brackets, lower-cased. */
+export const hostOf = (url: URL): string => url.hostname.replace(/^\[|\]$/g, "").toLowerCase()
+
+/**
+ * Check a caller-supplied URL before connecting: scheme, allow-listed host, and IP literals (which are
+ * connected to without a DNS lookup). Hostnames are checked at connection time by `guardedLookup`.
+ */
+export const refusedUrl = (policy: SsrfPolicy, url: URL): string | undefined => {
+  if (url.protocol !== "http:" && url.protocol !== "https:") return `scheme ${url.protocol} is not allowed`
+  if (url.username !== "" || url.password !== "") return "URLs with credentials are not allowed"
+  const host = hostOf(url)
+  if (policy.allowHosts.has(host)) return undefined
+  if (Net.isIP(host) !== 0) return refusedAddress(policy, host)
+  if (host === "localhost" || host.endsWith(".localhost")) return `${host} is a loopback name`
+  return undefined
+}
+
+export class SsrfRefused extends Error {
+  readonly code = "ESSRF"
+}
+
+type LookupCallback = (
+  err: NodeJS.ErrnoException | null,
+  address: string | Array<Dns.LookupAddress>,
+  family?: number
+) => void
+
+/** A `net.connect` lookup that refuses hostnames resolving to a refused address. */
+export const guardedLookup = (policy: SsrfPolicy) =>
+(hostname: string, options: Dns.LookupOptions, callback: LookupCallback): void => {
+  const host = hostname.toLowerCase()
+  Dns.lookup(hostname, { ...options, all: true }, (err, addresses) => {
+    if (err) return callback(err, [])
+    if (!policy.allowHosts.has(host)) {
+      for (const { address } of addresses) {
+        const reason = refusedAddress(policy, address)
+        if (reason !== undefined) return callback(new SsrfRefused(`${hostname} resolves to ${reason}`), [])
+      }
+    }
+    if (options.all === true) return callback(null, addresses)
+    const first = addresses[0]
+    if (first === undefined) return callback(new SsrfRefused(`${hostname} did not resolve`), [])
+    return callback(null, first.address, first.family)
+  })
+}

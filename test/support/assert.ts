@@ -1,0 +1,48 @@
+/**
+ * Assertions on what a caller sees: status, the exact envelope, and the headers every response carries.
+ */
+import { expect } from "vitest"
+import type { HttpResult } from "./gateway.js"
+
+export interface ExpectedError {
+  readonly status: number
+  readonly type: string
+  readonly code: string
+  readonly retryable: boolean
+  readonly billable: boolean
+  /** A fragment the message must contain. */
+  readonly message?: string | RegExp
+}
+
+export const expectEnvelope = (result: HttpResult, expected: ExpectedError) => {
+  expect({ status: result.status, body: result.body }).toEqual({
+    status: expected.status,
+    body: {
+      error: {
+        type: expected.type,
+        code: expected.code,
+        message: expect.any(String),
+        retryable: expected.retryable,
+        billable: expected.billable
+      }
+    }
+  })
+  expect(result.headers.get("content-type")).toMatch(/^application\/json/)
+  expect(result.headers.get("x-request-id")).toMatch(/^req_[0-9A-Za-z]{20}$/)
+  expect(result.headers.get("x-credits-charged")).toBeNull()
+  if (expected.status === 429) expect(Number(result.headers.get("retry-after"))).toBeGreaterThanOrEqual(1)
+  if (expected.message !== undefined) {
+    const message = (result.body as { error: { message: string } }).error.message
+    if (typeof expected.message === "string") expect(message).toContain(expected.message)
+    else expect(message).toMatch(expected.message)
+  }
+  // Never a stack trace, SQL or an internal path in a message.
+  expect(result.text).not.toMatch(/\bat [\w.<>]+ \(|node_modules|SELECT |INSERT |\.ts:\d+/)
+}
+
+export const expectOk = (result: HttpResult, charged?: number) => {
+  expect(result.status, result.text).toBe(200)
+  expect(result.headers.get("x-request-id")).toMatch(/^req_/)
+  if (charged !== undefined) expect(result.headers.get("x-credits-charged")).toBe(String(charged))
+  else expect(result.headers.get("x-credits-charged")).toMatch(/^\d+$/)
+}

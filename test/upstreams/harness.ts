@@ -1,0 +1,163 @@
+/**
+ * A fake upstream: a real HTTP server on 127.0.0.1:0 that records every request and answers through a
+ * protocol handler, unless a fault is switched on (delay, status, 429, malformed JSON, wrong shape,
+ * connection reset, oversized body, hang after headers).
+ */
+import { Effect } from "effect"
+import * as Http from "node:http"
+
+export interface RecordedRequest {
+  readonly method: string
+  readonly path: string
+  readonly query: URLSearchParams
+  readonly headers: Http.IncomingHttpHeaders
+  readonly body: string
+  readonly json: unknown
+}
+
+export interface Reply {
+  readonly status: number
+  readonly body: unknown
+  readonly headers?: Readonly<Record<string, string>>
+  /** Send `body` as is (a string), not as JSON. */
+  readonly raw?: boolean
+}
+
+export interface Fault {
+  readonly status?: number
+  readonly body?: unknown
+  readonly headers?: Readonly<Record<string, string>>
+  readonly delayMs?: number
+  readonly malformed?: boolean
+  readonly wrongShape?: boolean
+  readonly reset?: boolean
+  readonly oversizedBytes?: number
+  readonly hangAfterHeaders?: boolean
+  /** Apply to this many requests, then answer normally again (default: until cleared). */
+  readonly times?: number
+}
+
+export interface Upstream {
+  readonly url: string
+  readonly requests: Array<RecordedRequest>
+  /** Switch a fault on (or off, with no argument). */
+  readonly fault: (fault?: Fault) => void
+  readonly hits: (path?: string) => number
+  readonly reset: () => void
+  readonly close: () => Promise<void>
+}
+
+export type Handler = (request: RecordedRequest) => Reply
+
+export const json = (status: number, body: unknown, headers?: Readonly<Record<string, string>>): Reply =>
+  headers === undefined ? { status, body } : { status, body, headers }
+
+export const startUpstream = (handler: Handler, host = "127.0.0.1"): Promise<Upstream> =>
+  new Promise((resolve) => {
+    const requests: Array<RecordedRequest> = []
+    let current: { fault: Fault; remaining: number } | undefined
+    const sockets = new Set<import("node:net").Socket>()
+
+    const server = Http.createServer((req, res) => {
+      const chunks: Array<Buffer> = []
+      req.on("data", (c: Buffer) => chunks.push(c))
+      req.on("end", () => {
+        const body = Buffer.concat(chunks).toString("utf8")
+        let parsed: unknown = undefined
+        try {
+          parsed = body === "" ? undefined : JSON.parse(body)
+        } catch {
+          parsed = undefined
+        }
+        const url = new URL(req.url ?? "/", "http://upstream")
+        const recorded: RecordedRequest = {
+          method: req.method ?? "GET",
+          path: decodeURIComponent(url.pathname),
+          query: url.searchParams,
+          headers: req.headers,
+          body,
+          json: parsed
+        }
+        requests.push(recorded)
+
+        let fault: Fault | undefined
+        if (current !== undefined) {
+          fault = current.fault
+          current.remaining -= 1
+          if (current.remaining <= 0) current = undefined
+        }
+        const answer = () => {
+          if (fault?.reset === true) {
+            req.socket.destroy()
+            return
+          }
+          if (fault?.hangAfterHeaders === true) {
+            res.writeHead(200, { "content-type": "application/json" })
+            res.flushHeaders()
+            return
+          }
+          if (fault?.oversizedBytes !== undefined) {
+            res.writeHead(200, { "content-type": "application/json" })
+            const chunk = Buffer.alloc(64 * 1024, "a")
+            let sent = 0
+            const pump = () => {
+              while (sent < (fault?.oversizedBytes ?? 0)) {
+                sent += chunk.length
+                if (!res.write(chunk)) return res.once("drain", pump)
+              }
+              res.end()
+            }
+            pump()
+            return
+          }
+          if (fault?.malformed === true) {
+            res.writeHead(200, { "content-type": "application/json" })
+            res.end("{\"results\": [ this is not json")
+            return
+          }
+          if (fault?.wrongShape === true) {
+            res.writeHead(200, { "content-type": "application/json" })
+            res.end(JSON.stringify({ unexpected: true, items: "none" }))
+            return
+          }
+          const reply: Reply = fault?.status !== undefined
+            ? { status: fault.status, body: fault.body ?? { error: `fault ${fault.status}` }, ...(fault.headers ? { headers: fault.headers } : {}) }
+            : handler(recorded)
+          const text = reply.raw === true && typeof reply.body === "string" ? reply.body : JSON.stringify(reply.body)
+          res.writeHead(reply.status, { "content-type": "application/json", ...reply.headers })
+          res.end(text)
+        }
+        if (fault?.delayMs !== undefined) setTimeout(answer, fault.delayMs)
+        else answer()
+      })
+    })
+    server.on("connection", (socket) => {
+      sockets.add(socket)
+      socket.on("close", () => sockets.delete(socket))
+    })
+    server.listen(0, host, () => {
+      const address = server.address()
+      const port = typeof address === "object" && address !== null ? address.port : 0
+      resolve({
+        url: `http://${host}:${port}`,
+        requests,
+        fault: (fault) => {
+          current = fault === undefined ? undefined : { fault, remaining: fault.times ?? Number.POSITIVE_INFINITY }
+        },
+        hits: (path) => (path === undefined ? requests.length : requests.filter((r) => r.path === path).length),
+        reset: () => {
+          requests.length = 0
+          current = undefined
+        },
+        close: () =>
+          new Promise<void>((done) => {
+            for (const socket of sockets) socket.destroy()
+            server.close(() => done())
+          })
+      })
+    })
+  })
+
+/** An upstream for the life of the scope. */
+export const upstream = (handler: Handler, host?: string) =>
+  Effect.acquireRelease(Effect.promise(() => startUpstream(handler, host)), (u) => Effect.promise(() => u.close()))

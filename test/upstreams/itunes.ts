@@ -1,0 +1,39 @@
+/**
+ * Apple's iTunes Search API: `GET /search?term=…&entity=software&country=…&limit=…`, answered as
+ * `{resultCount, results}` with `text/javascript` in the real service.
+ */
+import { json, type RecordedRequest, type Reply, upstream } from "./harness.js"
+
+export const app = (i: number, term: string) => ({
+  wrapperType: "software",
+  kind: "software",
+  trackId: 1000 + i,
+  trackName: `${term} App ${i}`,
+  artistName: "Example Developer",
+  bundleId: `com.example.app${i}`,
+  trackViewUrl: `https://apps.apple.com/us/app/id${1000 + i}`,
+  artworkUrl60: "https://is1-ssl.mzstatic.com/image/60.png",
+  artworkUrl100: "https://is1-ssl.mzstatic.com/image/100.png",
+  artworkUrl512: "https://is1-ssl.mzstatic.com/image/512.png",
+  price: i % 2 === 0 ? 0 : 2.99,
+  formattedPrice: i % 2 === 0 ? "Free" : "$2.99",
+  currency: "USD",
+  averageUserRating: 4.5,
+  userRatingCount: 1234,
+  genres: ["Productivity", "Utilities"],
+  version: "2.1.0",
+  releaseDate: "2020-01-01T08:00:00Z",
+  description: "An app."
+})
+
+export const handleItunes = (req: RecordedRequest): Reply => {
+  if (req.method !== "GET" || req.path !== "/search") return json(404, { errorMessage: "Not Found" })
+  const term = req.query.get("term")
+  if (term === null || term === "") return json(400, { errorMessage: "Invalid value(s) for key(s): [term]" })
+  if (req.query.get("entity") !== "software") return json(400, { errorMessage: "entity must be software here" })
+  const limit = Number(req.query.get("limit") ?? "50")
+  const results = Array.from({ length: Math.min(limit, 3) }, (_, i) => app(i, term))
+  return { status: 200, body: { resultCount: results.length, results }, headers: { "content-type": "text/javascript; charset=utf-8" } }
+}
+
+export const itunes = upstream(handleItunes)

@@ -1,0 +1,42 @@
+/**
+ * Jina on one server: the Reader (`GET /<url>`) and Search (`POST /` with `{q, num}`), Bearer key,
+ * `{code, status, data}` answers when asked for JSON.
+ */
+import { json, type RecordedRequest, type Reply, upstream } from "./harness.js"
+
+export const JINA_KEY = "jina-test-key"
+
+export const handleJina = (req: RecordedRequest): Reply => {
+  if (req.headers["authorization"] !== `Bearer ${JINA_KEY}`) {
+    return json(401, { data: null, code: 401, name: "AuthenticationRequiredError", status: 40103, message: "Invalid API key" })
+  }
+  if (req.method === "POST" && req.path === "/") {
+    const body = req.json
+    if (typeof body !== "object" || body === null || !("q" in body) || typeof body.q !== "string") {
+      return json(400, { data: null, code: 400, status: 40001, message: "q is required" })
+    }
+    return json(200, {
+      code: 200,
+      status: 20000,
+      data: [0, 1, 2].map((i) => ({
+        title: `Jina result ${i} for ${body.q}`,
+        url: `https://example.com/jina/${i}`,
+        description: `Description ${i}`,
+        date: "Jan 1, 2026",
+        usage: { tokens: 1000 }
+      })),
+      meta: { usage: { tokens: 3000 } }
+    })
+  }
+  if (req.method === "GET" && /^\/https?:\/\//.test(req.path)) {
+    const url = req.path.slice(1)
+    return json(200, {
+      code: 200,
+      status: 20000,
+      data: { title: "Jina read", description: "", url, content: `# Read by Jina\n\nContent of ${url}.`, usage: { tokens: 42 } }
+    })
+  }
+  return json(404, { data: null, code: 404, status: 40400, message: "Not found" })
+}
+
+export const jina = upstream(handleJina)

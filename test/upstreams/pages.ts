@@ -1,0 +1,46 @@
+/**
+ * Web pages for the built-in reader: an article, plain text, JSON, a binary file, and redirects.
+ */
+import { type RecordedRequest, type Reply, upstream } from "./harness.js"
+
+export const ARTICLE = `<!doctype html>
+<html><head><title>The Gateway Article</title></head>
+<body>
+  <nav><a href="/">Home</a> | <a href="/about">About</a></nav>
+  <article>
+    <h1>How gateways meter tools</h1>
+    <p>A gateway reserves credits <strong>before</strong> it calls a provider, and settles the real charge after.
+    This paragraph is long enough for the extractor to treat it as the main content of the page, which matters
+    because navigation and footers are not content.</p>
+    <p>Idempotency keys make retries safe: the same key with the same input replays the first answer instead of
+    calling the provider again. That is how a client that lost a response can retry without paying twice.</p>
+    <ul><li>Reserve</li><li>Call</li><li>Settle</li></ul>
+  </article>
+  <footer>Copyright footer text</footer>
+  <script>var tracking = true;</script>
+</body></html>`
+
+export const handlePages = (req: RecordedRequest): Reply => {
+  switch (req.path) {
+    case "/article":
+      return { status: 200, body: ARTICLE, raw: true, headers: { "content-type": "text/html; charset=utf-8" } }
+    case "/plain":
+      return { status: 200, body: "Just some plain text.", raw: true, headers: { "content-type": "text/plain" } }
+    case "/data.json":
+      return { status: 200, body: { hello: "world" } }
+    case "/file.bin":
+      return { status: 200, body: "\u0000\u0001binary", raw: true, headers: { "content-type": "application/octet-stream" } }
+    case "/redirect": {
+      const to = req.query.get("to") ?? "/article"
+      return { status: 302, body: "", raw: true, headers: { location: to } }
+    }
+    case "/missing":
+      return { status: 404, body: "<h1>Not found</h1>", raw: true, headers: { "content-type": "text/html" } }
+    default:
+      return { status: 404, body: "not found", raw: true, headers: { "content-type": "text/plain" } }
+  }
+}
+
+/** Pages on 127.0.0.2 (loopback too): tests allow-list that address only, so 127.0.0.1 stays refused. */
+export const PAGES_HOST = "127.0.0.2"
+export const pages = upstream(handlePages, PAGES_HOST)

@@ -3,13 +3,24 @@
  * The `tool-gateway` command.
  */
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
-import { Effect, Layer, Logger, LogLevel } from "effect"
+import { Console, Effect, Layer, Logger, LogLevel } from "effect"
 import { cli } from "./cli/main.js"
+import { describeStartupError } from "./cli/errors.js"
 
 const level = (process.env["LOG_LEVEL"] ?? "info").toLowerCase()
 const minimum = LogLevel.allLevels.find((l) => l.label.toLowerCase() === level) ?? LogLevel.Info
 
 cli(process.argv).pipe(
+  // Configuration mistakes, an unreachable database: one clear line, no stack trace.
+  Effect.catchAll((error) => {
+    const message = describeStartupError(error)
+    return Effect.zipRight(
+      message === "" ? Effect.void : Console.error(message),
+      Effect.sync(() => {
+        process.exitCode = 2
+      })
+    )
+  }),
   Effect.provide(Layer.mergeAll(NodeContext.layer, Logger.minimumLogLevel(minimum))),
   NodeRuntime.runMain({ disableErrorReporting: false })
 )

@@ -4,25 +4,25 @@
  * `--json` prints machine-readable output.
  */
 import { Command, Options } from "@effect/cli"
-import { HttpServer } from "@effect/platform"
 import { Console, Effect, Layer, Option, Redacted } from "effect"
 import { migrate } from "../db/migrations.js"
 import { DatabaseLive } from "../db/Database.js"
 import { isGatewayError } from "../domain/errors.js"
 import { KeyId, OrgId } from "../domain/ids.js"
 import { isToolName, toolNames } from "../domain/tools.js"
-import { HttpServerLive } from "../http/server.js"
-import { GatewayLive, ServicesLive } from "../layers.js"
-import { Betas } from "../services/Betas.js"
-import { GatewayConfig, GatewayConfigFromEnv } from "../services/GatewayConfig.js"
-import { type KeyInfo, KeyStore } from "../services/KeyStore.js"
-import { Ledger, type Org } from "../services/Ledger.js"
+import { Betas, BetasLive } from "../services/Betas.js"
+import { GatewayConfigFromEnv } from "../services/GatewayConfig.js"
+import { type KeyInfo, KeyStore, KeyStoreLive } from "../services/KeyStore.js"
+import { Ledger, LedgerLive, type Org } from "../services/Ledger.js"
 
 const json = Options.boolean("json").pipe(Options.withDescription("Print JSON"))
 const orgOption = Options.text("org").pipe(Options.withDescription("Org id (org_…)"))
 
 /** The services for one admin command, over the configured or embedded database. */
-const AdminLive = ServicesLive.pipe(Layer.provideMerge(DatabaseLive), Layer.provideMerge(GatewayConfigFromEnv))
+const AdminLive = Layer.mergeAll(LedgerLive, KeyStoreLive, BetasLive).pipe(
+  Layer.provideMerge(DatabaseLive),
+  Layer.provideMerge(GatewayConfigFromEnv)
+)
 
 const orgJson = (org: Org) => ({
   id: org.id,
@@ -71,42 +71,10 @@ const admin = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     Effect.provide(AdminLive)
   )
 
-const curlExample = (base: string, key: string) =>
-  `curl -s ${base}/v1/weather -H "X-API-Key: ${key}" -H "Content-Type: application/json" -d '{"q":"Berlin"}'`
-
-/** First start on an empty embedded database: a `default` org with 1000 credits and one key, printed once. */
-const bootstrap = Effect.gen(function* () {
-  const config = yield* GatewayConfig
-  if (!config.bootstrap || Option.isSome(config.databaseUrl)) return
-  const ledger = yield* Ledger
-  if ((yield* ledger.countOrgs) > 0) return
-  const org = yield* ledger.createOrg({ name: "default", credits: 1000 })
-  const key = yield* Effect.orDie(KeyStore.pipe(Effect.flatMap((keys) => keys.create(org.id, "default"))))
-  const server = yield* HttpServer.HttpServer
-  const address = server.address
-  const base = address._tag === "TcpAddress" ? `http://${address.hostname}:${address.port}` : "http://localhost"
-  yield* Console.log(
-    [
-      "",
-      `Created org "default" (${org.id}) with 1000 credits and an API key. It is shown only this once:`,
-      "",
-      `  ${Redacted.value(key.key)}`,
-      "",
-      "Try it:",
-      `  ${curlExample(base, Redacted.value(key.key))}`,
-      ""
-    ].join("\n")
-  )
-})
-
 const serve = Command.make("serve", {}, () =>
-  Layer.launch(
-    Layer.effectDiscard(bootstrap).pipe(
-      Layer.provideMerge(HttpServerLive),
-      Layer.provideMerge(GatewayLive),
-      Layer.provideMerge(GatewayConfigFromEnv)
-    )
-  )).pipe(Command.withDescription("Run the gateway (HOST, PORT; DATABASE_URL or the embedded database)"))
+  // Loaded on demand: the admin commands do not need the HTTP server and the providers.
+  Effect.flatMap(Effect.promise(() => import("./serve.js")), (m) => m.serve)
+).pipe(Command.withDescription("Run the gateway (HOST, PORT; DATABASE_URL or the embedded database)"))
 
 const migrateCommand = Command.make("migrate", { json }, ({ json }) =>
   admin(Effect.gen(function* () {

@@ -19,7 +19,9 @@ const GeocodingResult = Schema.Struct({
   country: Schema.optional(Schema.String),
   timezone: Schema.optional(Schema.String)
 })
+// Open-Meteo leaves `results` out when nothing matches; `generationtime_ms` is always there.
 export const GeocodingAnswer = Schema.Struct({
+  generationtime_ms: Schema.Number,
   results: Schema.optional(Schema.Array(GeocodingResult))
 })
 

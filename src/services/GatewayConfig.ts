@@ -2,7 +2,7 @@
  * Operator configuration, read once from the environment (every name documented in the README).
  * Tests build it with `GatewayConfig.make({ ... })` instead.
  */
-import { Config, Context, Effect, Layer, Option, Redacted } from "effect"
+import { Config, type ConfigError, Context, Layer, Option, Redacted } from "effect"
 
 export interface ProviderEndpoint {
   readonly baseUrl: string
@@ -112,7 +112,10 @@ const endpoint = (name: string, fallback: ProviderEndpoint, baseOverride: Option
 
 /** The configuration read from the environment. */
 export const fromEnv: Config.Config<GatewayConfigShape> = Config.all({
-  port: Config.port("PORT").pipe(Config.withDefault(d.port)),
+  port: Config.integer("PORT").pipe(
+    Config.validate({ message: "PORT must be an integer from 0 to 65535", validation: (n) => n >= 0 && n <= 65535 }),
+    Config.withDefault(d.port)
+  ),
   host: Config.string("HOST").pipe(Config.withDefault(d.host)),
   databaseUrl: Config.option(Config.redacted("DATABASE_URL")),
   dataDir: Config.string("GATEWAY_DATA_DIR").pipe(Config.withDefault(d.dataDir)),
@@ -183,7 +186,7 @@ export const fromEnv: Config.Config<GatewayConfigShape> = Config.all({
   })
 )
 
-export const GatewayConfigFromEnv: Layer.Layer<GatewayConfig, never> = Layer.effect(
+export const GatewayConfigFromEnv: Layer.Layer<GatewayConfig, ConfigError.ConfigError> = Layer.effect(
   GatewayConfig,
-  Effect.orDie(fromEnv)
+  fromEnv
 )

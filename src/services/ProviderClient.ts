@@ -72,7 +72,8 @@ export const upstreamMessage = (body: Uint8Array): string => {
       const error = o["error"]
       const nested = typeof error === "object" && error !== null ? { ...error } : undefined
       message = (nested !== undefined && "message" in nested ? nested.message : undefined) ?? o["message"] ??
-        (typeof error === "string" ? error : undefined) ?? o["detail"] ?? o["error_description"] ?? text
+        (typeof error === "string" ? error : undefined) ?? o["reason"] ?? o["errorMessage"] ?? o["detail"] ??
+        o["error_description"] ?? text
     }
   } catch {
     // not JSON: the text itself

@@ -1,0 +1,202 @@
+/**
+ * The admin CLI, run as the built `tool-gateway` command in its own process: every command with `--json`,
+ * against `DATABASE_URL`; a revocation seen at once by a running server; and the embedded database, shared
+ * by a running `serve` and the CLI, with the first-start key that `npm start` prints.
+ */
+import { describe, expect, it, layer } from "@effect/vitest"
+import { Effect } from "effect"
+import * as Child from "node:child_process"
+import * as Fs from "node:fs/promises"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { TestDatabaseUrl } from "./support/database.js"
+import { callTool, gatewayLayer } from "./support/gateway.js"
+import { expectEnvelope, expectOk } from "./support/assert.js"
+import { startUpstream } from "./upstreams/harness.js"
+import { handleOpenMeteo } from "./upstreams/openMeteo.js"
+
+const BIN = Path.resolve("dist/bin.js")
+
+interface Run {
+  readonly code: number | null
+  readonly stdout: string
+  readonly stderr: string
+}
+
+const baseEnv = () => {
+  const env: Record<string, string> = {}
+  for (const [k, v] of Object.entries(process.env)) {
+    if (v !== undefined && k !== "DATABASE_URL" && k !== "GATEWAY_DATA_DIR") env[k] = v
+  }
+  return env
+}
+
+const run = (args: ReadonlyArray<string>, env: Record<string, string>) =>
+  Effect.async<Run>((resume) => {
+    Child.execFile("node", [BIN, ...args], { env: { ...baseEnv(), ...env }, timeout: 60_000 }, (error, stdout, stderr) => {
+      const code = error === null ? 0 : typeof error.code === "number" ? error.code : 1
+      resume(Effect.succeed({ code, stdout, stderr }))
+    })
+  })
+
+const runJson = (args: ReadonlyArray<string>, env: Record<string, string>) =>
+  Effect.map(run([...args, "--json"], env), (r) => {
+    expect(r.code, r.stderr).toBe(0)
+    return JSON.parse(r.stdout) as Record<string, unknown>
+  })
+
+layer(gatewayLayer(), { excludeTestServices: true })("the CLI against DATABASE_URL", (it) => {
+  const envFor = Effect.map(TestDatabaseUrl, ({ url }) => ({ DATABASE_URL: url }))
+
+  it.effect("org, credits, cap, keys and beta commands, with --json", () =>
+    Effect.gen(function* () {
+      const env = yield* envFor
+      const org = yield* runJson(["org", "create", "--name", "acme", "--credits", "100", "--spend-cap", "50"], env)
+      expect(org).toMatchObject({ name: "acme", balance: 100, held: 0, available: 100, month_spend: 0, spend_cap: 50 })
+      const id = String(org["id"])
+      expect(id).toMatch(/^org_/)
+
+      expect(yield* runJson(["credits", "grant", "--org", id, "--amount", "25"], env)).toMatchObject({ balance: 125 })
+      expect(yield* runJson(["cap", "set", "--org", id, "--amount", "none"], env)).toMatchObject({ spend_cap: null })
+      expect(yield* runJson(["cap", "set", "--org", id, "--amount", "80"], env)).toMatchObject({ spend_cap: 80 })
+
+      const created = yield* runJson(["keys", "create", "--org", id, "--name", "ci"], env)
+      expect(created).toMatchObject({ org_id: id, name: "ci", revoked_at: null })
+      expect(String(created["key"])).toMatch(/^tg_[0-9A-Za-z]{32}$/)
+      expect(String(created["key"]).startsWith(String(created["prefix"]))).toBe(true)
+
+      const listed = yield* run(["keys", "list", "--org", id, "--json"], env)
+      expect(listed.stdout).not.toContain(String(created["key"]))
+      expect(JSON.parse(listed.stdout)).toEqual([expect.objectContaining({ id: created["id"], prefix: created["prefix"] })])
+
+      expect(yield* runJson(["beta", "enable", "--org", id, "--tool", "iota_delete_service"], env)).toEqual({
+        org_id: id,
+        betas: ["iota_delete_service"]
+      })
+      expect(yield* runJson(["org", "show", "--org", id], env)).toMatchObject({ balance: 125, spend_cap: 80, betas: ["iota_delete_service"] })
+      expect(yield* runJson(["beta", "disable", "--org", id, "--tool", "iota_delete_service"], env)).toMatchObject({ betas: [] })
+
+      const revoked = yield* runJson(["keys", "revoke", "--key-id", String(created["id"])], env)
+      expect(revoked["revoked_at"]).toEqual(expect.any(String))
+
+      expect(yield* runJson(["migrate"], env)).toEqual({ applied: [] })
+      const human = yield* run(["org", "show", "--org", id], env)
+      expect(human.stdout).toContain("balance      125")
+    }))
+
+  it.effect("mistakes exit with status 1 and a clear message", () =>
+    Effect.gen(function* () {
+      const env = yield* envFor
+      const missing = yield* run(["org", "show", "--org", "org_doesnotexist"], env)
+      expect(missing.code).toBe(1)
+      expect(missing.stderr).toContain("no org with id org_doesnotexist")
+      const badAmount = yield* run(["credits", "grant", "--org", "org_x", "--amount", "-5"], env)
+      expect(badAmount.code).not.toBe(0)
+      const badTool = yield* run(["beta", "enable", "--org", "org_x", "--tool", "nope"], env)
+      expect(badTool.code).not.toBe(0)
+    }))
+
+  it.effect("a key revoked through the CLI is refused at once by the running server", () =>
+    Effect.gen(function* () {
+      const env = yield* envFor
+      const org = yield* runJson(["org", "create", "--name", "revocation", "--credits", "10"], env)
+      const created = yield* runJson(["keys", "create", "--org", String(org["id"])], env)
+      const key = String(created["key"])
+      expectOk(yield* callTool("weather", { q: "Berlin" }, { key }))
+      yield* runJson(["keys", "revoke", "--key-id", String(created["id"])], env)
+      expectEnvelope(yield* callTool("weather", { q: "Berlin" }, { key }), {
+        status: 401,
+        type: "auth",
+        code: "invalid_key",
+        retryable: false,
+        billable: false
+      })
+    }))
+})
+
+describe("the embedded database", () => {
+  it.live("npm start's first run prints a working key; the CLI joins the running server's database", () =>
+    Effect.gen(function* () {
+      const dataDir = yield* Effect.acquireRelease(
+        Effect.promise(async () => {
+          const dir = await Fs.mkdtemp(Path.join(Os.tmpdir(), "tool-gateway-embedded-"))
+          await Fs.chmod(dir, 0o755)
+          return dir
+        }),
+        (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
+      )
+      const weather = yield* Effect.acquireRelease(
+        Effect.promise(() => startUpstream(handleOpenMeteo)),
+        (u) => Effect.promise(() => u.close())
+      )
+      const env = { GATEWAY_DATA_DIR: dataDir, PORT: "0", WEATHER_BASE_URL: weather.url, GEOCODING_BASE_URL: weather.url }
+
+      // serve, until it prints the key and the address
+      const server = yield* Effect.acquireRelease(
+        Effect.sync(() => Child.spawn("node", [BIN, "serve"], { env: { ...baseEnv(), ...env } })),
+        (child) =>
+          Effect.promise(() =>
+            new Promise<void>((done) => {
+              if (child.exitCode !== null) return done()
+              child.once("exit", () => done())
+              child.kill("SIGKILL")
+            })
+          )
+      )
+      let output = ""
+      server.stdout.on("data", (d: Buffer) => (output += d.toString()))
+      server.stderr.on("data", (d: Buffer) => (output += d.toString()))
+      yield* Effect.promise(() =>
+        new Promise<void>((done, fail) => {
+          const timer = setTimeout(() => fail(new Error(`serve did not print a key:\n${output}`)), 45_000)
+          const check = () => {
+            if (/tg_[0-9A-Za-z]{32}/.test(output) && /Listening on http:\/\/[\d.]+:\d+/.test(output)) {
+              clearTimeout(timer)
+              done()
+            }
+          }
+          server.stdout.on("data", check)
+          server.stderr.on("data", check)
+        })
+      )
+      const key = output.match(/tg_[0-9A-Za-z]{32}/)?.[0] ?? ""
+      const base = output.match(/Listening on (http:\/\/[\d.]+:\d+)/)?.[1] ?? ""
+      const orgId = output.match(/org_[0-9A-Za-z]{16}/)?.[0] ?? ""
+      expect(output).toContain(`curl -s ${base}/v1/weather -H "X-API-Key: ${key}"`)
+
+      const call = () =>
+        Effect.promise(() =>
+          fetch(`${base}/v1/weather`, {
+            method: "POST",
+            headers: { "content-type": "application/json", "x-api-key": key },
+            body: JSON.stringify({ q: "Berlin" })
+          }).then(async (r) => ({ status: r.status, body: (await r.json()) as Record<string, unknown> }))
+        )
+      const ok = yield* call()
+      expect(ok.status).toBe(200)
+      expect(ok.body).toMatchObject({ provider: "open-meteo", location: { name: "Berlin" } })
+
+      // The CLI, while the server runs, uses the same database.
+      const shown = yield* runJson(["org", "show", "--org", orgId], { GATEWAY_DATA_DIR: dataDir })
+      expect(shown).toMatchObject({ name: "default", balance: 999 })
+      const keys = yield* runJson(["keys", "list", "--org", orgId], { GATEWAY_DATA_DIR: dataDir })
+      const keyId = String((keys as unknown as Array<Record<string, unknown>>)[0]?.["id"])
+      yield* runJson(["keys", "revoke", "--key-id", keyId], { GATEWAY_DATA_DIR: dataDir })
+      expect((yield* call()).status).toBe(401)
+
+      // SIGTERM: a clean exit that stops the database it started.
+      const code = yield* Effect.promise(() =>
+        new Promise<number | null>((done) => {
+          server.once("exit", (c) => done(c))
+          server.kill("SIGTERM")
+        })
+      )
+      expect(code).toBe(0)
+      const pidFile = yield* Effect.promise(() => Fs.access(Path.join(dataDir, "pg", "postmaster.pid")).then(() => true, () => false))
+      expect(pidFile).toBe(false)
+
+      // Without a server, the CLI starts the database for itself; a second start keeps the first org.
+      const after = yield* runJson(["org", "show", "--org", orgId], { GATEWAY_DATA_DIR: dataDir })
+      expect(after).toMatchObject({ name: "default", balance: 999 })
+    }).pipe(Effect.scoped), 120_000)
+})

@@ -1,0 +1,146 @@
+/**
+ * Credits under concurrency and over time: a balance that covers 50 calls pays for exactly 50, a spend cap
+ * is never exceeded, month roll-over resets it (TestClock), holds resolve exactly once, and holds whose
+ * request died are voided by the sweeper.
+ */
+import { describe, expect, layer } from "@effect/vitest"
+import { Effect, TestClock } from "effect"
+import { InsufficientCredits, SpendCapExceeded } from "../src/domain/errors.js"
+import { KeyId } from "../src/domain/ids.js"
+import { Ledger } from "../src/services/Ledger.js"
+import { expectEnvelope } from "./support/assert.js"
+import { books, callTool, gatewayLayer, givenOrg, servicesLayer } from "./support/gateway.js"
+
+layer(gatewayLayer(), { excludeTestServices: true })("over HTTP, concurrently", (it) => {
+  it.effect("200 concurrent calls on a balance that covers 50: exactly 50 succeed", () =>
+    Effect.gen(function* () {
+      const { key, orgId } = yield* givenOrg({ credits: 50 })
+      const results = yield* Effect.forEach(
+        Array.from({ length: 200 }, (_, i) => i),
+        () => callTool("weather", { q: "Berlin" }, { key }),
+        { concurrency: 200 }
+      )
+      const ok = results.filter((r) => r.status === 200)
+      const refused = results.filter((r) => r.status !== 200)
+      expect(ok).toHaveLength(50)
+      expect(refused).toHaveLength(150)
+      for (const r of refused) {
+        expectEnvelope(r, { status: 402, type: "insufficient_credits", code: "insufficient_credits", retryable: false, billable: false })
+      }
+      for (const r of ok) expect(r.headers.get("x-credits-charged")).toBe("1")
+      const b = yield* books(orgId)
+      expect(b).toMatchObject({ balance: 0, held: 0, pendingHolds: 0, journalSum: 0, monthSpend: 50 })
+      expect(b.holdsByStatus).toEqual({ settled: 50 })
+    }))
+
+  it.effect("a spend cap holds under concurrency", () =>
+    Effect.gen(function* () {
+      const { key, orgId } = yield* givenOrg({ credits: 1000, cap: 30 })
+      const results = yield* Effect.forEach(
+        Array.from({ length: 100 }, (_, i) => i),
+        () => callTool("weather", { q: "Berlin" }, { key }),
+        { concurrency: 100 }
+      )
+      expect(results.filter((r) => r.status === 200)).toHaveLength(30)
+      for (const r of results.filter((r) => r.status !== 200)) {
+        expectEnvelope(r, { status: 429, type: "rate_limited", code: "spend_cap_exceeded", retryable: false, billable: false })
+      }
+      expect(yield* books(orgId)).toMatchObject({ balance: 970, held: 0, monthSpend: 30, journalSum: 970 })
+    }))
+
+  it.effect("the reservation covers the most the input can cost", () =>
+    Effect.gen(function* () {
+      // read reserves by max_chars: 500000 characters at 1 credit per 20000 is 25 credits
+      const { key, orgId } = yield* givenOrg({ credits: 10 })
+      const result = yield* callTool("read", { url: "https://example.com", max_chars: 500000 }, { key })
+      expectEnvelope(result, { status: 402, type: "insufficient_credits", code: "insufficient_credits", retryable: false, billable: false, message: "reserves up to 25 credits" })
+      expect(yield* books(orgId)).toMatchObject({ balance: 10, held: 0 })
+    }))
+})
+
+layer(servicesLayer())("the ledger, in process, on TestClock", (it) => {
+  const hold = (orgId: Parameters<typeof Ledger.Service.reserve>[0]["orgId"], amount: number, leaseMs = 60_000) =>
+    Effect.flatMap(Ledger, (ledger) =>
+      ledger.reserve({ orgId, keyId: KeyId.make("key_test"), tool: "weather", requestId: `req_${Math.random()}`, amount, leaseMs }))
+
+  it.effect("a month roll-over resets the spend cap", () =>
+    Effect.gen(function* () {
+      yield* TestClock.setTime(Date.parse("2026-01-31T23:59:00Z"))
+      const ledger = yield* Ledger
+      const { orgId } = yield* givenOrg({ credits: 100, cap: 10 })
+      const h = yield* hold(orgId, 10)
+      yield* ledger.settle(h, 10)
+      expect(yield* Effect.flip(hold(orgId, 1))).toBeInstanceOf(SpendCapExceeded)
+      expect((yield* ledger.getOrg(orgId)).monthSpend).toBe(10)
+      yield* TestClock.adjust("2 minutes")
+      expect((yield* ledger.getOrg(orgId)).monthSpend).toBe(0)
+      const next = yield* hold(orgId, 1)
+      yield* ledger.settle(next, 1)
+      expect(yield* ledger.getOrg(orgId)).toMatchObject({ balance: 89, monthSpend: 1, held: 0 })
+    }))
+
+  it.effect("pending holds count against the cap and the balance", () =>
+    Effect.gen(function* () {
+      yield* TestClock.setTime(Date.parse("2026-03-10T12:00:00Z"))
+      const { orgId } = yield* givenOrg({ credits: 10, cap: 8 })
+      yield* hold(orgId, 5)
+      expect(yield* Effect.flip(hold(orgId, 4))).toBeInstanceOf(SpendCapExceeded)
+      yield* hold(orgId, 3)
+      const { orgId: poor } = yield* givenOrg({ credits: 4 })
+      yield* hold(poor, 3)
+      expect(yield* Effect.flip(hold(poor, 2))).toBeInstanceOf(InsufficientCredits)
+    }))
+
+  it.effect("each hold resolves exactly once, and a charge never exceeds its hold", () =>
+    Effect.gen(function* () {
+      const ledger = yield* Ledger
+      const { orgId } = yield* givenOrg({ credits: 20 })
+      const h = yield* hold(orgId, 5)
+      expect(yield* ledger.settle(h, 99)).toBe(true)
+      expect(yield* ledger.settle(h, 5)).toBe(false)
+      expect(yield* ledger.void(h)).toBe(false)
+      const b = yield* books(orgId)
+      expect(b).toMatchObject({ balance: 15, held: 0, journalSum: 15 })
+      const v = yield* hold(orgId, 7)
+      expect(yield* ledger.void(v)).toBe(true)
+      expect(yield* ledger.settle(v, 7)).toBe(false)
+      expect(yield* books(orgId)).toMatchObject({ balance: 15, held: 0, journalSum: 15 })
+    }))
+
+  it.effect("the sweeper voids holds whose lease expired, and only those", () =>
+    Effect.gen(function* () {
+      yield* TestClock.setTime(Date.parse("2026-05-01T00:00:00Z"))
+      const ledger = yield* Ledger
+      const { orgId } = yield* givenOrg({ credits: 50 })
+      yield* hold(orgId, 10, 1_000)
+      const live = yield* hold(orgId, 5, 60_000)
+      yield* TestClock.adjust("2 seconds")
+      expect(yield* ledger.sweep).toBeGreaterThanOrEqual(1)
+      expect(yield* books(orgId)).toMatchObject({ balance: 50, held: 5, pendingHolds: 1 })
+      yield* ledger.settle(live, 5)
+      expect(yield* books(orgId)).toMatchObject({ balance: 45, held: 0, pendingHolds: 0, journalSum: 45 })
+    }))
+
+  it.effect("grants append to the journal; the journal sums to the balance", () =>
+    Effect.gen(function* () {
+      const ledger = yield* Ledger
+      const { orgId } = yield* givenOrg({ credits: 0 })
+      yield* ledger.grant(orgId, 30, "top-up")
+      yield* ledger.grant(orgId, 12)
+      const h = yield* hold(orgId, 2)
+      yield* ledger.settle(h, 2)
+      expect(yield* books(orgId)).toMatchObject({ balance: 40, journalSum: 40 })
+    }))
+
+  describe("caps", () => {
+    it.effect("a cap can be set and removed", () =>
+      Effect.gen(function* () {
+        const ledger = yield* Ledger
+        const { orgId } = yield* givenOrg({ credits: 10 })
+        expect((yield* ledger.setSpendCap(orgId, 0)).spendCap).toBe(0)
+        expect(yield* Effect.flip(hold(orgId, 1))).toBeInstanceOf(SpendCapExceeded)
+        expect((yield* ledger.setSpendCap(orgId, null)).spendCap).toBeNull()
+        yield* hold(orgId, 1)
+      }))
+  })
+})

@@ -1,0 +1,161 @@
+/**
+ * Idempotency-Key: replays, reuse with other input, concurrent same-key requests, a request whose process
+ * died, retries after non-billable failures, per-org scope, and expiry (TestClock).
+ */
+import { SqlClient } from "@effect/sql"
+import { expect, layer } from "@effect/vitest"
+import { Effect, TestClock } from "effect"
+import { IdempotencyKeyReused } from "../src/domain/errors.js"
+import { Gateway } from "../src/services/Gateway.js"
+import { fingerprint } from "../src/services/Idempotency.js"
+import { Ledger } from "../src/services/Ledger.js"
+import { toDate } from "../src/services/time.js"
+import { expectEnvelope, expectOk } from "./support/assert.js"
+import { books, callTool, gatewayLayer, givenOrg, servicesLayer, TestUpstreams } from "./support/gateway.js"
+
+layer(gatewayLayer(), { excludeTestServices: true })("Idempotency-Key over HTTP", (it) => {
+  it.effect("a replay returns the same answer, marked, without a second provider call or charge", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      const { key, orgId } = yield* givenOrg({ credits: 10 })
+      const first = yield* callTool("weather", { q: "Berlin" }, { key, idempotencyKey: "replay-1" })
+      expectOk(first, 1)
+      expect(first.headers.get("idempotent-replayed")).toBeNull()
+      const again = yield* callTool("weather", { q: "Berlin" }, { key, idempotencyKey: "replay-1" })
+      expectOk(again, 0)
+      expect(again.headers.get("idempotent-replayed")).toBe("true")
+      expect(again.text).toBe(first.text)
+      expect(again.headers.get("x-request-id")).not.toBe(first.headers.get("x-request-id"))
+      expect(u.openMeteo.hits("/v1/forecast")).toBe(1)
+      expect(yield* books(orgId)).toMatchObject({ balance: 9, held: 0 })
+    }))
+
+  it.effect("key order in the input does not matter", () =>
+    Effect.gen(function* () {
+      const { key } = yield* givenOrg()
+      yield* callTool("mobile_app_search", { query: "notes", limit: 2, country: "us" }, { key, idempotencyKey: "order-1" })
+      const again = yield* callTool("mobile_app_search", { country: "us", limit: 2, query: "notes" }, { key, idempotencyKey: "order-1" })
+      expect(again.headers.get("idempotent-replayed")).toBe("true")
+    }))
+
+  it.effect("the same key with another input or another tool is idempotency_key_reused", () =>
+    Effect.gen(function* () {
+      const { key } = yield* givenOrg()
+      expectOk(yield* callTool("weather", { q: "Berlin" }, { key, idempotencyKey: "reuse-2" }))
+      const reused = { status: 400, type: "validation", code: "idempotency_key_reused", retryable: false, billable: false } as const
+      expectEnvelope(yield* callTool("weather", { q: "Paris" }, { key, idempotencyKey: "reuse-2" }), reused)
+      expectEnvelope(yield* callTool("mobile_app_search", { query: "Berlin" }, { key, idempotencyKey: "reuse-2" }), reused)
+    }))
+
+  it.effect("20 parallel requests with one key: one provider call; the others wait or replay", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      u.itunes.fault({ delayMs: 300, times: 1, status: 200, body: { resultCount: 0, results: [] } })
+      const { key, orgId } = yield* givenOrg({ credits: 10 })
+      const results = yield* Effect.forEach(
+        Array.from({ length: 20 }, (_, i) => i),
+        () => callTool("mobile_app_search", { query: "parallel" }, { key, idempotencyKey: "parallel-1" }),
+        { concurrency: 20 }
+      )
+      expect(u.itunes.hits()).toBe(1)
+      const fresh = results.filter((r) => r.status === 200 && r.headers.get("idempotent-replayed") === null)
+      const replayed = results.filter((r) => r.status === 200 && r.headers.get("idempotent-replayed") === "true")
+      const waiting = results.filter((r) => r.status === 429)
+      expect(fresh).toHaveLength(1)
+      expect(replayed.length + waiting.length).toBe(19)
+      for (const r of waiting) {
+        expectEnvelope(r, { status: 429, type: "rate_limited", code: "request_in_progress", retryable: true, billable: false })
+      }
+      expect(yield* books(orgId)).toMatchObject({ balance: 9, held: 0 })
+      u.resetAll()
+    }))
+
+  it.effect("a request whose process died: idempotency_replay_unavailable, and its hold is voided", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const ledger = yield* Ledger
+      const { key, keyId, orgId } = yield* givenOrg({ credits: 10 })
+      const past = Date.parse("2020-01-01T00:00:00Z")
+      // What a crash leaves behind: a claimed key and a pending hold, both past their lease.
+      yield* ledger.reserve({ orgId, keyId, tool: "weather", requestId: "req_crashed", amount: 1, leaseMs: 1 })
+      yield* sql`UPDATE holds SET lease_until = ${toDate(past)} WHERE request_id = 'req_crashed'`
+      yield* sql`
+        INSERT INTO idempotency (org_id, key, fingerprint, status, request_id, lease_until, expires_at, created_at)
+        VALUES (${orgId}, 'crash-2', ${fingerprint("weather", { q: "Berlin" })}, 'running', 'req_crashed',
+                ${toDate(past)}, ${toDate(Date.parse("2999-01-01"))}, ${toDate(past)})`
+      expect(yield* books(orgId)).toMatchObject({ held: 1, pendingHolds: 1 })
+      const result = yield* callTool("weather", { q: "Berlin" }, { key, idempotencyKey: "crash-2" })
+      expectEnvelope(result, { status: 400, type: "validation", code: "idempotency_replay_unavailable", retryable: false, billable: false })
+      expect(yield* books(orgId)).toMatchObject({ balance: 10, held: 0, pendingHolds: 0, holdsByStatus: { voided: 1 } })
+      // A new key works.
+      expectOk(yield* callTool("weather", { q: "Berlin" }, { key, idempotencyKey: "crash-2-new" }))
+    }))
+
+  it.effect("after a non-billable provider failure the same key runs again", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      u.itunes.fault({ status: 503 })
+      const { key, orgId } = yield* givenOrg({ credits: 10 })
+      const failed = yield* callTool("mobile_app_search", { query: "retry" }, { key, idempotencyKey: "retry-1" })
+      expectEnvelope(failed, { status: 502, type: "provider", code: "provider_unavailable", retryable: true, billable: false })
+      u.itunes.fault()
+      const hitsBefore = u.itunes.hits()
+      const retried = yield* callTool("mobile_app_search", { query: "retry" }, { key, idempotencyKey: "retry-1" })
+      expectOk(retried, 1)
+      expect(retried.headers.get("idempotent-replayed")).toBeNull()
+      expect(u.itunes.hits()).toBe(hitsBefore + 1)
+      expect(yield* books(orgId)).toMatchObject({ balance: 9, held: 0 })
+    }))
+
+  it.effect("a normalization failure is billable, so it is kept and replayed", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      u.itunes.fault({ wrongShape: true, times: 1 })
+      const { key, orgId } = yield* givenOrg({ credits: 10 })
+      const first = yield* callTool("mobile_app_search", { query: "shape" }, { key, idempotencyKey: "norm-1" })
+      expectEnvelope(first, { status: 502, type: "normalization", code: "normalization_failed", retryable: false, billable: true })
+      const again = yield* callTool("mobile_app_search", { query: "shape" }, { key, idempotencyKey: "norm-1" })
+      expect(again.status).toBe(502)
+      expect(again.text).toBe(first.text)
+      expect(again.headers.get("idempotent-replayed")).toBe("true")
+      expect(u.itunes.hits()).toBe(1)
+      expect(yield* books(orgId)).toMatchObject({ balance: 9, held: 0, holdsByStatus: { settled: 1 } })
+    }))
+
+  it.effect("keys are scoped to the org", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      const a = yield* givenOrg()
+      const b = yield* givenOrg()
+      expectOk(yield* callTool("weather", { q: "Berlin" }, { key: a.key, idempotencyKey: "shared" }))
+      const other = yield* callTool("weather", { q: "Paris" }, { key: b.key, idempotencyKey: "shared" })
+      expectOk(other, 1)
+      expect(other.headers.get("idempotent-replayed")).toBeNull()
+    }))
+})
+
+layer(servicesLayer())("Idempotency-Key in process, on TestClock", (it) => {
+  it.effect("a completed key is remembered for 24 hours, then it is new again", () =>
+    Effect.gen(function* () {
+      yield* TestClock.setTime(Date.parse("2026-06-01T00:00:00Z"))
+      const u = yield* TestUpstreams
+      u.resetAll()
+      const gateway = yield* Gateway
+      const { key } = yield* givenOrg({ credits: 10 })
+      const { caller } = yield* gateway.authenticate(key)
+      const first = yield* gateway.run(caller, "weather", { q: "Berlin" }, { idempotencyKey: "expiring" })
+      expect(first._tag).toBe("Fresh")
+      yield* TestClock.adjust("23 hours")
+      expect((yield* gateway.run(caller, "weather", { q: "Berlin" }, { idempotencyKey: "expiring" }))._tag).toBe("Replayed")
+      expect(yield* Effect.flip(gateway.run(caller, "weather", { q: "Paris" }, { idempotencyKey: "expiring" }))).toBeInstanceOf(IdempotencyKeyReused)
+      yield* TestClock.adjust("2 hours")
+      const renewed = yield* gateway.run(caller, "weather", { q: "Paris" }, { idempotencyKey: "expiring" })
+      expect(renewed._tag).toBe("Fresh")
+      expect(u.openMeteo.hits("/v1/forecast")).toBe(2)
+    }))
+})

@@ -1,0 +1,128 @@
+/**
+ * The pure rules under the services: canonical JSON, prices, months, the SSRF address classes, truncation,
+ * nesting depth, and the upstream error message.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Exit } from "effect"
+import { chargeFor, reserveFor } from "../src/domain/pricing.js"
+import { tools } from "../src/domain/tools.js"
+import { deeperThan } from "../src/http/security.js"
+import { truncate } from "../src/providers/text.js"
+import { canonicalJson, fingerprint, validateKey } from "../src/services/Idempotency.js"
+import { upstreamMessage } from "../src/services/ProviderClient.js"
+import { base62 } from "../src/services/random.js"
+import { makePolicy, refusedAddress, refusedUrl } from "../src/services/Ssrf.js"
+import { millisToNextMonth, monthOf } from "../src/services/time.js"
+
+describe("canonical JSON and fingerprints", () => {
+  it("sorts keys at every level and keeps array order", () => {
+    expect(canonicalJson({ b: 1, a: { d: [3, { z: 1, y: 2 }], c: null } })).toBe("{\"a\":{\"c\":null,\"d\":[3,{\"y\":2,\"z\":1}]},\"b\":1}")
+    expect(fingerprint("weather", { q: "x", lat: 1 })).toBe(fingerprint("weather", { lat: 1, q: "x" }))
+    expect(fingerprint("weather", { q: "x" })).not.toBe(fingerprint("read", { q: "x" }))
+    expect(fingerprint("weather", { q: "x" })).not.toBe(fingerprint("weather", { q: "y" }))
+  })
+
+  it("validates Idempotency-Key: 1 to 255 visible ASCII characters", () => {
+    for (const ok of ["a", "k".repeat(255), "order-123_ABC:x/y", "~!@#"]) {
+      expect(Exit.isSuccess(Effect.runSyncExit(validateKey(ok)))).toBe(true)
+    }
+    for (const bad of ["", "k".repeat(256), "a b", "tab\tx", "é", "line\n"]) {
+      expect(Exit.isFailure(Effect.runSyncExit(validateKey(bad)))).toBe(true)
+    }
+  })
+})
+
+describe("prices", () => {
+  it("per call, per block of results, per block of characters", () => {
+    expect(reserveFor(tools.weather.price, 1)).toBe(1)
+    expect(reserveFor(tools.search.price, 10)).toBe(1)
+    expect(reserveFor(tools.search.price, 11)).toBe(2)
+    expect(reserveFor(tools.search.price, 100)).toBe(10)
+    expect(chargeFor(tools.search.price, 0, 10)).toBe(1)
+    expect(chargeFor(tools.search.price, 25, 10)).toBe(3)
+    expect(reserveFor(tools.read.price, 100_000)).toBe(5)
+    expect(reserveFor(tools.read.price, 500_000)).toBe(25)
+    expect(chargeFor(tools.read.price, 20_001, 5)).toBe(2)
+  })
+
+  it("a charge never exceeds the hold", () => {
+    expect(chargeFor(tools.search.price, 1_000, 2)).toBe(2)
+  })
+})
+
+describe("months", () => {
+  it("are UTC calendar months", () => {
+    expect(monthOf(Date.parse("2026-01-31T23:59:59Z"))).toBe(202601)
+    expect(monthOf(Date.parse("2026-02-01T00:00:00Z"))).toBe(202602)
+    expect(monthOf(Date.parse("2026-12-31T23:00:00Z"))).toBe(202612)
+    expect(millisToNextMonth(Date.parse("2026-12-31T23:00:00Z"))).toBe(3_600_000)
+    expect(millisToNextMonth(Date.parse("2026-02-28T00:00:00Z"))).toBe(24 * 3_600_000)
+  })
+})
+
+describe("the SSRF guard's address classes", () => {
+  const policy = makePolicy([])
+  it("refuses loopback, private, link-local, metadata, reserved and mapped forms", () => {
+    for (const address of [
+      "127.0.0.1", "127.255.0.9", "10.1.2.3", "172.16.0.1", "172.31.255.255", "192.168.0.1", "169.254.169.254",
+      "100.64.1.1", "0.0.0.0", "224.0.0.1", "255.255.255.255", "::1", "::", "fe80::1", "fd00:ec2::254", "fc00::1",
+      "::ffff:127.0.0.1", "::ffff:7f00:1", "::ffff:10.0.0.1", "::ffff:a9fe:a9fe", "64:ff9b::a9fe:a9fe", "ff02::1"
+    ]) {
+      expect(refusedAddress(policy, address), address).toBeDefined()
+    }
+  })
+
+  it("lets public addresses through", () => {
+    for (const address of ["93.184.216.34", "8.8.8.8", "172.32.0.1", "2606:4700:4700::1111", "::ffff:8.8.8.8"]) {
+      expect(refusedAddress(policy, address), address).toBeUndefined()
+    }
+  })
+
+  it("normalizes URL spellings of IPs before checking", () => {
+    for (const url of ["http://2130706433/", "http://0177.0.0.1/", "http://0x7f000001/", "http://127.1/", "http://[::ffff:127.0.0.1]/"]) {
+      expect(refusedUrl(policy, new URL(url)), url).toBeDefined()
+    }
+    expect(refusedUrl(policy, new URL("https://example.com/"))).toBeUndefined()
+    expect(refusedUrl(policy, new URL("file:///etc/passwd"))).toBeDefined()
+  })
+
+  it("the allow-list takes hosts and CIDRs", () => {
+    const allow = makePolicy(["internal.example", "10.0.0.0/8", "::1"])
+    expect(refusedUrl(allow, new URL("http://internal.example/"))).toBeUndefined()
+    expect(refusedAddress(allow, "10.9.9.9")).toBeUndefined()
+    expect(refusedAddress(allow, "::1")).toBeUndefined()
+    expect(refusedAddress(allow, "192.168.0.1")).toBeDefined()
+  })
+})
+
+describe("helpers", () => {
+  it("truncate keeps surrogate pairs whole", () => {
+    expect(truncate("abcdef", 3)).toEqual({ text: "abc", truncated: true })
+    expect(truncate("ab😀", 3)).toEqual({ text: "ab", truncated: true })
+    expect(truncate("abc", 3)).toEqual({ text: "abc", truncated: false })
+  })
+
+  it("deeperThan measures nesting without recursion", () => {
+    expect(deeperThan({ a: { b: 1 } }, 2)).toBe(false)
+    expect(deeperThan({ a: { b: { c: 1 } } }, 2)).toBe(true)
+    let deep: unknown = 1
+    for (let i = 0; i < 100_000; i++) deep = [deep]
+    expect(deeperThan(deep, 64)).toBe(true)
+  })
+
+  it("upstreamMessage finds the message in common error bodies", () => {
+    const enc = (s: string) => new TextEncoder().encode(s)
+    expect(upstreamMessage(enc("{\"error\":{\"message\":\"nested\"}}"))).toBe("nested")
+    expect(upstreamMessage(enc("{\"message\":\"top\"}"))).toBe("top")
+    expect(upstreamMessage(enc("{\"error\":\"plain\"}"))).toBe("plain")
+    expect(upstreamMessage(enc("{\"error\":true,\"reason\":\"bad latitude\"}"))).toBe("bad latitude")
+    expect(upstreamMessage(enc("Service down"))).toBe("Service down")
+    expect(upstreamMessage(enc("x".repeat(1000))).length).toBeLessThanOrEqual(301)
+  })
+
+  it("base62 draws from the whole alphabet", () => {
+    const s = base62(10_000)
+    expect(s).toMatch(/^[0-9A-Za-z]{10000}$/)
+    expect(new Set(s).size).toBe(62)
+  })
+})

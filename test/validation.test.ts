@@ -1,0 +1,253 @@
+/**
+ * Input validation of every tool, as the contract's tables say: required fields, field types, integer
+ * ranges, minimum lengths, and extra properties only where allowed. Bad input is a 400 envelope that names
+ * the field and costs nothing; valid input gets past validation.
+ */
+import { describe, expect, layer } from "@effect/vitest"
+import { Effect } from "effect"
+import type { ToolName } from "../src/domain/tools.js"
+import { expectEnvelope } from "./support/assert.js"
+import { books, callTool, gatewayLayer, givenOrg, request, requestChunked, TestUpstreams } from "./support/gateway.js"
+
+interface Case {
+  /** A minimal valid input. */
+  readonly valid: Readonly<Record<string, unknown>>
+  readonly required: ReadonlyArray<string>
+  /** A wrong-typed value for each field. */
+  readonly wrongTypes: Readonly<Record<string, unknown>>
+  readonly extra: "refused" | "allowed"
+  /** Field values at and beyond its limits. */
+  readonly bounds?: ReadonlyArray<{ readonly field: string; readonly ok: ReadonlyArray<unknown>; readonly bad: ReadonlyArray<unknown> }>
+  /** Other valid inputs. */
+  readonly alsoValid?: ReadonlyArray<Readonly<Record<string, unknown>>>
+}
+
+const cases = (pagesUrl: string): Record<ToolName, Case> => ({
+  search: {
+    valid: { query: "effect" },
+    required: ["query"],
+    wrongTypes: { query: 1, max_results: "5" },
+    extra: "refused",
+    bounds: [{ field: "max_results", ok: [1, 100], bad: [0, 101, 2.5, -1] }]
+  },
+  read: {
+    valid: { url: `${pagesUrl}/plain` },
+    required: ["url"],
+    wrongTypes: { url: 5, max_chars: "600" },
+    extra: "refused",
+    bounds: [{ field: "max_chars", ok: [500, 500000], bad: [499, 500001, 600.5, 0] }]
+  },
+  weather: {
+    valid: { q: "Berlin" },
+    required: [],
+    wrongTypes: { q: 1, lat: "52", lon: true },
+    extra: "refused",
+    bounds: [
+      { field: "lat", ok: [-90, 90], bad: [-90.5, 91] },
+      { field: "lon", ok: [-180, 180], bad: [-181, 180.1] }
+    ],
+    alsoValid: [{ lat: 52.5, lon: 13.4 }, { q: "Paris", lat: 48.8, lon: 2.3 }]
+  },
+  mobile_app_search: {
+    valid: { query: "notes" },
+    required: ["query"],
+    wrongTypes: { query: [], country: 5, limit: "3" },
+    extra: "refused",
+    bounds: [{ field: "limit", ok: [1, 50], bad: [0, 51, 1.5] }]
+  },
+  alpha_search: {
+    valid: { query: "x" },
+    required: ["query"],
+    wrongTypes: { query: 1, numResults: "3", type: 5 },
+    extra: "allowed"
+  },
+  beta_read: { valid: { url: "https://example.com" }, required: ["url"], wrongTypes: { url: 1, format: 2 }, extra: "refused" },
+  beta_search: {
+    valid: { q: "x" },
+    required: ["q"],
+    wrongTypes: {
+      q: 1,
+      page: "1",
+      num: "1",
+      gl: 1,
+      hl: 1,
+      location: 1,
+      site: 1,
+      type: 1,
+      filetype: 1,
+      intitle: 1,
+      loc: 1,
+      ext: 1,
+      nfpr: "yes"
+    },
+    extra: "allowed",
+    alsoValid: [{ q: "x", site: "example.com" }, { q: "x", site: ["a.com", "b.com"], nfpr: true, page: 2 }]
+  },
+  gamma_scrape: {
+    valid: { url: "https://example.com" },
+    required: ["url"],
+    wrongTypes: { url: 1, formats: "markdown", onlyMainContent: "yes" },
+    extra: "allowed"
+  },
+  gamma_search: { valid: { query: "x" }, required: ["query"], wrongTypes: { query: 1, limit: "2" }, extra: "allowed" },
+  xi_movie: { valid: { id: 550 }, required: ["id"], wrongTypes: { id: "550", append_to_response: 1 }, extra: "refused" },
+  delta_post: {
+    valid: { text: "hello" },
+    required: ["text"],
+    wrongTypes: { text: 1, langs: "en", facets: [1], embed: "x", created_at: 1, record: [] },
+    extra: "refused"
+  },
+  delta_like: { valid: { uri: "at://x", cid: "bafy" }, required: ["uri", "cid"], wrongTypes: { uri: 1, cid: 1 }, extra: "refused" },
+  epsilon_request: {
+    valid: { path: "/items" },
+    required: ["path"],
+    wrongTypes: { path: 1, method: "FETCH", query: [], body: "x" },
+    extra: "refused"
+  },
+  zeta_request: { valid: { path: "me" }, required: ["path"], wrongTypes: { path: 1, params: [], version: 1 }, extra: "refused" },
+  eta_personal_bests: { valid: { mode: "time" }, required: ["mode"], wrongTypes: { mode: 1, mode2: 1 }, extra: "refused" },
+  theta_ratings: { valid: {}, required: [], wrongTypes: { type: 1, page: "1", limit: "1" }, extra: "refused" },
+  iota_delete_service: { valid: { service_id: "srv-1" }, required: ["service_id"], wrongTypes: { service_id: 1 }, extra: "refused" },
+  kappa_delete_benefit: { valid: { benefit_id: "b-1" }, required: ["benefit_id"], wrongTypes: { benefit_id: 1 }, extra: "refused" },
+  kappa_ingest_events: {
+    valid: { events: [{ name: "signup" }] },
+    required: ["events"],
+    wrongTypes: { events: "signup" },
+    extra: "refused",
+    bounds: [{ field: "events", ok: [[{ name: "a" }, { name: "b" }]], bad: [[], [1], ["x"]] }]
+  },
+  lambda_update_broadcast: { valid: { id: "b-1" }, required: ["id"], wrongTypes: { id: 1 }, extra: "refused" },
+  lambda_batch_emails: { valid: { emails: [] }, required: [], wrongTypes: {}, extra: "allowed", alsoValid: [{}] },
+  mu_database: { valid: { database_id: "d-1" }, required: ["database_id"], wrongTypes: { database_id: 1 }, extra: "refused" },
+  nu_account: { valid: {}, required: [], wrongTypes: {}, extra: "refused" }
+})
+
+const invalid = { status: 400, type: "validation", code: "invalid_request", retryable: false, billable: false } as const
+
+layer(gatewayLayer(), { excludeTestServices: true })("validation", (it) => {
+  const toolNames = Object.keys(cases("")) as ReadonlyArray<ToolName>
+  for (const tool of toolNames) {
+    describe(tool, () => {
+      it.effect("valid input passes validation", () =>
+        Effect.gen(function* () {
+          const u = yield* TestUpstreams
+          const c = cases(u.pages.url)[tool]
+          const { key } = yield* givenOrg({ credits: 1000 })
+          for (const input of [c.valid, ...(c.alsoValid ?? [])]) {
+            const result = yield* callTool(tool, input, { key })
+            const code = (result.body as { error?: { code?: string } }).error?.code
+            expect(code, `${tool} ${JSON.stringify(input)}: ${result.text}`).not.toBe("invalid_request")
+            expect(result.status).not.toBe(400)
+          }
+        }))
+
+      it.effect("each required field is required; each field has its type", () =>
+        Effect.gen(function* () {
+          const u = yield* TestUpstreams
+          const c = cases(u.pages.url)[tool]
+          const { key, orgId } = yield* givenOrg({ credits: 10 })
+          for (const field of c.required) {
+            const { [field]: _, ...without } = c.valid
+            const result = yield* callTool(tool, without, { key })
+            expectEnvelope(result, { ...invalid, message: field })
+          }
+          for (const [field, value] of Object.entries(c.wrongTypes)) {
+            const result = yield* callTool(tool, { ...c.valid, [field]: value }, { key })
+            expectEnvelope(result, { ...invalid, message: field })
+          }
+          // nothing was reserved or charged for any of it
+          expect(yield* books(orgId)).toMatchObject({ balance: 10, held: 0, holdsByStatus: {} })
+        }))
+
+      it.effect(`extra properties are ${cases("")[tool].extra}`, () =>
+        Effect.gen(function* () {
+          const u = yield* TestUpstreams
+          const c = cases(u.pages.url)[tool]
+          const { key } = yield* givenOrg({ credits: 100 })
+          const result = yield* callTool(tool, { ...c.valid, surprise_field: true }, { key })
+          if (c.extra === "refused") expectEnvelope(result, { ...invalid, message: "surprise_field" })
+          else expect((result.body as { error?: { code?: string } }).error?.code).not.toBe("invalid_request")
+        }))
+
+      const bounds = cases("")[tool].bounds
+      if (bounds !== undefined) {
+        it.effect("limits", () =>
+          Effect.gen(function* () {
+            const u = yield* TestUpstreams
+            const c = cases(u.pages.url)[tool]
+            const { key } = yield* givenOrg({ credits: 1000 })
+            for (const { bad, field, ok } of c.bounds ?? []) {
+              for (const value of ok) {
+                const result = yield* callTool(tool, { ...c.valid, [field]: value }, { key })
+                expect(result.status, `${field}=${JSON.stringify(value)}: ${result.text}`).not.toBe(400)
+              }
+              for (const value of bad) {
+                const result = yield* callTool(tool, { ...c.valid, [field]: value }, { key })
+                expectEnvelope(result, { ...invalid, message: field })
+              }
+            }
+          }))
+      }
+    })
+  }
+
+  describe("the body", () => {
+    it.effect("weather needs q, or lat and lon together", () =>
+      Effect.gen(function* () {
+        const { key } = yield* givenOrg()
+        for (const input of [{}, { lat: 1 }, { lon: 1 }]) {
+          expectEnvelope(yield* callTool("weather", input, { key }), { ...invalid, message: "give either q, or both lat and lon" })
+        }
+      }))
+
+    it.effect("malformed JSON, a non-object body, an empty body, deep nesting", () =>
+      Effect.gen(function* () {
+        const { key } = yield* givenOrg()
+        const headers = { "content-type": "application/json", "x-api-key": key }
+        const send = (body: string) => request("/v1/lambda_batch_emails", { body, headers })
+        expectEnvelope(yield* send("{\"a\":"), { status: 400, type: "validation", code: "malformed_json", retryable: false, billable: false })
+        expectEnvelope(yield* send("not json at all"), { status: 400, type: "validation", code: "malformed_json", retryable: false, billable: false })
+        for (const body of ["[]", "[{\"a\":1}]", "\"text\"", "42", "null", "true"]) {
+          expectEnvelope(yield* send(body), { ...invalid, message: "must be a JSON object" })
+        }
+        expectEnvelope(yield* send(""), { ...invalid, message: "empty" })
+        const deep = "{\"a\":".repeat(200) + "1" + "}".repeat(200)
+        expectEnvelope(yield* send(deep), { ...invalid, message: "nests deeper" })
+      }))
+
+    it.effect("without Content-Type a body is read as JSON; another media type is 415", () =>
+      Effect.gen(function* () {
+        const { key } = yield* givenOrg()
+        const plain = yield* requestChunked("/v1/weather", [JSON.stringify({ q: "Berlin" })], { "x-api-key": key })
+        expect(plain.status).toBe(200)
+        const withCharset = yield* request("/v1/weather", {
+          body: JSON.stringify({ q: "Berlin" }),
+          headers: { "x-api-key": key, "content-type": "application/json; charset=utf-8" }
+        })
+        expect(withCharset.status).toBe(200)
+        expectEnvelope(
+          yield* request("/v1/weather", { body: "q=Berlin", headers: { "x-api-key": key, "content-type": "text/plain" } }),
+          { status: 415, type: "validation", code: "unsupported_media_type", retryable: false, billable: false }
+        )
+      }))
+
+    it.effect("the key is checked before the body", () =>
+      Effect.gen(function* () {
+        expectEnvelope(
+          yield* request("/v1/weather", { body: "{bad", headers: { "content-type": "application/json" } }),
+          { status: 401, type: "auth", code: "invalid_key", retryable: false, billable: false }
+        )
+      }))
+
+    it.effect("unknown tools and wrong methods", () =>
+      Effect.gen(function* () {
+        const { key } = yield* givenOrg()
+        expectEnvelope(yield* callTool("weather2", { q: "x" }, { key }), { status: 404, type: "not_found", code: "unknown_tool", retryable: false, billable: false })
+        for (const method of ["GET", "PUT", "DELETE", "PATCH"]) {
+          const result = yield* request("/v1/search", { method, headers: { "x-api-key": key } })
+          expectEnvelope(result, { status: 405, type: "not_found", code: "method_not_allowed", retryable: false, billable: false })
+          expect(result.headers.get("allow")).toBe("POST")
+        }
+      }))
+  })
+})

@@ -4,7 +4,7 @@
  * by a running `serve` and the CLI, with the first-start key that `npm start` prints.
  */
 import { describe, expect, it, layer } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Schema } from "effect"
 import * as Child from "node:child_process"
 import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
@@ -16,6 +16,7 @@ import { startUpstream } from "./upstreams/harness.js"
 import { handleOpenMeteo } from "./upstreams/openMeteo.js"
 
 const BIN = Path.resolve("dist/bin.js")
+const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 
 interface Run {
   readonly code: number | null
@@ -42,7 +43,7 @@ const run = (args: ReadonlyArray<string>, env: Record<string, string>) =>
 const runJson = (args: ReadonlyArray<string>, env: Record<string, string>) =>
   Effect.map(run([...args, "--json"], env), (r) => {
     expect(r.code, r.stderr).toBe(0)
-    return JSON.parse(r.stdout) as Record<string, unknown>
+    return Schema.decodeUnknownSync(JsonObject)(JSON.parse(r.stdout))
   })
 
 layer(gatewayLayer(), { excludeTestServices: true })("the CLI against DATABASE_URL", (it) => {
@@ -170,7 +171,7 @@ describe("the embedded database", () => {
             method: "POST",
             headers: { "content-type": "application/json", "x-api-key": key },
             body: JSON.stringify({ q: "Berlin" })
-          }).then(async (r) => ({ status: r.status, body: (await r.json()) as Record<string, unknown> }))
+          }).then(async (r) => ({ status: r.status, body: Schema.decodeUnknownSync(JsonObject)(await r.json()) }))
         )
       const ok = yield* call()
       expect(ok.status).toBe(200)
@@ -179,8 +180,8 @@ describe("the embedded database", () => {
       // The CLI, while the server runs, uses the same database.
       const shown = yield* runJson(["org", "show", "--org", orgId], { GATEWAY_DATA_DIR: dataDir })
       expect(shown).toMatchObject({ name: "default", balance: 999 })
-      const keys = yield* runJson(["keys", "list", "--org", orgId], { GATEWAY_DATA_DIR: dataDir })
-      const keyId = String((keys as unknown as Array<Record<string, unknown>>)[0]?.["id"])
+      const listed = yield* run(["keys", "list", "--org", orgId, "--json"], { GATEWAY_DATA_DIR: dataDir })
+      const keyId = String(Schema.decodeUnknownSync(Schema.Array(JsonObject))(JSON.parse(listed.stdout))[0]?.["id"])
       yield* runJson(["keys", "revoke", "--key-id", keyId], { GATEWAY_DATA_DIR: dataDir })
       expect((yield* call()).status).toBe(401)
 

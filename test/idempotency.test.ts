@@ -11,7 +11,7 @@ import { fingerprint } from "../src/services/Idempotency.js"
 import { Ledger } from "../src/services/Ledger.js"
 import { toDate } from "../src/services/time.js"
 import { expectEnvelope, expectOk } from "./support/assert.js"
-import { books, callTool, gatewayLayer, givenOrg, servicesLayer, TestUpstreams } from "./support/gateway.js"
+import { baseUrl, books, callTool, gatewayLayer, givenOrg, servicesLayer, TestUpstreams } from "./support/gateway.js"
 
 layer(gatewayLayer(), { excludeTestServices: true })("Idempotency-Key over HTTP", (it) => {
   it.effect("a replay returns the same answer, marked, without a second provider call or charge", () =>
@@ -124,6 +124,32 @@ layer(gatewayLayer(), { excludeTestServices: true })("Idempotency-Key over HTTP"
       expect(again.headers.get("idempotent-replayed")).toBe("true")
       expect(u.itunes.hits()).toBe(1)
       expect(yield* books(orgId)).toMatchObject({ balance: 9, held: 0, holdsByStatus: { settled: 1 } })
+    }))
+
+  it.effect("a client that hangs up does not abandon its call: it is charged once and kept for replay", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      u.itunes.fault({ delayMs: 400, times: 1, status: 200, body: { resultCount: 0, results: [] } })
+      const { key, orgId } = yield* givenOrg({ credits: 10 })
+      const base = yield* baseUrl
+      yield* Effect.promise(async () => {
+        const controller = new AbortController()
+        setTimeout(() => controller.abort(), 100)
+        await fetch(`${base}/v1/mobile_app_search`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-api-key": key, "idempotency-key": "hangup-1" },
+          body: JSON.stringify({ query: "hang up" }),
+          signal: controller.signal
+        }).catch(() => undefined)
+      })
+      yield* Effect.sleep("800 millis")
+      expect(yield* books(orgId)).toMatchObject({ balance: 9, held: 0, holdsByStatus: { settled: 1 } })
+      const replay = yield* callTool("mobile_app_search", { query: "hang up" }, { key, idempotencyKey: "hangup-1" })
+      expectOk(replay, 0)
+      expect(replay.headers.get("idempotent-replayed")).toBe("true")
+      expect(replay.body).toEqual({ provider: "itunes", query: "hang up", country: "us", results: [] })
+      expect(u.itunes.hits()).toBe(1)
     }))
 
   it.effect("keys are scoped to the org", () =>

@@ -7,7 +7,7 @@ import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import * as Dns from "node:dns/promises"
 import * as Os from "node:os"
-import { expectEnvelope, expectOk } from "./support/assert.js"
+import { errorOf, expectEnvelope, expectOk } from "./support/assert.js"
 import { books, callTool, gatewayLayer, givenOrg, TestUpstreams } from "./support/gateway.js"
 
 const refused = { status: 400, type: "validation", code: "url_not_allowed", retryable: false, billable: false } as const
@@ -42,7 +42,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("SSRF guard", (it) => {
       for (const url of urls) {
         const result = yield* callTool("read", { url }, { key })
         expectEnvelope(result, refused)
-        expect((result.body as { error: { message: string } }).error.message).toContain("not allowed")
+        expect(errorOf(result)?.message).toContain("not allowed")
       }
       expect(yield* books(orgId)).toMatchObject({ balance: 50, held: 0, holdsByStatus: {} })
       expect(u.pages.hits()).toBe(0)

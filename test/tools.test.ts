@@ -3,7 +3,8 @@
  * prices and provider fallback.
  */
 import { describe, expect, layer } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Schema } from "effect"
+import { ReadOutput, WeatherOutput } from "../src/domain/schemas.js"
 import { expectEnvelope, expectOk } from "./support/assert.js"
 import { books, callTool, gatewayLayer, givenOrg, TestUpstreams } from "./support/gateway.js"
 import { ARTICLE } from "./upstreams/pages.js"
@@ -23,7 +24,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("curated tools", (it) => {
           current: { temperature_c: 4.2, weather_code: 3, description: "Overcast", relative_humidity_pct: 81 },
           daily: expect.arrayContaining([expect.objectContaining({ date: "2026-11-23", description: "Slight rain" })])
         })
-        expect((result.body as { daily: Array<unknown> }).daily).toHaveLength(7)
+        expect(Schema.decodeUnknownSync(WeatherOutput)(result.body).daily).toHaveLength(7)
         // the request the gateway sent upstream
         const geo = u.openMeteo.requests.find((r) => r.path === "/v1/search")
         expect(geo?.query.get("name")).toBe("Berlin")
@@ -86,7 +87,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("curated tools", (it) => {
         const { key } = yield* givenOrg()
         const result = yield* callTool("read", { url: `${u.pages.url}/article` }, { key })
         expectOk(result)
-        const body = result.body as { provider: string; title: string; content: string; chars: number; truncated: boolean }
+        const body = Schema.decodeUnknownSync(ReadOutput)(result.body)
         expect(body.provider).toBe("builtin")
         expect(body.title).toBe("The Gateway Article")
         expect(body.content).toContain("# How gateways meter tools")
@@ -104,7 +105,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("curated tools", (it) => {
         const { key, orgId } = yield* givenOrg({ credits: 100 })
         const result = yield* callTool("read", { url: `${u.pages.url}/article`, max_chars: 500 }, { key })
         expectOk(result, 1)
-        const body = result.body as { content: string; chars: number; truncated: boolean }
+        const body = Schema.decodeUnknownSync(ReadOutput)(result.body)
         expect(body.chars).toBe(500)
         expect(body.content.length).toBe(500)
         expect(body.truncated).toBe(true)

@@ -5,8 +5,8 @@
  */
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
-import type { ToolName } from "../src/domain/tools.js"
-import { expectEnvelope } from "./support/assert.js"
+import { type ToolName, toolNames } from "../src/domain/tools.js"
+import { errorOf, expectEnvelope } from "./support/assert.js"
 import { books, callTool, gatewayLayer, givenOrg, request, requestChunked, TestUpstreams } from "./support/gateway.js"
 
 interface Case {
@@ -125,7 +125,6 @@ const cases = (pagesUrl: string): Record<ToolName, Case> => ({
 const invalid = { status: 400, type: "validation", code: "invalid_request", retryable: false, billable: false } as const
 
 layer(gatewayLayer(), { excludeTestServices: true })("validation", (it) => {
-  const toolNames = Object.keys(cases("")) as ReadonlyArray<ToolName>
   for (const tool of toolNames) {
     describe(tool, () => {
       it.effect("valid input passes validation", () =>
@@ -135,7 +134,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("validation", (it) => {
           const { key } = yield* givenOrg({ credits: 1000 })
           for (const input of [c.valid, ...(c.alsoValid ?? [])]) {
             const result = yield* callTool(tool, input, { key })
-            const code = (result.body as { error?: { code?: string } }).error?.code
+            const code = errorOf(result)?.code
             expect(code, `${tool} ${JSON.stringify(input)}: ${result.text}`).not.toBe("invalid_request")
             expect(result.status).not.toBe(400)
           }
@@ -166,7 +165,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("validation", (it) => {
           const { key } = yield* givenOrg({ credits: 100 })
           const result = yield* callTool(tool, { ...c.valid, surprise_field: true }, { key })
           if (c.extra === "refused") expectEnvelope(result, { ...invalid, message: "surprise_field" })
-          else expect((result.body as { error?: { code?: string } }).error?.code).not.toBe("invalid_request")
+          else expect(errorOf(result)?.code).not.toBe("invalid_request")
         }))
 
       const bounds = cases("")[tool].bounds

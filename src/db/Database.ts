@@ -15,12 +15,8 @@ import { migrate } from "./migrations.js"
 const INT8_OID = 20
 
 // Credits are bigint columns; their values are far below 2^53, so they are read as numbers.
-const types: Pg.CustomTypesConfig = {
-  getTypeParser: ((oid: number, format?: "text" | "binary") =>
-    oid === INT8_OID && format !== "binary"
-      ? (value: string) => Number(value)
-      : Pg.types.getTypeParser(oid, format)) as Pg.CustomTypesConfig["getTypeParser"]
-}
+const types = new Pg.TypeOverrides()
+types.setTypeParser(INT8_OID, "text", (value: string) => Number(value))
 
 export interface PoolOptions {
   readonly maxConnections?: number

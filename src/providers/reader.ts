@@ -39,7 +39,7 @@ const decode = (body: Uint8Array, charset: string | undefined): string => {
 const sniffHtml = (text: string) => /^\s*(<!doctype html|<html|<head|<body)/i.test(text.slice(0, 512))
 
 /** The main content of an HTML document as markdown, and its title. */
-export const extractHtml = (html: string, url: string): { readonly title: string | null; readonly markdown: string } => {
+export const extractHtml = (html: string): { readonly title: string | null; readonly markdown: string } => {
   const { document } = parseHTML(html)
   const fallbackTitle = document.querySelector("title")?.textContent?.trim() || null
   let article: ReturnType<Readability<string>["parse"]> = null
@@ -50,7 +50,6 @@ export const extractHtml = (html: string, url: string): { readonly title: string
   }
   const contentHtml = article?.content ?? document.querySelector("body")?.innerHTML ?? html
   const markdown = turndown.turndown(contentHtml).replace(/\n{3,}/g, "\n\n").trim()
-  void url
   return { title: article?.title?.trim() || fallbackTitle, markdown }
 }
 
@@ -75,7 +74,7 @@ export const read = (input: ToolInput<"read">, maxChars: number): ProviderEffect
     let title: string | null = null
     let content: string
     if (type === "text/html" || type === "application/xhtml+xml" || (type === "" && sniffHtml(text))) {
-      const extracted = extractHtml(text, response.url)
+      const extracted = extractHtml(text)
       title = extracted.title
       content = extracted.markdown
     } else if (type.startsWith("text/") || type === "") {

@@ -67,8 +67,8 @@ const needsConnection = (tool: AccountToolName, provider: string) => (): Effect.
   )
 
 /**
- * Step 6, per tool. Written out tool by tool so that the type of each entry says which tools can answer
- * `credential_required`; an account tool whose entry did not check would fail to type-check.
+ * Step 6, per tool. Written out tool by tool so that each entry's type says which tools can answer
+ * `credential_required` (giving a non-account tool a connection check fails to type-check).
  */
 const connectionCheck: { readonly [K in ToolName]: () => Effect.Effect<void, ConnectionError<K>> } = {
   search: noConnection,

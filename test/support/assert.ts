@@ -32,7 +32,7 @@ export const expectEnvelope = (result: HttpResult, expected: ExpectedError) => {
   expect(result.headers.get("x-credits-charged")).toBeNull()
   if (expected.status === 429) expect(Number(result.headers.get("retry-after"))).toBeGreaterThanOrEqual(1)
   if (expected.message !== undefined) {
-    const message = (result.body as { error: { message: string } }).error.message
+    const message = errorOf(result)?.message ?? ""
     if (typeof expected.message === "string") expect(message).toContain(expected.message)
     else expect(message).toMatch(expected.message)
   }
@@ -45,4 +45,13 @@ export const expectOk = (result: HttpResult, charged?: number) => {
   expect(result.headers.get("x-request-id")).toMatch(/^req_/)
   if (charged !== undefined) expect(result.headers.get("x-credits-charged")).toBe(String(charged))
   else expect(result.headers.get("x-credits-charged")).toMatch(/^\d+$/)
+}
+
+/** The envelope's error of a response, if it has one. */
+export const errorOf = (result: HttpResult): { readonly code: string; readonly message: string } | undefined => {
+  const body = result.body
+  if (typeof body !== "object" || body === null || !("error" in body)) return undefined
+  const error = body.error
+  if (typeof error !== "object" || error === null || !("code" in error) || !("message" in error)) return undefined
+  return { code: String(error.code), message: String(error.message) }
 }

@@ -181,7 +181,9 @@ describe("the embedded database", () => {
       const shown = yield* runJson(["org", "show", "--org", orgId], { GATEWAY_DATA_DIR: dataDir })
       expect(shown).toMatchObject({ name: "default", balance: 999 })
       const listed = yield* run(["keys", "list", "--org", orgId, "--json"], { GATEWAY_DATA_DIR: dataDir })
-      const keyId = String(Schema.decodeUnknownSync(Schema.Array(JsonObject))(JSON.parse(listed.stdout))[0]?.["id"])
+      const [listedKey] = Schema.decodeUnknownSync(Schema.Array(JsonObject))(JSON.parse(listed.stdout))
+      expect(listedKey).toMatchObject({ name: "default", revoked_at: null, last_used_at: expect.any(String) })
+      const keyId = String(listedKey?.["id"])
       yield* runJson(["keys", "revoke", "--key-id", keyId], { GATEWAY_DATA_DIR: dataDir })
       expect((yield* call()).status).toBe(401)
 

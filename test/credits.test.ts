@@ -4,10 +4,12 @@
  * request died are voided by the sweeper.
  */
 import { describe, expect, layer } from "@effect/vitest"
-import { Effect, TestClock } from "effect"
+import { Effect, Layer, TestClock } from "effect"
 import { InsufficientCredits, SpendCapExceeded } from "../src/domain/errors.js"
 import { KeyId } from "../src/domain/ids.js"
+import { GatewayConfig } from "../src/services/GatewayConfig.js"
 import { Ledger } from "../src/services/Ledger.js"
+import { SweeperLive } from "../src/services/Sweeper.js"
 import { expectEnvelope } from "./support/assert.js"
 import { books, callTool, gatewayLayer, givenOrg, servicesLayer } from "./support/gateway.js"
 
@@ -119,6 +121,21 @@ layer(servicesLayer())("the ledger, in process, on TestClock", (it) => {
       expect(yield* books(orgId)).toMatchObject({ balance: 50, held: 5, pendingHolds: 1 })
       yield* ledger.settle(live, 5)
       expect(yield* books(orgId)).toMatchObject({ balance: 45, held: 0, pendingHolds: 0, journalSum: 45 })
+    }))
+
+  it.scoped("the sweeper runs on its own interval, voiding holds whose request died", () =>
+    Effect.gen(function* () {
+      yield* TestClock.setTime(Date.parse("2026-07-01T00:00:00Z"))
+      const { orgId } = yield* givenOrg({ credits: 9 })
+      yield* hold(orgId, 4, 500)
+      yield* Layer.build(SweeperLive.pipe(Layer.provide(GatewayConfig.layerWith({ sweepIntervalMs: 1_000 }))))
+      expect(yield* books(orgId)).toMatchObject({ held: 4 })
+      // Each sweep's queries are real I/O: move the clock a tick at a time and let them land (in real time).
+      for (let i = 0; i < 50 && (yield* books(orgId)).held > 0; i++) {
+        yield* TestClock.adjust("1 second")
+        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 20)))
+      }
+      expect(yield* books(orgId)).toMatchObject({ balance: 9, held: 0, holdsByStatus: { voided: 1 } })
     }))
 
   it.effect("grants append to the journal; the journal sums to the balance", () =>

@@ -7,7 +7,7 @@ import { expect, layer } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
 import { IdempotencyKeyReused } from "../src/domain/errors.js"
 import { Gateway } from "../src/services/Gateway.js"
-import { fingerprint } from "../src/services/Idempotency.js"
+import { fingerprint, Idempotency } from "../src/services/Idempotency.js"
 import { Ledger } from "../src/services/Ledger.js"
 import { toDate } from "../src/services/time.js"
 import { expectEnvelope, expectOk } from "./support/assert.js"
@@ -183,5 +183,8 @@ layer(servicesLayer())("Idempotency-Key in process, on TestClock", (it) => {
       const renewed = yield* gateway.run(caller, "weather", { q: "Paris" }, { idempotencyKey: "expiring" })
       expect(renewed._tag).toBe("Fresh")
       expect(u.openMeteo.hits("/v1/forecast")).toBe(2)
+      // Housekeeping deletes records past their retention.
+      yield* TestClock.adjust("25 hours")
+      expect(yield* (yield* Idempotency).purgeExpired).toBeGreaterThanOrEqual(1)
     }))
 })

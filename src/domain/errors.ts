@@ -350,5 +350,4 @@ export const EnvelopeSchema = Schema.Struct({
 }).annotations({ identifier: "ErrorEnvelope", description: "The error envelope of every non-2xx response" })
 
 export const isGatewayError = (u: unknown): u is GatewayError =>
-  typeof u === "object" && u !== null && "_tag" in u && typeof u._tag === "string" && u._tag in envelopeOf &&
-  u instanceof Error
+  u instanceof Error && "_tag" in u && typeof u._tag === "string" && Object.hasOwn(envelopeOf, u._tag)

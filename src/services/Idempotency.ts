@@ -45,6 +45,8 @@ export class Idempotency extends Context.Tag("Idempotency")<Idempotency, {
   readonly complete: (orgId: OrgId, key: string, response: StoredResponse) => Effect.Effect<void>
   /** Forget a non-billable outcome: the key may be used again. */
   readonly release: (orgId: OrgId, key: string) => Effect.Effect<void>
+  /** Delete records past their retention (housekeeping: an expired record is already treated as new). */
+  readonly purgeExpired: Effect.Effect<number>
 }>() {}
 
 /** 1–255 visible ASCII characters. */
@@ -150,14 +152,12 @@ export const make = Effect.gen(function* () {
       Effect.withSpan("Idempotency.release")
     )
 
-  return Idempotency.of({ claim, complete, release })
+  const purgeExpired = Effect.flatMap(nowMillis, (now) =>
+    sql<{ readonly n: number }>`
+      WITH d AS (DELETE FROM idempotency WHERE expires_at <= ${toDate(now)} RETURNING 1)
+      SELECT count(*)::int AS n FROM d`).pipe(Effect.map((rows) => rows[0]?.n ?? 0), Effect.orDie)
+
+  return Idempotency.of({ claim, complete, release, purgeExpired })
 })
 
 export const IdempotencyLive = Layer.effect(Idempotency, make)
-
-/** Delete records past their retention (housekeeping; an expired record is already treated as new). */
-export const purgeExpired = Effect.gen(function* () {
-  const sql = yield* SqlClient.SqlClient
-  const now = yield* nowMillis
-  yield* sql`DELETE FROM idempotency WHERE expires_at <= ${toDate(now)}`
-}).pipe(Effect.orDie)

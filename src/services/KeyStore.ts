@@ -36,7 +36,6 @@ export class KeyStore extends Context.Tag("KeyStore")<KeyStore, {
   readonly create: (orgId: OrgId, name: string) => Effect.Effect<CreatedKey, NotFound>
   readonly verify: (key: string) => Effect.Effect<Caller, InvalidKey>
   readonly list: (orgId: OrgId) => Effect.Effect<ReadonlyArray<KeyInfo>>
-  readonly get: (keyId: KeyId) => Effect.Effect<KeyInfo, NotFound>
   readonly revoke: (keyId: KeyId) => Effect.Effect<KeyInfo, NotFound>
 }>() {}
 
@@ -115,15 +114,6 @@ export const make = Effect.gen(function* () {
       Effect.orDie
     )
 
-  const get = (keyId: KeyId) =>
-    Effect.gen(function* () {
-      const rows = yield* sql<KeyRow>`
-        SELECT id, org_id, name, prefix, created_at, revoked_at, last_used_at FROM api_keys WHERE id = ${keyId}`
-      const row = rows[0]
-      if (row === undefined) return yield* new NotFound({ message: `no key with id ${keyId}` })
-      return toInfo(row)
-    }).pipe(Effect.catchTag("SqlError", Effect.die))
-
   const revoke = (keyId: KeyId) =>
     Effect.gen(function* () {
       const now = yield* nowMillis
@@ -135,7 +125,7 @@ export const make = Effect.gen(function* () {
       return toInfo(row)
     }).pipe(Effect.catchTag("SqlError", Effect.die), Effect.withSpan("KeyStore.revoke"))
 
-  return KeyStore.of({ create, verify, list, get, revoke })
+  return KeyStore.of({ create, verify, list, revoke })
 })
 
 export const KeyStoreLive = Layer.effect(KeyStore, make)

@@ -5,10 +5,9 @@
  * journal whose sum is the balance.
  */
 import { SqlClient } from "@effect/sql"
-import { Context, Effect, Layer, Option, Schedule, Duration } from "effect"
+import { Context, Effect, Layer } from "effect"
 import { InsufficientCredits, NotFound, SpendCapExceeded } from "../domain/errors.js"
 import { type KeyId, OrgId } from "../domain/ids.js"
-import { GatewayConfig } from "./GatewayConfig.js"
 import { randomId } from "./random.js"
 import { millisToNextMonth, monthOf, nowMillis, toDate } from "./time.js"
 
@@ -47,7 +46,6 @@ export class Ledger extends Context.Tag("Ledger")<Ledger, {
     readonly spendCap?: number | null
   }) => Effect.Effect<Org>
   readonly getOrg: (id: OrgId) => Effect.Effect<Org, NotFound>
-  readonly findOrgByName: (name: string) => Effect.Effect<Option.Option<Org>>
   readonly countOrgs: Effect.Effect<number>
   readonly grant: (id: OrgId, amount: number, note?: string) => Effect.Effect<Org, NotFound>
   readonly setSpendCap: (id: OrgId, cap: number | null) => Effect.Effect<Org, NotFound>
@@ -119,13 +117,6 @@ export const make = Effect.gen(function* () {
       }))
       return yield* readOrg(id)
     }).pipe(Effect.orDie, Effect.withSpan("Ledger.createOrg"))
-
-  const findOrgByName = (name: string) =>
-    Effect.gen(function* () {
-      const now = yield* nowMillis
-      const rows = yield* sql<OrgRow>`SELECT * FROM orgs WHERE name = ${name} ORDER BY created_at LIMIT 1`
-      return Option.map(Option.fromNullable(rows[0]), (row) => toOrg(row, monthOf(now)))
-    }).pipe(Effect.orDie)
 
   const countOrgs = sql<{ readonly n: number }>`SELECT count(*)::int AS n FROM orgs`.pipe(
     Effect.map((rows) => rows[0]?.n ?? 0),
@@ -270,7 +261,6 @@ export const make = Effect.gen(function* () {
   return Ledger.of({
     createOrg,
     getOrg,
-    findOrgByName,
     countOrgs,
     grant,
     setSpendCap,
@@ -283,18 +273,3 @@ export const make = Effect.gen(function* () {
 })
 
 export const LedgerLive = Layer.effect(Ledger, make)
-
-/** Voids expired holds every `SWEEP_INTERVAL_MS` for the life of the layer (a failed sweep is logged). */
-export const SweeperLive = Layer.scopedDiscard(
-  Effect.gen(function* () {
-    const ledger = yield* Ledger
-    const config = yield* GatewayConfig
-    if (config.sweepIntervalMs <= 0) return
-    yield* ledger.sweep.pipe(
-      Effect.tap((n) => n > 0 ? Effect.logInfo(`voided ${n} expired holds`) : Effect.void),
-      Effect.catchAllCause((cause) => Effect.logWarning("hold sweep failed", cause)),
-      Effect.repeat(Schedule.spaced(Duration.millis(config.sweepIntervalMs))),
-      Effect.forkScoped
-    )
-  })
-)

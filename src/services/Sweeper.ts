@@ -1,0 +1,29 @@
+/**
+ * Housekeeping for the life of the server: every `SWEEP_INTERVAL_MS`, void the holds whose request died
+ * (their lease expired) and delete Idempotency-Key records past their retention. Safe on many processes:
+ * one sweep at a time holds the lock, the others skip. A failed sweep is logged and tried again next time.
+ */
+import { Duration, Effect, Layer, Schedule } from "effect"
+import { GatewayConfig } from "./GatewayConfig.js"
+import { Idempotency } from "./Idempotency.js"
+import { Ledger } from "./Ledger.js"
+
+export const sweepOnce = Effect.gen(function* () {
+  const ledger = yield* Ledger
+  const idempotency = yield* Idempotency
+  const voided = yield* ledger.sweep
+  if (voided > 0) yield* Effect.logInfo(`voided ${voided} holds whose request died`)
+  yield* idempotency.purgeExpired
+})
+
+export const SweeperLive = Layer.scopedDiscard(
+  Effect.gen(function* () {
+    const config = yield* GatewayConfig
+    if (config.sweepIntervalMs <= 0) return
+    yield* sweepOnce.pipe(
+      Effect.catchAllCause((cause) => Effect.logWarning("sweep failed", cause)),
+      Effect.repeat(Schedule.spaced(Duration.millis(config.sweepIntervalMs))),
+      Effect.forkScoped
+    )
+  })
+)

@@ -4,7 +4,8 @@
  * request died are voided by the sweeper.
  */
 import { describe, expect, layer } from "@effect/vitest"
-import { Effect, Layer, TestClock } from "effect"
+import { SqlClient } from "@effect/sql"
+import { Effect, Exit, Layer, TestClock } from "effect"
 import { InsufficientCredits, SpendCapExceeded } from "../src/domain/errors.js"
 import { KeyId } from "../src/domain/ids.js"
 import { GatewayConfig } from "../src/services/GatewayConfig.js"
@@ -147,6 +148,17 @@ layer(servicesLayer())("the ledger, in process, on TestClock", (it) => {
       const h = yield* hold(orgId, 2)
       yield* ledger.settle(h, 2)
       expect(yield* books(orgId)).toMatchObject({ balance: 40, journalSum: 40 })
+    }))
+
+  it.effect("the journal is append-only", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const { orgId } = yield* givenOrg({ credits: 5 })
+      const update = yield* Effect.exit(sql`UPDATE journal SET amount = 1000 WHERE org_id = ${orgId}`)
+      const remove = yield* Effect.exit(sql`DELETE FROM journal WHERE org_id = ${orgId}`)
+      expect(Exit.isFailure(update)).toBe(true)
+      expect(Exit.isFailure(remove)).toBe(true)
+      expect(yield* books(orgId)).toMatchObject({ balance: 5, journalSum: 5 })
     }))
 
   describe("caps", () => {

@@ -88,8 +88,22 @@ const init = Effect.gen(function* () {
   yield* sql`CREATE INDEX idempotency_expiry ON idempotency (expires_at)`
 })
 
+// The journal is the record of every balance change: rows are only ever added.
+const journalAppendOnly = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`
+    CREATE FUNCTION journal_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      RAISE EXCEPTION 'the journal is append-only';
+    END $$`
+  yield* sql`
+    CREATE TRIGGER journal_append_only BEFORE UPDATE OR DELETE ON journal
+    FOR EACH ROW EXECUTE FUNCTION journal_append_only()`
+})
+
 export const loader = Migrator.fromRecord({
-  "0001_init": init
+  "0001_init": init,
+  "0002_journal_append_only": journalAppendOnly
 })
 
 /** Apply every pending migration; safe to run from many processes at once. */

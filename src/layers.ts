@@ -4,6 +4,11 @@
 import { Layer } from "effect"
 import { DatabaseLive } from "./db/Database.js"
 import { BetasLive } from "./services/Betas.js"
+import { ConnectionsLive } from "./services/Connections.js"
+import { EncryptionLive } from "./services/Encryption.js"
+import { IdentityLive } from "./services/Identity.js"
+import { MembersLive } from "./services/Members.js"
+import { UsageLive } from "./services/Usage.js"
 import { GatewayServiceLive } from "./services/Gateway.js"
 import { IdempotencyLive } from "./services/Idempotency.js"
 import { KeyStoreLive } from "./services/KeyStore.js"
@@ -14,8 +19,11 @@ import { SweeperLive } from "./services/Sweeper.js"
 
 /** The services over an existing database connection (`SqlClient`). */
 export const ServicesLive = GatewayServiceLive.pipe(
-  Layer.provideMerge(IdempotencyLive),
-  Layer.provideMerge(Layer.mergeAll(LedgerLive, KeyStoreLive, BetasLive, RateLimitLive, ProviderClientLive))
+  Layer.provideMerge(Layer.mergeAll(IdempotencyLive, MembersLive)),
+  Layer.provideMerge(Layer.mergeAll(ConnectionsLive, IdentityLive)),
+  Layer.provideMerge(
+    Layer.mergeAll(LedgerLive, KeyStoreLive, BetasLive, RateLimitLive, ProviderClientLive, EncryptionLive, UsageLive)
+  )
 )
 
 /** The services, the sweeper, and the database (configured, or embedded), migrated. */

@@ -7,7 +7,7 @@ import { describe, expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
 import { Effect, Exit, Layer, TestClock } from "effect"
 import { InsufficientCredits, SpendCapExceeded } from "../src/domain/errors.js"
-import { KeyId } from "../src/domain/ids.js"
+import type { KeyId, OrgId } from "../src/domain/ids.js"
 import { GatewayConfig } from "../src/services/GatewayConfig.js"
 import { Ledger } from "../src/services/Ledger.js"
 import { SweeperLive } from "../src/services/Sweeper.js"
@@ -62,22 +62,23 @@ layer(gatewayLayer(), { excludeTestServices: true })("over HTTP, concurrently", 
 })
 
 layer(servicesLayer())("the ledger, in process, on TestClock", (it) => {
-  const hold = (orgId: Parameters<typeof Ledger.Service.reserve>[0]["orgId"], amount: number, leaseMs = 60_000) =>
+  const hold = (who: { readonly orgId: OrgId; readonly keyId: KeyId }, amount: number, leaseMs = 60_000) =>
     Effect.flatMap(Ledger, (ledger) =>
-      ledger.reserve({ orgId, keyId: KeyId.make("key_test"), tool: "weather", requestId: `req_${Math.random()}`, amount, leaseMs }))
+      ledger.reserve({ ...who, tool: "weather", requestId: `req_${Math.random()}`, amount, leaseMs }))
 
   it.effect("a month roll-over resets the spend cap", () =>
     Effect.gen(function* () {
       yield* TestClock.setTime(Date.parse("2026-01-31T23:59:00Z"))
       const ledger = yield* Ledger
-      const { orgId } = yield* givenOrg({ credits: 100, cap: 10 })
-      const h = yield* hold(orgId, 10)
+      const org = yield* givenOrg({ credits: 100, cap: 10 })
+      const { orgId } = org
+      const h = yield* hold(org, 10)
       yield* ledger.settle(h, 10)
-      expect(yield* Effect.flip(hold(orgId, 1))).toBeInstanceOf(SpendCapExceeded)
+      expect(yield* Effect.flip(hold(org, 1))).toBeInstanceOf(SpendCapExceeded)
       expect((yield* ledger.getOrg(orgId)).monthSpend).toBe(10)
       yield* TestClock.adjust("2 minutes")
       expect((yield* ledger.getOrg(orgId)).monthSpend).toBe(0)
-      const next = yield* hold(orgId, 1)
+      const next = yield* hold(org, 1)
       yield* ledger.settle(next, 1)
       expect(yield* ledger.getOrg(orgId)).toMatchObject({ balance: 89, monthSpend: 1, held: 0 })
     }))
@@ -85,11 +86,11 @@ layer(servicesLayer())("the ledger, in process, on TestClock", (it) => {
   it.effect("pending holds count against the cap and the balance", () =>
     Effect.gen(function* () {
       yield* TestClock.setTime(Date.parse("2026-03-10T12:00:00Z"))
-      const { orgId } = yield* givenOrg({ credits: 10, cap: 8 })
-      yield* hold(orgId, 5)
-      expect(yield* Effect.flip(hold(orgId, 4))).toBeInstanceOf(SpendCapExceeded)
-      yield* hold(orgId, 3)
-      const { orgId: poor } = yield* givenOrg({ credits: 4 })
+      const org = yield* givenOrg({ credits: 10, cap: 8 })
+      yield* hold(org, 5)
+      expect(yield* Effect.flip(hold(org, 4))).toBeInstanceOf(SpendCapExceeded)
+      yield* hold(org, 3)
+      const poor = yield* givenOrg({ credits: 4 })
       yield* hold(poor, 3)
       expect(yield* Effect.flip(hold(poor, 2))).toBeInstanceOf(InsufficientCredits)
     }))
@@ -97,14 +98,15 @@ layer(servicesLayer())("the ledger, in process, on TestClock", (it) => {
   it.effect("each hold resolves exactly once, and a charge never exceeds its hold", () =>
     Effect.gen(function* () {
       const ledger = yield* Ledger
-      const { orgId } = yield* givenOrg({ credits: 20 })
-      const h = yield* hold(orgId, 5)
+      const org = yield* givenOrg({ credits: 20 })
+      const { orgId } = org
+      const h = yield* hold(org, 5)
       expect(yield* ledger.settle(h, 99)).toBe(true)
       expect(yield* ledger.settle(h, 5)).toBe(false)
       expect(yield* ledger.void(h)).toBe(false)
       const b = yield* books(orgId)
       expect(b).toMatchObject({ balance: 15, held: 0, journalSum: 15 })
-      const v = yield* hold(orgId, 7)
+      const v = yield* hold(org, 7)
       expect(yield* ledger.void(v)).toBe(true)
       expect(yield* ledger.settle(v, 7)).toBe(false)
       expect(yield* books(orgId)).toMatchObject({ balance: 15, held: 0, journalSum: 15 })
@@ -114,9 +116,10 @@ layer(servicesLayer())("the ledger, in process, on TestClock", (it) => {
     Effect.gen(function* () {
       yield* TestClock.setTime(Date.parse("2026-05-01T00:00:00Z"))
       const ledger = yield* Ledger
-      const { orgId } = yield* givenOrg({ credits: 50 })
-      yield* hold(orgId, 10, 1_000)
-      const live = yield* hold(orgId, 5, 60_000)
+      const org = yield* givenOrg({ credits: 50 })
+      const { orgId } = org
+      yield* hold(org, 10, 1_000)
+      const live = yield* hold(org, 5, 60_000)
       yield* TestClock.adjust("2 seconds")
       expect(yield* ledger.sweep).toBeGreaterThanOrEqual(1)
       expect(yield* books(orgId)).toMatchObject({ balance: 50, held: 5, pendingHolds: 1 })
@@ -127,8 +130,9 @@ layer(servicesLayer())("the ledger, in process, on TestClock", (it) => {
   it.scoped("the sweeper runs on its own interval, voiding holds whose request died", () =>
     Effect.gen(function* () {
       yield* TestClock.setTime(Date.parse("2026-07-01T00:00:00Z"))
-      const { orgId } = yield* givenOrg({ credits: 9 })
-      yield* hold(orgId, 4, 500)
+      const org = yield* givenOrg({ credits: 9 })
+      const { orgId } = org
+      yield* hold(org, 4, 500)
       yield* Layer.build(SweeperLive.pipe(Layer.provide(GatewayConfig.layerWith({ sweepIntervalMs: 1_000 }))))
       expect(yield* books(orgId)).toMatchObject({ held: 4 })
       // Each sweep's queries are real I/O: move the clock a tick at a time and let them land (in real time).
@@ -142,10 +146,11 @@ layer(servicesLayer())("the ledger, in process, on TestClock", (it) => {
   it.effect("grants append to the journal; the journal sums to the balance", () =>
     Effect.gen(function* () {
       const ledger = yield* Ledger
-      const { orgId } = yield* givenOrg({ credits: 0 })
+      const org = yield* givenOrg({ credits: 0 })
+      const { orgId } = org
       yield* ledger.grant(orgId, 30, "top-up")
       yield* ledger.grant(orgId, 12)
-      const h = yield* hold(orgId, 2)
+      const h = yield* hold(org, 2)
       yield* ledger.settle(h, 2)
       expect(yield* books(orgId)).toMatchObject({ balance: 40, journalSum: 40 })
     }))
@@ -165,11 +170,12 @@ layer(servicesLayer())("the ledger, in process, on TestClock", (it) => {
     it.effect("a cap can be set and removed", () =>
       Effect.gen(function* () {
         const ledger = yield* Ledger
-        const { orgId } = yield* givenOrg({ credits: 10 })
+        const org = yield* givenOrg({ credits: 10 })
+        const { orgId } = org
         expect((yield* ledger.setSpendCap(orgId, 0)).spendCap).toBe(0)
-        expect(yield* Effect.flip(hold(orgId, 1))).toBeInstanceOf(SpendCapExceeded)
+        expect(yield* Effect.flip(hold(org, 1))).toBeInstanceOf(SpendCapExceeded)
         expect((yield* ledger.setSpendCap(orgId, null)).spendCap).toBeNull()
-        yield* hold(orgId, 1)
+        yield* hold(org, 1)
       }))
   })
 })

@@ -4,7 +4,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { afterAll, describe, expect, layer } from "@effect/vitest"
-import { Effect, Fiber, Layer } from "effect"
+import { Effect, Fiber, Layer, Redacted } from "effect"
 import Pg from "pg"
 import { inject } from "vitest"
 import { envelopeOf } from "../src/domain/errors.js"
@@ -16,6 +16,8 @@ import { TestDatabaseUrl } from "./support/database.js"
 import {
   books,
   callTool,
+  dashboard,
+  devToken,
   gatewayLayer,
   givenOrg,
   type HttpResult,
@@ -30,8 +32,7 @@ const expectError = (result: HttpResult, expected: ExpectedError) => {
   seen.add(expected.code)
 }
 
-// Produced by features of their own (per-key spend controls), tested with them.
-const elsewhere = new Set(["tool_not_allowed", "key_spend_limit_exceeded"])
+const elsewhere = new Set<string>()
 
 afterAll(() => {
   const all = Object.values(envelopeOf).map((s) => s.code).filter((c) => !elsewhere.has(c))
@@ -150,6 +151,22 @@ layer(gatewayLayer({ maxBodyBytes: 64 * 1024, rateLimitPerSecond: 5, rateLimitBu
           expect(b).toMatchObject({ balance: 3, held: 0, holdsByStatus: {} })
         }))
 
+      it.effect("tool_not_allowed: a key limited to other tools", () =>
+        Effect.gen(function* () {
+          const { orgId } = yield* givenOrg()
+          const keys = yield* KeyStore
+          const limited = yield* Effect.orDie(keys.create(orgId, { name: "search only", allowedTools: ["search"] }))
+          const result = yield* callTool("weather", { q: "Berlin" }, { key: Redacted.value(limited.key) })
+          expectError(result, { status: 401, type: "auth", code: "tool_not_allowed", retryable: false, billable: false })
+        }))
+
+      it.effect("not_a_member: a signed-in user who belongs to no org", () =>
+        Effect.gen(function* () {
+          const token = yield* devToken("stranger")
+          const result = yield* dashboard("GET", "/v1/org", token)
+          expectError(result, { status: 403, type: "auth", code: "not_a_member", retryable: false, billable: false })
+        }))
+
       it.effect("beta_unavailable: a beta tool not enabled for the org", () =>
         Effect.gen(function* () {
           const { key } = yield* givenOrg()
@@ -175,6 +192,17 @@ layer(gatewayLayer({ maxBodyBytes: 64 * 1024, rateLimitPerSecond: 5, rateLimitBu
           const result = yield* callTool("weather", { q: "Berlin" }, { key })
           expectError(result, { status: 429, type: "rate_limited", code: "spend_cap_exceeded", retryable: false, billable: false })
           expect(Number(result.headers.get("retry-after"))).toBeLessThanOrEqual(31 * 24 * 3600)
+        }))
+
+      it.effect("key_spend_limit_exceeded: 429, not retryable, the key's own monthly limit", () =>
+        Effect.gen(function* () {
+          const { orgId } = yield* givenOrg({ credits: 100 })
+          const keys = yield* KeyStore
+          const limited = yield* Effect.orDie(keys.create(orgId, { name: "capped", spendLimit: 1 }))
+          const key = Redacted.value(limited.key)
+          expect((yield* callTool("weather", { q: "Berlin" }, { key })).status).toBe(200)
+          const result = yield* callTool("weather", { q: "Berlin" }, { key })
+          expectError(result, { status: 429, type: "rate_limited", code: "key_spend_limit_exceeded", retryable: false, billable: false })
         }))
 
       it.effect("rate_limit_exceeded: past the key's burst", () =>

@@ -26,6 +26,10 @@ export const describeStartupError = (error: unknown): string => {
       return `migration failed: ${messageOf(error)}`
     case "EmbeddedPostgresError":
       return `embedded PostgreSQL: ${messageOf(error)}${causeMessage(error)}`
+    case "IdentityError":
+      return `sign-in: ${messageOf(error)}`
+    case "EncryptionKeyError":
+      return `encryption key: ${messageOf(error)}`
     case "ServeError":
       return `cannot listen: ${messageOf(error)}${causeMessage(error)} (check HOST and PORT)`
     default:

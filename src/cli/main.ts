@@ -14,12 +14,17 @@ import { Betas, BetasLive } from "../services/Betas.js"
 import { GatewayConfigFromEnv } from "../services/GatewayConfig.js"
 import { type KeyInfo, KeyStore, KeyStoreLive } from "../services/KeyStore.js"
 import { Ledger, LedgerLive, type Org } from "../services/Ledger.js"
+import { devKey, mintDevToken } from "../services/Identity.js"
+import { Members, MembersLive } from "../services/Members.js"
+import { nowMillis } from "../services/time.js"
+import { GatewayConfig } from "../services/GatewayConfig.js"
 
 const json = Options.boolean("json").pipe(Options.withDescription("Print JSON"))
 const orgOption = Options.text("org").pipe(Options.withDescription("Org id (org_…)"))
 
 /** The services for one admin command, over the configured or embedded database. */
-const AdminLive = Layer.mergeAll(LedgerLive, KeyStoreLive, BetasLive).pipe(
+const AdminLive = MembersLive.pipe(
+  Layer.provideMerge(Layer.mergeAll(LedgerLive, KeyStoreLive, BetasLive)),
   Layer.provideMerge(DatabaseLive),
   Layer.provideMerge(GatewayConfigFromEnv)
 )
@@ -42,7 +47,10 @@ const keyJson = (key: KeyInfo) => ({
   prefix: key.prefix,
   created_at: key.createdAt.toISOString(),
   revoked_at: key.revokedAt?.toISOString() ?? null,
-  last_used_at: key.lastUsedAt?.toISOString() ?? null
+  last_used_at: key.lastUsedAt?.toISOString() ?? null,
+  monthly_spend_limit: key.spendLimit,
+  allowed_tools: key.allowedTools,
+  month_spend: key.monthSpend
 })
 
 const orgText = (org: Org) =>
@@ -144,11 +152,24 @@ const capSet = Command.make("set", {
 const keysCreate = Command.make("create", {
   org: orgOption,
   name: Options.text("name").pipe(Options.withDefault("default")),
+  spendLimit: nonNegative("spend-limit").pipe(Options.withDescription("Monthly spend limit of the key"), Options.optional),
+  tools: Options.text("tools").pipe(
+    Options.withDescription("Comma-separated tools the key may call (default: all)"),
+    Options.filterMap((s): Option.Option<ReadonlyArray<string>> => {
+      const names = s.split(",").map((x) => x.trim()).filter((x) => x.length > 0)
+      return names.length > 0 && names.every(isToolName) ? Option.some(names) : Option.none()
+    }, "--tools must be a comma-separated list of tool names"),
+    Options.optional
+  ),
   json
-}, ({ json, name, org }) =>
+}, ({ json, name, org, spendLimit, tools }) =>
   admin(Effect.gen(function* () {
     const keys = yield* KeyStore
-    const created = yield* keys.create(OrgId.make(org), name)
+    const created = yield* keys.create(OrgId.make(org), {
+      name,
+      spendLimit: Option.getOrNull(spendLimit),
+      allowedTools: Option.getOrNull(tools)
+    })
     const full = Redacted.value(created.key)
     yield* print(
       json,
@@ -188,6 +209,46 @@ const betaCommand = (action: "enable" | "disable") =>
       yield* print(json, { org_id: org, betas: enabled }, `Beta tools enabled for ${org}: ${enabled.join(", ") || "none"}`)
     }))).pipe(Command.withDescription(`${action === "enable" ? "Enable" : "Disable"} a beta tool for an org`))
 
+const membersAdd = Command.make("add", { org: orgOption, uid: Options.text("uid"), json }, ({ json, org, uid }) =>
+  admin(Effect.gen(function* () {
+    const members = yield* Members
+    const member = yield* members.add(OrgId.make(org), uid)
+    yield* print(
+      json,
+      { uid: member.uid, org_id: member.orgId, created_at: member.createdAt.toISOString() },
+      `${member.uid} is a member of ${member.orgId}.`
+    )
+  }))).pipe(Command.withDescription("Make a dashboard user (the ID token's sub) a member of an org"))
+
+const membersList = Command.make("list", { org: orgOption, json }, ({ json, org }) =>
+  admin(Effect.gen(function* () {
+    const members = yield* Members
+    const list = yield* members.list(OrgId.make(org))
+    yield* print(
+      json,
+      list.map((m) => ({ uid: m.uid, org_id: m.orgId, created_at: m.createdAt.toISOString() })),
+      list.length > 0 ? list.map((m) => m.uid).join("\n") : "No members."
+    )
+  }))).pipe(Command.withDescription("List an org's dashboard users"))
+
+const devToken = Command.make("token", {
+  uid: Options.text("uid").pipe(Options.withDescription("The user id (sub)")),
+  ttl: Options.integer("ttl").pipe(Options.withDescription("Lifetime in seconds"), Options.withDefault(3600))
+}, ({ ttl, uid }) =>
+  Effect.gen(function* () {
+    const config = yield* GatewayConfig
+    if (!config.identity.devIssuer) {
+      yield* Console.error("error: the dev issuer is off; start the gateway and this command with DEV_IDENTITY=true")
+      process.exitCode = 1
+      return
+    }
+    const key = yield* devKey(config.dataDir)
+    const token = yield* mintDevToken(key, uid, yield* nowMillis, ttl)
+    yield* Console.log(token)
+  }).pipe(Effect.provide(GatewayConfigFromEnv))).pipe(
+  Command.withDescription("Mint a dashboard ID token for local use (DEV_IDENTITY=true only)")
+)
+
 export const command = Command.make("tool-gateway").pipe(
   Command.withSubcommands([
     serve,
@@ -196,7 +257,9 @@ export const command = Command.make("tool-gateway").pipe(
     Command.make("credits").pipe(Command.withSubcommands([creditsGrant])),
     Command.make("cap").pipe(Command.withSubcommands([capSet])),
     Command.make("keys").pipe(Command.withSubcommands([keysCreate, keysList, keysRevoke])),
-    Command.make("beta").pipe(Command.withSubcommands([betaCommand("enable"), betaCommand("disable")]))
+    Command.make("beta").pipe(Command.withSubcommands([betaCommand("enable"), betaCommand("disable")])),
+    Command.make("members").pipe(Command.withSubcommands([membersAdd, membersList])),
+    Command.make("dev").pipe(Command.withSubcommands([devToken]))
   ])
 )
 

@@ -20,7 +20,7 @@ const bootstrap = Effect.gen(function* () {
   const ledger = yield* Ledger
   if ((yield* ledger.countOrgs) > 0) return
   const org = yield* ledger.createOrg({ name: "default", credits: 1000 })
-  const key = yield* Effect.orDie(KeyStore.pipe(Effect.flatMap((keys) => keys.create(org.id, "default"))))
+  const key = yield* Effect.orDie(KeyStore.pipe(Effect.flatMap((keys) => keys.create(org.id, { name: "default" }))))
   const server = yield* HttpServer.HttpServer
   const address = server.address
   const base = address._tag === "TcpAddress" ? `http://${address.hostname}:${address.port}` : "http://localhost"

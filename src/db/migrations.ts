@@ -101,9 +101,163 @@ const journalAppendOnly = Effect.gen(function* () {
     FOR EACH ROW EXECUTE FUNCTION journal_append_only()`
 })
 
+// Dashboard users, provider connections, per-key spend controls, the usage log, and the ledger's three
+// operations as functions: each is one round trip that takes its row locks in one order (hold, org, key),
+// so concurrent calls, settlements and sweeps never deadlock.
+const accounts = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`
+    ALTER TABLE api_keys
+      ADD COLUMN spend_limit bigint CHECK (spend_limit IS NULL OR spend_limit >= 0),
+      ADD COLUMN allowed_tools text[],
+      ADD COLUMN held bigint NOT NULL DEFAULT 0 CHECK (held >= 0),
+      ADD COLUMN spend_month integer NOT NULL DEFAULT 0,
+      ADD COLUMN month_spend bigint NOT NULL DEFAULT 0`
+  yield* sql`
+    CREATE TABLE members (
+      uid         text PRIMARY KEY,
+      org_id      text NOT NULL REFERENCES orgs (id),
+      created_at  timestamptz NOT NULL
+    )`
+  yield* sql`CREATE INDEX members_org ON members (org_id)`
+  yield* sql`
+    CREATE TABLE connections (
+      id          text PRIMARY KEY,
+      org_id      text NOT NULL REFERENCES orgs (id),
+      provider    text NOT NULL,
+      label       text,
+      status      text NOT NULL CHECK (status IN ('active', 'rejected')),
+      key_id      text NOT NULL,
+      iv          bytea NOT NULL,
+      ciphertext  bytea NOT NULL,
+      tag         bytea NOT NULL,
+      created_at  timestamptz NOT NULL,
+      updated_at  timestamptz NOT NULL,
+      UNIQUE (org_id, provider)
+    )`
+  yield* sql`
+    CREATE TABLE usage (
+      id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+      org_id      text NOT NULL REFERENCES orgs (id),
+      key_id      text NOT NULL,
+      tool        text NOT NULL,
+      request_id  text NOT NULL,
+      status      integer NOT NULL,
+      code        text NOT NULL,
+      credits     bigint NOT NULL,
+      latency_ms  integer NOT NULL,
+      provider    text,
+      created_at  timestamptz NOT NULL
+    )`
+  yield* sql`CREATE INDEX usage_org ON usage (org_id, id DESC)`
+
+  yield* sql`
+    CREATE FUNCTION gateway_reserve(
+      p_org text, p_key text, p_tool text, p_request text, p_amount bigint,
+      p_now timestamptz, p_month integer, p_lease timestamptz)
+    RETURNS TABLE (hold_id bigint, refusal text, balance bigint, held bigint, month_spend bigint,
+                   spend_cap bigint, key_month_spend bigint, key_held bigint, key_limit bigint)
+    LANGUAGE plpgsql AS $$
+    DECLARE
+      o orgs%ROWTYPE;
+      k api_keys%ROWTYPE;
+      h bigint;
+    BEGIN
+      -- The org: one conditional update, so the check and the write cannot be separated.
+      UPDATE orgs
+         SET held = orgs.held + p_amount,
+             month_spend = CASE WHEN orgs.spend_month = p_month THEN orgs.month_spend ELSE 0 END,
+             spend_month = p_month
+       WHERE orgs.id = p_org
+         AND orgs.balance - orgs.held >= p_amount
+         AND (orgs.spend_cap IS NULL
+              OR (CASE WHEN orgs.spend_month = p_month THEN orgs.month_spend ELSE 0 END) + orgs.held + p_amount
+                 <= orgs.spend_cap)
+      RETURNING * INTO o;
+      IF NOT FOUND THEN
+        SELECT * INTO o FROM orgs WHERE orgs.id = p_org;
+        RETURN QUERY SELECT NULL::bigint,
+          CASE WHEN o.balance - o.held < p_amount THEN 'insufficient_credits' ELSE 'spend_cap_exceeded' END,
+          o.balance, o.held, CASE WHEN o.spend_month = p_month THEN o.month_spend ELSE 0 END, o.spend_cap,
+          NULL::bigint, NULL::bigint, NULL::bigint;
+        RETURN;
+      END IF;
+      -- The key's own monthly limit, under the org's row lock (a key belongs to one org).
+      UPDATE api_keys
+         SET held = api_keys.held + p_amount,
+             month_spend = CASE WHEN api_keys.spend_month = p_month THEN api_keys.month_spend ELSE 0 END,
+             spend_month = p_month
+       WHERE api_keys.id = p_key
+         AND (api_keys.spend_limit IS NULL
+              OR (CASE WHEN api_keys.spend_month = p_month THEN api_keys.month_spend ELSE 0 END)
+                 + api_keys.held + p_amount <= api_keys.spend_limit)
+      RETURNING * INTO k;
+      IF NOT FOUND THEN
+        SELECT * INTO k FROM api_keys WHERE api_keys.id = p_key;
+        IF NOT FOUND THEN
+          RAISE EXCEPTION 'gateway_reserve: no key %', p_key;
+        END IF;
+        UPDATE orgs SET held = orgs.held - p_amount WHERE orgs.id = p_org;
+        RETURN QUERY SELECT NULL::bigint, 'key_spend_limit_exceeded', o.balance, o.held - p_amount, o.month_spend,
+          o.spend_cap, CASE WHEN k.spend_month = p_month THEN k.month_spend ELSE 0 END, k.held, k.spend_limit;
+        RETURN;
+      END IF;
+      INSERT INTO holds (org_id, key_id, tool, request_id, amount, created_at, lease_until)
+      VALUES (p_org, p_key, p_tool, p_request, p_amount, p_now, p_lease)
+      RETURNING id INTO h;
+      RETURN QUERY SELECT h, NULL::text, o.balance, o.held, o.month_spend, o.spend_cap,
+        k.month_spend, k.held, k.spend_limit;
+    END $$`
+
+  yield* sql`
+    CREATE FUNCTION gateway_settle(p_hold bigint, p_charge bigint, p_now timestamptz, p_month integer)
+    RETURNS boolean LANGUAGE plpgsql AS $$
+    DECLARE
+      h holds%ROWTYPE;
+      c bigint;
+    BEGIN
+      UPDATE holds SET status = 'settled', charged = LEAST(GREATEST(p_charge, 0), holds.amount), resolved_at = p_now
+       WHERE holds.id = p_hold AND holds.status = 'pending'
+      RETURNING * INTO h;
+      IF NOT FOUND THEN RETURN false; END IF;
+      c := h.charged;
+      UPDATE orgs
+         SET balance = orgs.balance - c,
+             held = orgs.held - h.amount,
+             month_spend = CASE WHEN orgs.spend_month = p_month THEN orgs.month_spend ELSE 0 END + c,
+             spend_month = p_month
+       WHERE orgs.id = h.org_id;
+      UPDATE api_keys
+         SET held = GREATEST(api_keys.held - h.amount, 0),
+             month_spend = CASE WHEN api_keys.spend_month = p_month THEN api_keys.month_spend ELSE 0 END + c,
+             spend_month = p_month
+       WHERE api_keys.id = h.key_id;
+      IF c > 0 THEN
+        INSERT INTO journal (org_id, kind, amount, hold_id, created_at) VALUES (h.org_id, 'charge', -c, h.id, p_now);
+      END IF;
+      RETURN true;
+    END $$`
+
+  yield* sql`
+    CREATE FUNCTION gateway_void(p_hold bigint, p_now timestamptz)
+    RETURNS boolean LANGUAGE plpgsql AS $$
+    DECLARE
+      h holds%ROWTYPE;
+    BEGIN
+      UPDATE holds SET status = 'voided', resolved_at = p_now
+       WHERE holds.id = p_hold AND holds.status = 'pending'
+      RETURNING * INTO h;
+      IF NOT FOUND THEN RETURN false; END IF;
+      UPDATE orgs SET held = orgs.held - h.amount WHERE orgs.id = h.org_id;
+      UPDATE api_keys SET held = GREATEST(api_keys.held - h.amount, 0) WHERE api_keys.id = h.key_id;
+      RETURN true;
+    END $$`
+})
+
 export const loader = Migrator.fromRecord({
   "0001_init": init,
-  "0002_journal_append_only": journalAppendOnly
+  "0002_journal_append_only": journalAppendOnly,
+  "0003_accounts": accounts
 })
 
 /** Apply every pending migration; safe to run from many processes at once. */

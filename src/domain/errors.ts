@@ -45,6 +45,9 @@ export class CredentialRequired extends Schema.TaggedError<CredentialRequired>()
 export class BetaUnavailable extends Schema.TaggedError<BetaUnavailable>()("BetaUnavailable", {
   message: Schema.String
 }) {}
+export class NotAMember extends Schema.TaggedError<NotAMember>()("NotAMember", {
+  message: Schema.String
+}) {}
 export class ToolNotAllowed extends Schema.TaggedError<ToolNotAllowed>()("ToolNotAllowed", {
   message: Schema.String
 }) {}
@@ -134,6 +137,7 @@ export const gatewayErrors = [
   CredentialRequired,
   BetaUnavailable,
   ToolNotAllowed,
+  NotAMember,
   InsufficientCredits,
   RateLimitExceeded,
   RequestInProgress,
@@ -228,6 +232,7 @@ export const envelopeOf: { readonly [K in GatewayErrorTag]: EnvelopeSpec } = {
   CredentialRequired: { type: "auth", code: "credential_required", status: 401, retryable: false, billable: false },
   BetaUnavailable: { type: "auth", code: "beta_unavailable", status: 401, retryable: false, billable: false },
   ToolNotAllowed: { type: "auth", code: "tool_not_allowed", status: 401, retryable: false, billable: false },
+  NotAMember: { type: "auth", code: "not_a_member", status: 403, retryable: false, billable: false },
   InsufficientCredits: {
     type: "insufficient_credits",
     code: "insufficient_credits",

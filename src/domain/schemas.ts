@@ -4,43 +4,7 @@
  */
 import { Schema } from "effect"
 
-/** A struct that refuses properties it does not name. */
-const strict = <F extends Schema.Struct.Fields>(fields: F, identifier: string, description: string) =>
-  Schema.Struct(fields).annotations({
-    identifier,
-    description,
-    parseOptions: { onExcessProperty: "error" }
-  })
-
-/** A struct that keeps (and forwards) properties it does not name. */
-const open = <F extends Schema.Struct.Fields>(fields: F, identifier: string, description: string) =>
-  Schema.Struct(fields, Schema.Record({ key: Schema.String, value: Schema.Unknown })).annotations({
-    identifier,
-    description
-  })
-
-const NonEmpty = Schema.String.pipe(
-  Schema.filter((s) => s.trim().length > 0, { message: () => "must not be empty" })
-)
-
-const HttpUrl = Schema.String.pipe(
-  Schema.filter((s) => {
-    if (!URL.canParse(s)) return false
-    const protocol = new URL(s).protocol
-    return protocol === "http:" || protocol === "https:"
-  }, { message: () => "must be an absolute http:// or https:// URL" })
-)
-
-const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown })
-
-/** An optional field: absent, or present with a value of the schema (never `null` or `undefined`). */
-const opt = <S extends Schema.Schema.All>(schema: S) => Schema.optionalWith(schema, { exact: true })
-
-const intBetween = (min: number, max: number) =>
-  Schema.Int.pipe(Schema.between(min, max, { message: () => `must be an integer from ${min} to ${max}` }))
-
-const numberBetween = (min: number, max: number) =>
-  Schema.Number.pipe(Schema.between(min, max, { message: () => `must be a number from ${min} to ${max}` }))
+import { HttpUrl, intBetween, JsonObject, NonEmpty, numberBetween, open, opt, strict } from "./schema-helpers.js"
 
 // -- curated tools ------------------------------------------------------------------------------------
 

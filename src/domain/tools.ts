@@ -3,6 +3,7 @@
  * on the caller's own provider account, whether it is beta, whether it reads or writes, and its price.
  */
 import type { Schema } from "effect"
+import type { AccountProvider, Credentials } from "./connections.js"
 import type { Price } from "./pricing.js"
 import * as S from "./schemas.js"
 
@@ -22,13 +23,21 @@ export type ProviderName =
   | "nu"
   | "xi"
 
-export interface ToolDef<Name extends string, I, IE, O, OE, Account extends boolean = boolean> {
+export interface ToolDef<
+  Name extends string,
+  I,
+  IE,
+  O,
+  OE,
+  Account extends boolean = boolean,
+  Provider extends ProviderName | "curated" = ProviderName | "curated"
+> {
   readonly name: Name
   readonly summary: string
   readonly input: Schema.Schema<I, IE>
   readonly output: Schema.Schema<O, OE>
   /** Curated tools pick among providers at call time; provider tools name their one provider. */
-  readonly provider: ProviderName | "curated"
+  readonly provider: Provider
   /** Runs on the org's own provider account: a connection is required. */
   readonly account: Account
   /** Off unless enabled for the org. */
@@ -44,15 +53,23 @@ export interface ToolDef<Name extends string, I, IE, O, OE, Account extends bool
 
 const one = () => 1
 
-const tool = <const Name extends string, I, IE, O, OE, const Account extends boolean>(
-  def: ToolDef<Name, I, IE, O, OE, Account>
+const tool = <
+  const Name extends string,
+  I,
+  IE,
+  O,
+  OE,
+  const Account extends boolean,
+  const Provider extends ProviderName | "curated"
+>(
+  def: ToolDef<Name, I, IE, O, OE, Account, Provider>
 ) => def
 
-const providerTool = <const Name extends string, I, IE, const Account extends boolean>(
+const providerTool = <const Name extends string, I, IE, const Account extends boolean, const P extends ProviderName>(
   name: Name,
   summary: string,
   input: Schema.Schema<I, IE>,
-  provider: ProviderName,
+  provider: P,
   options: { readonly account: Account; readonly effect: "read" | "write"; readonly beta?: boolean }
 ) =>
   tool({
@@ -219,12 +236,19 @@ export type Catalog = {
     ToolInputEncoded<K>,
     ToolOutput<K>,
     ToolOutputEncoded<K>,
-    Tools[K]["account"]
+    Tools[K]["account"],
+    Tools[K]["provider"]
   >
 }
 export const catalog: Catalog = tools
 export type AccountToolName = { [K in ToolName]: Tools[K]["account"] extends true ? K : never }[ToolName]
 export type CuratedToolName = "search" | "read" | "weather" | "mobile_app_search"
+export type ProviderOf<T extends ToolName> = Tools[T]["provider"]
+
+/** The connection credentials an account tool runs with; `undefined` for every other tool. */
+export type CredentialFor<T extends ToolName> = T extends AccountToolName
+  ? Credentials[Extract<ProviderOf<T>, AccountProvider>]
+  : undefined
 
 export const toolNames: ReadonlyArray<ToolName> = Object.keys(tools).filter(isToolName)
 

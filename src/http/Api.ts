@@ -4,6 +4,9 @@
  */
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSecurity, OpenApi } from "@effect/platform"
 import { Context, Schema } from "effect"
+import { AccountProviderSchema } from "../domain/connections.js"
+import * as D from "../domain/dashboard.js"
+import type { OrgId } from "../domain/ids.js"
 import type { Caller } from "../services/KeyStore.js"
 import { type Catalog, catalog, type ToolName } from "../domain/tools.js"
 import { GatewayErrorWire } from "./wire.js"
@@ -18,6 +21,23 @@ export class ApiKeyAuth extends HttpApiMiddleware.Tag<ApiKeyAuth>()("ApiKeyAuth"
   security: {
     apiKey: HttpApiSecurity.apiKey({ key: "X-API-Key", in: "header" }).pipe(
       HttpApiSecurity.annotate(OpenApi.Description, "The API key (tg_…). Never send it in Authorization.")
+    )
+  }
+}) {}
+
+/** The signed-in dashboard user and their org, provided by `IdTokenAuth`. */
+export class CurrentUser extends Context.Tag("CurrentUser")<CurrentUser, {
+  readonly uid: string
+  readonly orgId: OrgId
+}>() {}
+
+/** Verifies `Authorization: Bearer <ID token>` and finds the user's org; refuses API keys in either header. */
+export class IdTokenAuth extends HttpApiMiddleware.Tag<IdTokenAuth>()("IdTokenAuth", {
+  provides: CurrentUser,
+  failure: GatewayErrorWire,
+  security: {
+    idToken: HttpApiSecurity.bearer.pipe(
+      HttpApiSecurity.annotate(OpenApi.Description, "A Firebase ID token (or a dev token) of a signed-in dashboard user")
     )
   }
 }) {}
@@ -81,8 +101,56 @@ export class UnknownToolGroup extends HttpApiGroup.make("unknownTool")
   .annotate(OpenApi.Exclude, true)
 {}
 
+/** The dashboard API: the signed-in user's org, its connections, keys, spend cap, betas and usage. */
+export class DashboardGroup extends HttpApiGroup.make("dashboard")
+  .add(
+    HttpApiEndpoint.post("connect", "/v1/connections")
+      .setPayload(D.CreateConnection)
+      .addSuccess(D.ConnectionView, { status: 201 })
+      .annotate(OpenApi.Summary, "Connect (or reconnect) a provider account")
+  )
+  .add(HttpApiEndpoint.get("listConnections", "/v1/connections").addSuccess(D.ConnectionList))
+  .add(
+    HttpApiEndpoint.del("disconnect", "/v1/connections/:provider")
+      .setPath(Schema.Struct({ provider: AccountProviderSchema }))
+      .addSuccess(D.ConnectionView)
+  )
+  .add(
+    HttpApiEndpoint.post("createKey", "/v1/keys")
+      .setPayload(D.CreateKey)
+      .addSuccess(D.CreatedKeyView, { status: 201 })
+      .annotate(OpenApi.Summary, "Create an API key (the full key is in this answer only)")
+  )
+  .add(HttpApiEndpoint.get("listKeys", "/v1/keys").addSuccess(D.KeyList))
+  .add(
+    HttpApiEndpoint.del("revokeKey", "/v1/keys/:id")
+      .setPath(Schema.Struct({ id: Schema.String }))
+      .addSuccess(D.KeyView)
+      .annotate(OpenApi.Summary, "Revoke a key, effective at once")
+  )
+  .add(HttpApiEndpoint.get("getOrg", "/v1/org").addSuccess(D.OrgView))
+  .add(HttpApiEndpoint.put("setSpendCap", "/v1/org/spend-cap").setPayload(D.SetSpendCap).addSuccess(D.OrgView))
+  .add(
+    HttpApiEndpoint.put("setBeta", "/v1/org/betas/:tool")
+      .setPath(Schema.Struct({ tool: D.BetaToolSchema }))
+      .setPayload(D.SetBeta)
+      .addSuccess(D.OrgView)
+  )
+  .add(HttpApiEndpoint.get("usage", "/v1/usage").setUrlParams(D.UsageQuery).addSuccess(D.UsagePageView))
+  .middleware(JsonBody)
+  .middleware(IdTokenAuth)
+{}
+
+/** The dev issuer's public keys (404 unless `DEV_IDENTITY` is on). */
+export class DevGroup extends HttpApiGroup.make("dev")
+  .add(HttpApiEndpoint.get("jwks", "/dev/jwks.json").addSuccess(Schema.Struct({ keys: Schema.Array(Schema.Unknown) })))
+  .annotate(OpenApi.Exclude, true)
+{}
+
 export class Api extends HttpApi.make("tool-gateway")
   .add(ToolsGroup)
+  .add(DashboardGroup)
+  .add(DevGroup)
   .add(UnknownToolGroup)
   .addError(GatewayErrorWire)
   .annotate(OpenApi.Title, "Tool Gateway")

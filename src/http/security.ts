@@ -4,10 +4,13 @@
  */
 import { HttpServerRequest } from "@effect/platform"
 import { Effect, Layer, Redacted } from "effect"
-import { InvalidRequest, MalformedJson, PayloadTooLarge, UnsupportedMediaType } from "../domain/errors.js"
+import { InvalidRequest, InvalidToken, MalformedJson, PayloadTooLarge, UnsupportedMediaType } from "../domain/errors.js"
+import { looksLikeApiKey } from "../domain/ids.js"
+import { Identity } from "../services/Identity.js"
+import { Members } from "../services/Members.js"
 import { Gateway } from "../services/Gateway.js"
 import { GatewayConfig } from "../services/GatewayConfig.js"
-import { ApiKeyAuth, JsonBody } from "./Api.js"
+import { ApiKeyAuth, IdTokenAuth, JsonBody } from "./Api.js"
 import { CurrentRequest } from "./envelope.js"
 
 export const ApiKeyAuthLive = Layer.effect(
@@ -22,6 +25,28 @@ export const ApiKeyAuthLive = Layer.effect(
           const state = yield* CurrentRequest
           state.rateLimit = authenticated.rateLimit
           return authenticated.caller
+        })
+    })
+  })
+)
+
+export const IdTokenAuthLive = Layer.effect(
+  IdTokenAuth,
+  Effect.gen(function* () {
+    const identity = yield* Identity
+    const members = yield* Members
+    const refuseKey = new InvalidToken({
+      message: "These routes take a signed-in user's ID token (Authorization: Bearer <ID token>), never an API key."
+    })
+    return IdTokenAuth.of({
+      idToken: (token) =>
+        Effect.gen(function* () {
+          const request = yield* HttpServerRequest.HttpServerRequest
+          const value = Redacted.value(token)
+          if (request.headers["x-api-key"] !== undefined || looksLikeApiKey(value)) return yield* refuseKey
+          const principal = yield* identity.verify(value)
+          const orgId = yield* members.orgOf(principal.uid)
+          return { uid: principal.uid, orgId }
         })
     })
   })
@@ -56,6 +81,8 @@ export const JsonBodyLive = Layer.effect(
     return JsonBody.of(
       Effect.gen(function* () {
         const request = yield* HttpServerRequest.HttpServerRequest
+        // Reads (GET, DELETE) have no body to check.
+        if (request.method !== "POST" && request.method !== "PUT" && request.method !== "PATCH") return
         const contentType = request.headers["content-type"]
         if (contentType !== undefined && !isJsonMediaType(contentType)) {
           return yield* new UnsupportedMediaType({

@@ -58,6 +58,7 @@ export const wireErrors = [
   wireOf(E.CredentialRequired),
   wireOf(E.BetaUnavailable),
   wireOf(E.ToolNotAllowed),
+  wireOf(E.NotAMember),
   wireOf(E.InsufficientCredits),
   wireOf(E.RateLimitExceeded),
   wireOf(E.RequestInProgress),

@@ -4,13 +4,16 @@
  */
 import { Effect } from "effect"
 import { ProviderNotConfigured } from "../domain/errors.js"
-import { DEFAULT_MAX_CHARS, type ToolInput, type ToolName, type ToolOutput } from "../domain/tools.js"
+import { type CredentialFor, DEFAULT_MAX_CHARS, type ToolInput, type ToolName, type ToolOutput } from "../domain/tools.js"
 import { GatewayConfig } from "../services/GatewayConfig.js"
 import { refusedUrl, makePolicy } from "../services/Ssrf.js"
 import { UrlNotAllowed } from "../domain/errors.js"
 import * as Alpha from "./alpha.js"
 import * as AppStore from "./appstore.js"
 import * as Beta from "./beta.js"
+import * as Delta from "./delta.js"
+import * as Epsilon from "./epsilon.js"
+import * as Simple from "./simple.js"
 import type { Answered, ProviderCallError, ProviderEffect } from "./common.js"
 import * as Gamma from "./gamma.js"
 import * as Reader from "./reader.js"
@@ -18,7 +21,10 @@ import * as Weather from "./weather.js"
 
 export type { Answered, ProviderCallError, ProviderEffect } from "./common.js"
 
-type Implementation<T extends ToolName> = (input: ToolInput<T>) => ProviderEffect<Answered<ToolOutput<T>>>
+type Implementation<T extends ToolName> = (
+  input: ToolInput<T>,
+  credentials: CredentialFor<T>
+) => ProviderEffect<Answered<ToolOutput<T>>>
 type Implementations = { readonly [K in ToolName]: Implementation<K> }
 
 interface Candidate<A> {
@@ -101,21 +107,24 @@ export const implementations: Implementations = {
   gamma_scrape: () => notYet("gamma_scrape"),
   gamma_search: () => notYet("gamma_search"),
   xi_movie: () => notYet("xi_movie"),
-  delta_post: () => notYet("delta_post"),
-  delta_like: () => notYet("delta_like"),
-  epsilon_request: () => notYet("epsilon_request"),
-  zeta_request: () => notYet("zeta_request"),
-  eta_personal_bests: () => notYet("eta_personal_bests"),
-  theta_ratings: () => notYet("theta_ratings"),
-  iota_delete_service: () => notYet("iota_delete_service"),
-  kappa_delete_benefit: () => notYet("kappa_delete_benefit"),
-  kappa_ingest_events: () => notYet("kappa_ingest_events"),
-  lambda_update_broadcast: () => notYet("lambda_update_broadcast"),
-  lambda_batch_emails: () => notYet("lambda_batch_emails"),
-  mu_database: () => notYet("mu_database"),
-  nu_account: () => notYet("nu_account")
+  delta_post: Delta.post,
+  delta_like: Delta.like,
+  epsilon_request: Epsilon.request,
+  zeta_request: Simple.zetaRequest,
+  eta_personal_bests: Simple.etaPersonalBests,
+  theta_ratings: Simple.thetaRatings,
+  iota_delete_service: Simple.iotaDeleteService,
+  kappa_delete_benefit: Simple.kappaDeleteBenefit,
+  kappa_ingest_events: Simple.kappaIngestEvents,
+  lambda_update_broadcast: Simple.lambdaUpdateBroadcast,
+  lambda_batch_emails: Simple.lambdaBatchEmails,
+  mu_database: Simple.muDatabase,
+  nu_account: Simple.nuAccount
 }
 
-/** Call the provider(s) of a tool. */
-export const callProvider = <T extends ToolName>(tool: T, input: ToolInput<T>): ProviderEffect<Answered<ToolOutput<T>>> =>
-  implementations[tool](input)
+/** Call the provider(s) of a tool, with the org's connection credentials for account tools. */
+export const callProvider = <T extends ToolName>(
+  tool: T,
+  input: ToolInput<T>,
+  credentials: CredentialFor<T>
+): ProviderEffect<Answered<ToolOutput<T>>> => implementations[tool](input, credentials)

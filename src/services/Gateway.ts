@@ -15,6 +15,7 @@ import {
   IdempotencyReplayUnavailable,
   InsufficientCredits,
   InvalidIdempotencyKey,
+  KeySpendLimitExceeded,
   InvalidKey,
   InvalidRequest,
   InvalidToken,
@@ -23,14 +24,28 @@ import {
   ProviderTimeout,
   RateLimitExceeded,
   RequestInProgress,
-  SpendCapExceeded
+  SpendCapExceeded,
+  ToolNotAllowed,
+  envelopeOf
 } from "../domain/errors.js"
 import { looksLikeApiKey } from "../domain/ids.js"
 import { chargeFor, reserveFor } from "../domain/pricing.js"
-import { type AccountToolName, type ToolInput, type ToolName, type ToolOutput, catalog } from "../domain/tools.js"
+import { type AccountProvider, type Credentials, isAccountProvider } from "../domain/connections.js"
+import type { OrgId } from "../domain/ids.js"
+import {
+  type AccountToolName,
+  catalog,
+  type CredentialFor,
+  type ToolInput,
+  type ToolName,
+  type ToolOutput
+} from "../domain/tools.js"
 import { callProvider } from "../providers/index.js"
 import { describeParseError } from "../providers/common.js"
 import { Betas } from "./Betas.js"
+import { Connections } from "./Connections.js"
+import { Usage } from "./Usage.js"
+import { nowMillis } from "./time.js"
 import { GatewayConfig } from "./GatewayConfig.js"
 import { fingerprint, Idempotency, validateKey } from "./Idempotency.js"
 import { type Caller, KeyStore } from "./KeyStore.js"
@@ -46,8 +61,10 @@ export type CallError =
   | IdempotencyReplayUnavailable
   | RequestInProgress
   | BetaUnavailable
+  | ToolNotAllowed
   | InsufficientCredits
   | SpendCapExceeded
+  | KeySpendLimitExceeded
   | ProviderError
   | NormalizationFailed
   | InvalidRequest
@@ -58,19 +75,26 @@ export type ConnectionError<T extends ToolName> = T extends AccountToolName ? Cr
 /** The errors of one tool. */
 export type ToolError<T extends ToolName> = CallError | ConnectionError<T>
 
-const noConnection = (): Effect.Effect<void> => Effect.void
-const needsConnection = (tool: AccountToolName, provider: string) => (): Effect.Effect<void, CredentialRequired> =>
-  Effect.fail(
-    new CredentialRequired({
-      message: `${tool} runs on your own ${provider} account: connect it first with POST /v1/connections.`
-    })
-  )
+export type AuthError = InvalidKey | InvalidToken | RateLimitExceeded
+
+type ConnectionsService = typeof Connections.Service
+
+const noConnection = (): Effect.Effect<undefined> => Effect.succeed(undefined)
+const connection =
+  <P extends AccountProvider>(tool: AccountToolName, provider: P) =>
+  (connections: ConnectionsService, orgId: OrgId): Effect.Effect<Credentials[P], CredentialRequired> =>
+    connections.credentials(orgId, provider, tool)
 
 /**
- * Step 6, per tool. Written out tool by tool so that each entry's type says which tools can answer
- * `credential_required` (giving a non-account tool a connection check fails to type-check).
+ * Step 6, per tool: the org's credentials for the tool's provider, or `credential_required`. Written out
+ * tool by tool so that each entry's type says which tools need a connection and which credentials they get.
  */
-const connectionCheck: { readonly [K in ToolName]: () => Effect.Effect<void, ConnectionError<K>> } = {
+const connectionCheck: {
+  readonly [K in ToolName]: (
+    connections: ConnectionsService,
+    orgId: OrgId
+  ) => Effect.Effect<CredentialFor<K>, ConnectionError<K>>
+} = {
   search: noConnection,
   read: noConnection,
   weather: noConnection,
@@ -81,22 +105,20 @@ const connectionCheck: { readonly [K in ToolName]: () => Effect.Effect<void, Con
   gamma_scrape: noConnection,
   gamma_search: noConnection,
   xi_movie: noConnection,
-  delta_post: needsConnection("delta_post", "delta"),
-  delta_like: needsConnection("delta_like", "delta"),
-  epsilon_request: needsConnection("epsilon_request", "epsilon"),
-  zeta_request: needsConnection("zeta_request", "zeta"),
-  eta_personal_bests: needsConnection("eta_personal_bests", "eta"),
-  theta_ratings: needsConnection("theta_ratings", "theta"),
-  iota_delete_service: needsConnection("iota_delete_service", "iota"),
-  kappa_delete_benefit: needsConnection("kappa_delete_benefit", "kappa"),
-  kappa_ingest_events: needsConnection("kappa_ingest_events", "kappa"),
-  lambda_update_broadcast: needsConnection("lambda_update_broadcast", "lambda"),
-  lambda_batch_emails: needsConnection("lambda_batch_emails", "lambda"),
-  mu_database: needsConnection("mu_database", "mu"),
-  nu_account: needsConnection("nu_account", "nu")
+  delta_post: connection("delta_post", "delta"),
+  delta_like: connection("delta_like", "delta"),
+  epsilon_request: connection("epsilon_request", "epsilon"),
+  zeta_request: connection("zeta_request", "zeta"),
+  eta_personal_bests: connection("eta_personal_bests", "eta"),
+  theta_ratings: connection("theta_ratings", "theta"),
+  iota_delete_service: connection("iota_delete_service", "iota"),
+  kappa_delete_benefit: connection("kappa_delete_benefit", "kappa"),
+  kappa_ingest_events: connection("kappa_ingest_events", "kappa"),
+  lambda_update_broadcast: connection("lambda_update_broadcast", "lambda"),
+  lambda_batch_emails: connection("lambda_batch_emails", "lambda"),
+  mu_database: connection("mu_database", "mu"),
+  nu_account: connection("nu_account", "nu")
 }
-
-export type AuthError = InvalidKey | InvalidToken | RateLimitExceeded
 
 export interface Authenticated {
   readonly caller: Caller
@@ -164,6 +186,8 @@ export const make = Effect.gen(function* () {
   const ledger = yield* Ledger
   const idempotency = yield* Idempotency
   const betas = yield* Betas
+  const connections = yield* Connections
+  const usage = yield* Usage
   const providerContext = Context.make(GatewayConfig, config).pipe(Context.add(ProviderClient, yield* ProviderClient))
 
   // The whole provider phase (fallbacks included) must end within this; holds and claims live a little longer.
@@ -209,10 +233,13 @@ export const make = Effect.gen(function* () {
       }
 
       const execute: Effect.Effect<Fresh<ToolOutput<T>>, ToolError<T>> = Effect.gen(function* () {
-        // 5. beta
+        // 5. beta, and the key's tool allow-list
         if (def.beta) yield* betas.require(caller.orgId, tool)
-        // 6. account tools need the org's connection to the provider
-        yield* connectionCheck[tool]()
+        if (caller.allowedTools !== null && !caller.allowedTools.includes(tool)) {
+          return yield* new ToolNotAllowed({ message: `This API key may not call ${tool}; its tools are limited.` })
+        }
+        // 6. account tools need the org's connection to the provider (credentials for this call only)
+        const credentials = yield* connectionCheck[tool](connections, caller.orgId)
         // 7. reserve the most this input can cost
         const amount = reserveFor(def.price, def.maxUnits(input))
         const hold = yield* ledger.reserve({
@@ -224,7 +251,7 @@ export const make = Effect.gen(function* () {
           leaseMs
         })
         // 8. the provider call, in a fiber of its own: only its deadline can interrupt it
-        const providerCall = callProvider(tool, input).pipe(
+        const providerCall = callProvider(tool, input, credentials).pipe(
           Effect.provide(providerContext),
           Effect.interruptible,
           Effect.timeoutFail({
@@ -244,11 +271,16 @@ export const make = Effect.gen(function* () {
           yield* ledger.settle(hold, charged)
           return { _tag: "Fresh", requestId, output, body, provider, charged } satisfies Fresh<ToolOutput<T>>
         }
-        if (failureOf(exit)?._tag === "NormalizationFailed") {
+        const failure = failureOf(exit)
+        if (failure?._tag === "NormalizationFailed") {
           // The provider answered: the call is billed at its minimum price.
           yield* ledger.settle(hold, chargeFor(def.price, 0, amount))
         } else {
           yield* ledger.void(hold)
+        }
+        // The provider refused the org's own credentials: show it on the connection.
+        if (failure?._tag === "ProviderCredentialRejected" && def.account && isAccountProvider(def.provider)) {
+          yield* connections.markRejected(caller.orgId, def.provider)
         }
         return yield* Effect.failCause(exit.cause)
       })
@@ -273,8 +305,44 @@ export const make = Effect.gen(function* () {
       )
     }).pipe(
       Effect.uninterruptible,
+      logUsage(caller, tool, options.requestId),
       Effect.withSpan("Gateway.run", { attributes: { tool, org: caller.orgId } })
     )
+
+  /** One usage record per call that reached the pipeline, whatever its outcome (written off the caller's path). */
+  const logUsage = (caller: Caller, tool: ToolName, requestId: string | undefined) =>
+  <A extends Outcome<unknown>, E extends { readonly _tag: keyof typeof envelopeOf }>(
+    self: Effect.Effect<A, E>
+  ): Effect.Effect<A, E> =>
+    Effect.gen(function* () {
+      const started = yield* nowMillis
+      const exit = yield* Effect.exit(self)
+      const ended = yield* nowMillis
+      const base = { orgId: caller.orgId, keyId: caller.keyId, tool, latencyMs: ended - started, at: started }
+      if (Exit.isSuccess(exit)) {
+        const outcome = exit.value
+        yield* usage.record({
+          ...base,
+          requestId: outcome.requestId,
+          status: outcome._tag === "Fresh" ? 200 : outcome.status,
+          code: outcome._tag === "Fresh" ? "ok" : "replayed",
+          credits: outcome._tag === "Fresh" ? outcome.charged : 0,
+          provider: outcome._tag === "Fresh" ? outcome.provider : null
+        })
+      } else {
+        const failure = failureOf(exit)
+        const spec = failure === undefined ? envelopeOf.InternalError : envelopeOf[failure._tag]
+        yield* usage.record({
+          ...base,
+          requestId: requestId ?? "",
+          status: spec.status,
+          code: spec.code,
+          credits: failure?._tag === "NormalizationFailed" ? reserveFor(catalog[tool].price, 0) : 0,
+          provider: null
+        })
+      }
+      return yield* exit
+    })
 
   const decodeInput = <T extends ToolName>(tool: T, input: unknown): Effect.Effect<ToolInput<T>, InvalidRequest> =>
     Schema.decodeUnknown(catalog[tool].input, { errors: "all" })(input).pipe(

@@ -41,7 +41,33 @@ export interface GatewayConfigShape {
     readonly weather: string
     readonly geocoding: string
     readonly appstore: string
+    /** Base URLs of the account providers (epsilon's comes from each connection). */
+    readonly delta: string
+    readonly zeta: string
+    readonly eta: string
+    readonly theta: string
+    readonly iota: string
+    readonly kappa: string
+    readonly lambda: string
+    readonly mu: string
+    readonly nu: string
   }
+  readonly identity: {
+    /** Firebase project whose ID tokens sign users in to the dashboard API; none: only dev tokens. */
+    readonly firebaseProjectId: Option.Option<string>
+    readonly firebaseJwksUrl: string
+    /** Accept tokens from the local dev issuer (`tool-gateway dev token`); loopback HOST only. */
+    readonly devIssuer: boolean
+    /** Least time between two JWKS fetches triggered by an unknown key id. */
+    readonly jwksCooldownMs: number
+    /** A user who signs in without an org gets a personal one (off: they are refused). */
+    readonly autoCreateOrgs: boolean
+    readonly signupCredits: number
+  }
+  /** AES-256-GCM key for connection credentials; none: one generated into the data directory. */
+  readonly encryptionKey: Option.Option<Redacted.Redacted>
+  /** Earlier keys, still used to read rows written with them. */
+  readonly encryptionOldKeys: ReadonlyArray<Redacted.Redacted>
   /** Create a `default` org and print a key on first start of an empty embedded database. */
   readonly bootstrap: boolean
 }
@@ -70,8 +96,27 @@ export class GatewayConfig extends Context.Tag("GatewayConfig")<GatewayConfig, G
       gamma: { baseUrl: "https://api.firecrawl.dev", apiKey: Option.none() },
       weather: "https://api.open-meteo.com",
       geocoding: "https://geocoding-api.open-meteo.com",
-      appstore: "https://itunes.apple.com"
+      appstore: "https://itunes.apple.com",
+      delta: "https://bsky.social",
+      zeta: "https://graph.facebook.com",
+      eta: "https://api.monkeytype.com",
+      theta: "https://api.trakt.tv",
+      iota: "https://api.render.com",
+      kappa: "https://api.polar.sh",
+      lambda: "https://api.resend.com",
+      mu: "https://api.notion.com",
+      nu: "https://api.github.com"
     },
+    identity: {
+      firebaseProjectId: Option.none(),
+      firebaseJwksUrl: "https://www.googleapis.com/service_accounts/v1/jwk/securetoken@system.gserviceaccount.com",
+      devIssuer: false,
+      jwksCooldownMs: 30_000,
+      autoCreateOrgs: false,
+      signupCredits: 0
+    },
+    encryptionKey: Option.none(),
+    encryptionOldKeys: [],
     bootstrap: true
   }
 
@@ -100,6 +145,9 @@ const positiveInt = (name: string, fallback: number) =>
   )
 
 const trimSlash = (s: string) => s.replace(/\/+$/, "")
+
+const base = (name: string, fallback: string) =>
+  Config.string(`${name}_BASE_URL`).pipe(Config.withDefault(fallback), Config.map(trimSlash))
 
 const endpoint = (name: string, fallback: ProviderEndpoint, baseOverride: Option.Option<string> = Option.none()) =>
   Config.all({
@@ -144,7 +192,31 @@ export const fromEnv: Config.Config<GatewayConfigShape> = Config.all({
   appstore: Config.string("APPSTORE_BASE_URL").pipe(Config.withDefault(d.providers.appstore), Config.map(trimSlash)),
   betaReadBase: Config.option(Config.string("BETA_READ_BASE_URL")),
   betaSearchBase: Config.option(Config.string("BETA_SEARCH_BASE_URL")),
-  bootstrap: Config.boolean("GATEWAY_BOOTSTRAP").pipe(Config.withDefault(d.bootstrap))
+  bootstrap: Config.boolean("GATEWAY_BOOTSTRAP").pipe(Config.withDefault(d.bootstrap)),
+  accountBases: Config.all({
+    delta: base("DELTA", d.providers.delta),
+    zeta: base("ZETA", d.providers.zeta),
+    eta: base("ETA", d.providers.eta),
+    theta: base("THETA", d.providers.theta),
+    iota: base("IOTA", d.providers.iota),
+    kappa: base("KAPPA", d.providers.kappa),
+    lambda: base("LAMBDA", d.providers.lambda),
+    mu: base("MU", d.providers.mu),
+    nu: base("NU", d.providers.nu)
+  }),
+  identity: Config.all({
+    firebaseProjectId: Config.option(Config.string("FIREBASE_PROJECT_ID")),
+    firebaseJwksUrl: Config.string("FIREBASE_JWKS_URL").pipe(Config.withDefault(d.identity.firebaseJwksUrl)),
+    devIssuer: Config.boolean("DEV_IDENTITY").pipe(Config.withDefault(d.identity.devIssuer)),
+    jwksCooldownMs: positiveInt("JWKS_COOLDOWN_MS", d.identity.jwksCooldownMs),
+    autoCreateOrgs: Config.boolean("AUTO_CREATE_ORGS").pipe(Config.withDefault(d.identity.autoCreateOrgs)),
+    signupCredits: positiveInt("SIGNUP_CREDITS", d.identity.signupCredits)
+  }),
+  encryptionKey: Config.option(Config.redacted("GATEWAY_ENCRYPTION_KEY")),
+  encryptionOldKeys: Config.string("GATEWAY_ENCRYPTION_OLD_KEYS").pipe(
+    Config.map((s) => s.split(",").map((x) => x.trim()).filter((x) => x.length > 0).map((x) => Redacted.make(x))),
+    Config.withDefault([])
+  )
 }).pipe(
   Config.map((c): GatewayConfigShape => {
     // BETA_BASE_URL points both Jina hosts at one server; the specific names win over it.
@@ -179,8 +251,12 @@ export const fromEnv: Config.Config<GatewayConfigShape> = Config.all({
         },
         weather: c.weather,
         geocoding: c.geocoding,
-        appstore: c.appstore
+        appstore: c.appstore,
+        ...c.accountBases
       },
+      identity: c.identity,
+      encryptionKey: c.encryptionKey,
+      encryptionOldKeys: c.encryptionOldKeys,
       bootstrap: c.bootstrap
     }
   })

@@ -8,12 +8,14 @@ import { Context, Effect, Layer, Redacted } from "effect"
 import { InvalidKey, NotFound } from "../domain/errors.js"
 import { API_KEY_PATTERN, API_KEY_PREFIX, KeyId, OrgId } from "../domain/ids.js"
 import { base62, randomId, sha256 } from "./random.js"
-import { nowMillis, toDate } from "./time.js"
+import { monthOf, nowMillis, toDate } from "./time.js"
 
-/** The authenticated caller of a tool: the key and the org it belongs to. */
+/** The authenticated caller of a tool: the key, the org it belongs to, and the key's tool allow-list. */
 export interface Caller {
   readonly keyId: KeyId
   readonly orgId: OrgId
+  /** The only tools this key may call; null: every tool. */
+  readonly allowedTools: ReadonlyArray<string> | null
 }
 
 export interface KeyInfo {
@@ -25,6 +27,17 @@ export interface KeyInfo {
   readonly createdAt: Date
   readonly revokedAt: Date | null
   readonly lastUsedAt: Date | null
+  /** The key's monthly spend limit in credits; null: none (the org's cap still applies). */
+  readonly spendLimit: number | null
+  readonly allowedTools: ReadonlyArray<string> | null
+  /** Charged through this key in the current UTC month. */
+  readonly monthSpend: number
+}
+
+export interface KeyOptions {
+  readonly name: string
+  readonly spendLimit?: number | null | undefined
+  readonly allowedTools?: ReadonlyArray<string> | null | undefined
 }
 
 export interface CreatedKey extends KeyInfo {
@@ -33,10 +46,11 @@ export interface CreatedKey extends KeyInfo {
 }
 
 export class KeyStore extends Context.Tag("KeyStore")<KeyStore, {
-  readonly create: (orgId: OrgId, name: string) => Effect.Effect<CreatedKey, NotFound>
+  readonly create: (orgId: OrgId, options: KeyOptions) => Effect.Effect<CreatedKey, NotFound>
   readonly verify: (key: string) => Effect.Effect<Caller, InvalidKey>
   readonly list: (orgId: OrgId) => Effect.Effect<ReadonlyArray<KeyInfo>>
-  readonly revoke: (keyId: KeyId) => Effect.Effect<KeyInfo, NotFound>
+  /** Revoke a key; with `orgId`, only a key of that org (another org's key is not found). */
+  readonly revoke: (keyId: KeyId, orgId?: OrgId) => Effect.Effect<KeyInfo, NotFound>
 }>() {}
 
 interface KeyRow {
@@ -47,16 +61,25 @@ interface KeyRow {
   readonly created_at: Date
   readonly revoked_at: Date | null
   readonly last_used_at: Date | null
+  readonly spend_limit: number | null
+  readonly allowed_tools: ReadonlyArray<string> | null
+  readonly spend_month: number
+  readonly month_spend: number
 }
 
-const toInfo = (row: KeyRow): KeyInfo => ({
+const COLUMNS = "id, org_id, name, prefix, created_at, revoked_at, last_used_at, spend_limit, allowed_tools, spend_month, month_spend"
+
+const toInfo = (row: KeyRow, month: number): KeyInfo => ({
   id: KeyId.make(row.id),
   orgId: OrgId.make(row.org_id),
   name: row.name,
   prefix: row.prefix,
   createdAt: row.created_at,
   revokedAt: row.revoked_at,
-  lastUsedAt: row.last_used_at
+  lastUsedAt: row.last_used_at,
+  spendLimit: row.spend_limit,
+  allowedTools: row.allowed_tools,
+  monthSpend: row.spend_month === month ? row.month_spend : 0
 })
 
 // `last_used_at` is written at most this often per key and process: a write per call would make every
@@ -69,19 +92,22 @@ export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const lastUsedWritten = new Map<string, number>()
 
-  const create = (orgId: OrgId, name: string) =>
+  const create = (orgId: OrgId, options: KeyOptions) =>
     Effect.gen(function* () {
       const now = yield* nowMillis
       const id = KeyId.make(yield* randomId("key"))
       const key = API_KEY_PREFIX + base62(32)
       const prefix = key.slice(0, API_KEY_PREFIX.length + 4)
+      const tools = options.allowedTools === undefined || options.allowedTools === null ? null : [...options.allowedTools]
       const rows = yield* sql<KeyRow>`
-        INSERT INTO api_keys (id, org_id, name, key_hash, prefix, created_at)
-        SELECT ${id}, id, ${name}, ${sha256(key)}, ${prefix}, ${toDate(now)} FROM orgs WHERE id = ${orgId}
-        RETURNING id, org_id, name, prefix, created_at, revoked_at, last_used_at`
+        INSERT INTO api_keys (id, org_id, name, key_hash, prefix, created_at, spend_limit, allowed_tools)
+        SELECT ${id}, id, ${options.name}, ${sha256(key)}, ${prefix}, ${toDate(now)}, ${options.spendLimit ?? null},
+               ${tools}::text[]
+          FROM orgs WHERE id = ${orgId}
+        RETURNING ${sql.unsafe(COLUMNS)}`
       const row = rows[0]
       if (row === undefined) return yield* new NotFound({ message: `no org with id ${orgId}` })
-      return { ...toInfo(row), key: Redacted.make(key) }
+      return { ...toInfo(row, monthOf(now)), key: Redacted.make(key) }
     }).pipe(Effect.catchTag("SqlError", Effect.die), Effect.withSpan("KeyStore.create"))
 
   const touch = (id: string, now: number) => {
@@ -98,31 +124,32 @@ export const make = Effect.gen(function* () {
   const verify = (key: string) =>
     Effect.gen(function* () {
       if (!API_KEY_PATTERN.test(key)) return yield* new InvalidKey({ message: INVALID })
-      const rows = yield* sql<{ readonly id: string; readonly org_id: string }>`
-        SELECT id, org_id FROM api_keys WHERE key_hash = ${sha256(key)} AND revoked_at IS NULL`
+      const rows = yield* sql<{ readonly id: string; readonly org_id: string; readonly allowed_tools: ReadonlyArray<string> | null }>`
+        SELECT id, org_id, allowed_tools FROM api_keys WHERE key_hash = ${sha256(key)} AND revoked_at IS NULL`
       const row = rows[0]
       if (row === undefined) return yield* new InvalidKey({ message: INVALID })
       yield* touch(row.id, yield* nowMillis)
-      return { keyId: KeyId.make(row.id), orgId: OrgId.make(row.org_id) }
+      return { keyId: KeyId.make(row.id), orgId: OrgId.make(row.org_id), allowedTools: row.allowed_tools }
     }).pipe(Effect.catchTag("SqlError", Effect.die), Effect.withSpan("KeyStore.verify"))
 
   const list = (orgId: OrgId) =>
-    sql<KeyRow>`
-      SELECT id, org_id, name, prefix, created_at, revoked_at, last_used_at
-        FROM api_keys WHERE org_id = ${orgId} ORDER BY created_at, id`.pipe(
-      Effect.map((rows) => rows.map(toInfo)),
-      Effect.orDie
-    )
+    Effect.gen(function* () {
+      const month = monthOf(yield* nowMillis)
+      const rows = yield* sql<KeyRow>`
+        SELECT ${sql.unsafe(COLUMNS)} FROM api_keys WHERE org_id = ${orgId} ORDER BY created_at, id`
+      return rows.map((row) => toInfo(row, month))
+    }).pipe(Effect.orDie)
 
-  const revoke = (keyId: KeyId) =>
+  const revoke = (keyId: KeyId, orgId?: OrgId) =>
     Effect.gen(function* () {
       const now = yield* nowMillis
       const rows = yield* sql<KeyRow>`
-        UPDATE api_keys SET revoked_at = coalesce(revoked_at, ${toDate(now)}) WHERE id = ${keyId}
-        RETURNING id, org_id, name, prefix, created_at, revoked_at, last_used_at`
+        UPDATE api_keys SET revoked_at = coalesce(revoked_at, ${toDate(now)})
+         WHERE id = ${keyId} ${orgId === undefined ? sql`` : sql`AND org_id = ${orgId}`}
+        RETURNING ${sql.unsafe(COLUMNS)}`
       const row = rows[0]
       if (row === undefined) return yield* new NotFound({ message: `no key with id ${keyId}` })
-      return toInfo(row)
+      return toInfo(row, monthOf(now))
     }).pipe(Effect.catchTag("SqlError", Effect.die), Effect.withSpan("KeyStore.revoke"))
 
   return KeyStore.of({ create, verify, list, revoke })

@@ -6,7 +6,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
-import { InsufficientCredits, NotFound, SpendCapExceeded } from "../domain/errors.js"
+import { InsufficientCredits, KeySpendLimitExceeded, NotFound, SpendCapExceeded } from "../domain/errors.js"
 import { type KeyId, OrgId } from "../domain/ids.js"
 import { randomId } from "./random.js"
 import { millisToNextMonth, monthOf, nowMillis, toDate } from "./time.js"
@@ -49,7 +49,9 @@ export class Ledger extends Context.Tag("Ledger")<Ledger, {
   readonly countOrgs: Effect.Effect<number>
   readonly grant: (id: OrgId, amount: number, note?: string) => Effect.Effect<Org, NotFound>
   readonly setSpendCap: (id: OrgId, cap: number | null) => Effect.Effect<Org, NotFound>
-  readonly reserve: (request: ReserveRequest) => Effect.Effect<Hold, InsufficientCredits | SpendCapExceeded>
+  readonly reserve: (
+    request: ReserveRequest
+  ) => Effect.Effect<Hold, InsufficientCredits | SpendCapExceeded | KeySpendLimitExceeded>
   readonly settle: (hold: Hold, charge: number) => Effect.Effect<boolean>
   readonly void: (hold: Hold) => Effect.Effect<boolean>
   /** Void the pending hold of a request (one whose process died), if it is still pending. */
@@ -57,6 +59,18 @@ export class Ledger extends Context.Tag("Ledger")<Ledger, {
   /** Void every pending hold whose lease has expired; returns how many. */
   readonly sweep: Effect.Effect<number>
 }>() {}
+
+interface ReserveRow {
+  readonly hold_id: number | null
+  readonly refusal: "insufficient_credits" | "spend_cap_exceeded" | "key_spend_limit_exceeded" | null
+  readonly balance: number
+  readonly held: number
+  readonly month_spend: number
+  readonly spend_cap: number | null
+  readonly key_month_spend: number | null
+  readonly key_held: number | null
+  readonly key_limit: number | null
+}
 
 interface OrgRow {
   readonly id: string
@@ -149,83 +163,51 @@ export const make = Effect.gen(function* () {
   const reserve = (request: ReserveRequest) =>
     Effect.gen(function* () {
       const now = yield* nowMillis
-      const month = monthOf(now)
       const amount = request.amount
-      // The spend of the current month; a row last charged in an earlier month has spent nothing yet.
-      const rows = yield* sql<{ readonly id: number }>`
-        WITH o AS (
-          UPDATE orgs
-             SET held = held + ${amount},
-                 month_spend = CASE WHEN spend_month = ${month} THEN month_spend ELSE 0 END,
-                 spend_month = ${month}
-           WHERE id = ${request.orgId}
-             AND balance - held >= ${amount}
-             AND (spend_cap IS NULL
-                  OR (CASE WHEN spend_month = ${month} THEN month_spend ELSE 0 END) + held + ${amount} <= spend_cap)
-       RETURNING id)
-        INSERT INTO holds (org_id, key_id, tool, request_id, amount, created_at, lease_until)
-        SELECT id, ${request.keyId}, ${request.tool}, ${request.requestId}, ${amount},
-               ${toDate(now)}, ${toDate(now + request.leaseMs)}
-          FROM o
-     RETURNING id`
-      const hold = rows[0]
-      if (hold !== undefined) return { id: hold.id, orgId: request.orgId, amount }
-      // Refused: say why, from the row as it is now.
-      const org = yield* readOrg(request.orgId).pipe(Effect.orDie)
-      if (org.available < amount) {
-        return yield* new InsufficientCredits({
-          message: `This call reserves up to ${amount} credits and the org has ${org.available} available ` +
-            `(balance ${org.balance}, ${org.held} held by calls in flight). Add credits and retry.`
-        })
+      const rows = yield* sql<ReserveRow>`
+        SELECT * FROM gateway_reserve(${request.orgId}, ${request.keyId}, ${request.tool}, ${request.requestId},
+                                      ${amount}, ${toDate(now)}, ${monthOf(now)}, ${toDate(now + request.leaseMs)})`
+      const row = rows[0]
+      if (row === undefined) return yield* Effect.dieMessage("gateway_reserve answered no row")
+      if (row.hold_id !== null) return { id: row.hold_id, orgId: request.orgId, amount }
+      const nextMonth = Math.ceil(millisToNextMonth(now) / 1000)
+      switch (row.refusal) {
+        case "insufficient_credits":
+          return yield* new InsufficientCredits({
+            message: `This call reserves up to ${amount} credits and the org has ${row.balance - row.held} available ` +
+              `(balance ${row.balance}, ${row.held} held by calls in flight). Add credits and retry.`
+          })
+        case "key_spend_limit_exceeded":
+          return yield* new KeySpendLimitExceeded({
+            message: `This key's monthly spend limit of ${row.key_limit ?? 0} credits would be exceeded ` +
+              `(${row.key_month_spend ?? 0} spent this month, ${row.key_held ?? 0} held, this call reserves up to ` +
+              `${amount}). Raise the key's limit or wait for the next month.`,
+            retryAfter: nextMonth
+          })
+        default:
+          return yield* new SpendCapExceeded({
+            message: `The org's monthly spend cap of ${row.spend_cap ?? 0} credits would be exceeded ` +
+              `(${row.month_spend} spent this month, ${row.held} held, this call reserves up to ${amount}). ` +
+              "Raise the cap or wait for the next month.",
+            retryAfter: nextMonth
+          })
       }
-      return yield* new SpendCapExceeded({
-        message: `The org's monthly spend cap of ${org.spendCap ?? 0} credits would be exceeded ` +
-          `(${org.monthSpend} spent this month, ${org.held} held, this call reserves up to ${amount}). ` +
-          "Raise the cap or wait for the next month.",
-        retryAfter: Math.ceil(millisToNextMonth(now) / 1000)
-      })
     }).pipe(Effect.catchTag("SqlError", Effect.die), Effect.withSpan("Ledger.reserve"))
 
   const settle = (hold: Hold, charge: number) =>
     Effect.gen(function* () {
       const now = yield* nowMillis
-      const month = monthOf(now)
       const amount = Math.max(0, Math.min(charge, hold.amount))
-      const rows = yield* sql<{ readonly n: number }>`
-        WITH h AS (
-          UPDATE holds SET status = 'settled', charged = ${amount}, resolved_at = ${toDate(now)}
-           WHERE id = ${hold.id} AND status = 'pending'
-       RETURNING org_id, amount),
-        o AS (
-          UPDATE orgs
-             SET balance = balance - ${amount},
-                 held = held - h.amount,
-                 month_spend = CASE WHEN spend_month = ${month} THEN month_spend ELSE 0 END + ${amount},
-                 spend_month = ${month}
-            FROM h
-           WHERE orgs.id = h.org_id
-       RETURNING orgs.id),
-        j AS (
-          INSERT INTO journal (org_id, kind, amount, hold_id, created_at)
-          SELECT id, 'charge', ${-amount}, ${hold.id}, ${toDate(now)} FROM o WHERE ${amount} > 0
-       RETURNING id)
-        SELECT count(*)::int AS n FROM o`
-      return (rows[0]?.n ?? 0) > 0
-    }).pipe(
-      Effect.catchTag("SqlError", Effect.die),
-      Effect.withSpan("Ledger.settle")
-    )
+      const rows = yield* sql<{ readonly settled: boolean }>`
+        SELECT gateway_settle(${hold.id}, ${amount}, ${toDate(now)}, ${monthOf(now)}) AS settled`
+      return rows[0]?.settled === true
+    }).pipe(Effect.catchTag("SqlError", Effect.die), Effect.withSpan("Ledger.settle"))
 
   const voidHold = (hold: Hold) =>
     Effect.gen(function* () {
       const now = yield* nowMillis
-      const rows = yield* sql<{ readonly id: string }>`
-        WITH h AS (
-          UPDATE holds SET status = 'voided', resolved_at = ${toDate(now)}
-           WHERE id = ${hold.id} AND status = 'pending'
-       RETURNING org_id, amount)
-        UPDATE orgs SET held = held - h.amount FROM h WHERE orgs.id = h.org_id RETURNING orgs.id`
-      return rows.length > 0
+      const rows = yield* sql<{ readonly voided: boolean }>`SELECT gateway_void(${hold.id}, ${toDate(now)}) AS voided`
+      return rows[0]?.voided === true
     }).pipe(Effect.catchTag("SqlError", Effect.die), Effect.withSpan("Ledger.void"))
 
   const voidWhere = (now: number, filter: "expired" | { readonly orgId: OrgId; readonly requestId: string }) =>
@@ -234,15 +216,9 @@ export const make = Effect.gen(function* () {
         ? sql`SELECT id FROM holds WHERE status = 'pending' AND lease_until < ${toDate(now)}
               ORDER BY id LIMIT 1000 FOR UPDATE SKIP LOCKED`
         : sql`SELECT id FROM holds WHERE status = 'pending' AND org_id = ${filter.orgId}
-                AND request_id = ${filter.requestId} FOR UPDATE`
+                AND request_id = ${filter.requestId}`
       const rows = yield* sql<{ readonly n: number }>`
-        WITH h AS (
-          UPDATE holds SET status = 'voided', resolved_at = ${toDate(now)}
-           WHERE id IN (${candidates})
-       RETURNING org_id, amount),
-        s AS (SELECT org_id, sum(amount) AS total, count(*) AS n FROM h GROUP BY org_id ORDER BY org_id),
-        o AS (UPDATE orgs SET held = held - s.total FROM s WHERE orgs.id = s.org_id RETURNING s.n)
-        SELECT coalesce(sum(n), 0)::int AS n FROM o`
+        SELECT count(*) FILTER (WHERE gateway_void(c.id, ${toDate(now)}))::int AS n FROM (${candidates}) c`
       return rows[0]?.n ?? 0
     })
 

@@ -4,7 +4,9 @@
  */
 import { HttpServer } from "@effect/platform"
 import { SqlClient } from "@effect/sql"
-import { Context, Effect, Layer, Option, Redacted } from "effect"
+import { Clock, Context, Effect, Layer, Option, Redacted } from "effect"
+import { devKey, mintDevToken } from "../../src/services/Identity.js"
+import { Members } from "../../src/services/Members.js"
 import type { KeyId, OrgId } from "../../src/domain/ids.js"
 import * as Http from "node:http"
 import { HttpServerLive } from "../../src/http/server.js"
@@ -20,6 +22,17 @@ import { jina, JINA_KEY } from "../upstreams/jina.js"
 import { openMeteo } from "../upstreams/openMeteo.js"
 import { PAGES_HOST, pages } from "../upstreams/pages.js"
 import { TestDatabaseLive } from "./database.js"
+import * as A from "../upstreams/accounts.js"
+import * as Fs from "node:fs/promises"
+import * as Os from "node:os"
+import * as Path from "node:path"
+
+import { type JwksServer, type SigningKey, signingKey, startJwks } from "../upstreams/jwks.js"
+
+export const FIREBASE_PROJECT = "demo-project"
+
+/** The credentials encryption key of test gateways (32 bytes, base64). */
+export const TEST_ENCRYPTION_KEY = Buffer.alloc(32, 7).toString("base64")
 
 export interface Upstreams {
   readonly openMeteo: Upstream
@@ -28,6 +41,21 @@ export interface Upstreams {
   readonly jina: Upstream
   readonly firecrawl: Upstream
   readonly pages: Upstream
+  readonly bluesky: Upstream
+  readonly rest: Upstream
+  readonly graph: Upstream
+  readonly monkeytype: Upstream
+  readonly trakt: Upstream
+  readonly render: Upstream
+  readonly polar: Upstream
+  readonly resend: Upstream
+  readonly notion: Upstream
+  readonly github: Upstream
+  /** A scratch data directory (encryption and dev identity keys), removed afterwards. */
+  readonly dataDir: string
+  /** Google's securetoken JWKS, as far as the gateway knows, and the key it publishes. */
+  readonly jwks: JwksServer
+  readonly firebaseKey: SigningKey
   /** Clear recorded requests and faults everywhere. */
   readonly resetAll: () => void
 }
@@ -43,10 +71,32 @@ export const TestUpstreamsLive = Layer.scoped(
       exa: yield* exa,
       jina: yield* jina,
       firecrawl: yield* firecrawl,
-      pages: yield* pages
+      pages: yield* pages,
+      bluesky: yield* A.bluesky,
+      rest: yield* A.rest,
+      graph: yield* A.graph,
+      monkeytype: yield* A.monkeytype,
+      trakt: yield* A.trakt,
+      render: yield* A.render,
+      polar: yield* A.polar,
+      resend: yield* A.resend,
+      notion: yield* A.notion,
+      github: yield* A.github
     }
+    const firebaseKey = yield* Effect.promise(() => signingKey("firebase-key-1"))
+    const jwks = yield* Effect.acquireRelease(
+      Effect.promise(() => startJwks([firebaseKey])),
+      (server) => Effect.promise(() => server.close())
+    )
+    const dataDir = yield* Effect.acquireRelease(
+      Effect.promise(() => Fs.mkdtemp(Path.join(Os.tmpdir(), "tool-gateway-data-"))),
+      (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
+    )
     return {
       ...all,
+      dataDir,
+      jwks,
+      firebaseKey,
       resetAll: () => {
         for (const u of Object.values(all)) u.reset()
       }
@@ -70,8 +120,26 @@ export const testConfig = (u: Upstreams, overrides: Partial<GatewayConfigShape> 
       gamma: { baseUrl: u.firecrawl.url, apiKey: Option.some(Redacted.make(FIRECRAWL_KEY)) },
       weather: u.openMeteo.url,
       geocoding: u.openMeteo.url,
-      appstore: u.itunes.url
+      appstore: u.itunes.url,
+      delta: u.bluesky.url,
+      zeta: u.graph.url,
+      eta: u.monkeytype.url,
+      theta: u.trakt.url,
+      iota: u.render.url,
+      kappa: u.polar.url,
+      lambda: u.resend.url,
+      mu: u.notion.url,
+      nu: u.github.url
     },
+    identity: {
+      ...GatewayConfig.defaults.identity,
+      firebaseProjectId: Option.some(FIREBASE_PROJECT),
+      firebaseJwksUrl: u.jwks.url,
+      devIssuer: true,
+      jwksCooldownMs: 0
+    },
+    encryptionKey: Option.some(Redacted.make(TEST_ENCRYPTION_KEY)),
+    dataDir: u.dataDir,
     bootstrap: false,
     ...overrides
   })
@@ -184,7 +252,7 @@ export const givenOrg = (options: { readonly credits?: number; readonly cap?: nu
       credits: options.credits ?? 100,
       spendCap: options.cap ?? null
     })
-    const key = yield* Effect.orDie(keys.create(org.id, "test"))
+    const key = yield* Effect.orDie(keys.create(org.id, { name: "test" }))
     return { orgId: org.id, key: Redacted.value(key.key), keyId: key.id } satisfies GivenOrg
   })
 
@@ -210,3 +278,38 @@ export const books = (orgId: OrgId) =>
     }
   })
 
+
+/** A dev ID token for `uid`, signed with the test gateway's dev key. */
+export const devToken = (uid: string, ttlSeconds = 3600) =>
+  Effect.gen(function* () {
+    const u = yield* TestUpstreams
+    const key = yield* Effect.orDie(devKey(u.dataDir))
+    return yield* Effect.orDie(mintDevToken(key, uid, yield* Clock.currentTimeMillis, ttlSeconds))
+  })
+
+/** A signed-in member of a fresh org (and the org's API key). */
+export const givenMember = (options: { readonly credits?: number; readonly cap?: number | null } = {}) =>
+  Effect.gen(function* () {
+    const org = yield* givenOrg(options)
+    const uid = `user-${org.orgId}`
+    yield* Effect.orDie(Effect.flatMap(Members, (m) => m.add(org.orgId, uid)))
+    return { ...org, uid, token: yield* devToken(uid) }
+  })
+
+/** A dashboard API request with an ID token. */
+export const dashboard = (
+  method: string,
+  path: string,
+  token: string | undefined,
+  body?: unknown,
+  headers: Record<string, string> = {}
+) =>
+  request(path, {
+    method,
+    ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
+    headers: {
+      ...(body !== undefined ? { "content-type": "application/json" } : {}),
+      ...(token !== undefined ? { authorization: `Bearer ${token}` } : {}),
+      ...headers
+    }
+  })

@@ -1,0 +1,150 @@
+/**
+ * An org's connections to its own provider accounts. Credentials are validated per provider, sealed with
+ * AES-256-GCM (bound to the org and provider), never returned, and opened only for the call that uses them.
+ */
+import { SqlClient } from "@effect/sql"
+import { Context, Effect, Layer, Schema } from "effect"
+import {
+  type AccountProvider,
+  credentialSchemas,
+  type Credentials,
+  type CredentialsEncoded,
+  isAccountProvider
+} from "../domain/connections.js"
+import { CredentialRequired, InvalidRequest, NotFound } from "../domain/errors.js"
+import type { OrgId } from "../domain/ids.js"
+import { describeParseError } from "../providers/common.js"
+import { Encryption } from "./Encryption.js"
+import { randomId } from "./random.js"
+import { nowMillis, toDate } from "./time.js"
+
+export interface Connection {
+  readonly id: string
+  readonly provider: AccountProvider
+  readonly label: string | null
+  /** `rejected` once the provider refused the credentials (reconnect to fix). */
+  readonly status: "active" | "rejected"
+  readonly createdAt: Date
+  readonly updatedAt: Date
+}
+
+export class Connections extends Context.Tag("Connections")<Connections, {
+  /** Create or replace the org's connection to a provider. */
+  readonly connect: (
+    orgId: OrgId,
+    provider: AccountProvider,
+    credentials: unknown,
+    label: string | null
+  ) => Effect.Effect<Connection, InvalidRequest>
+  readonly list: (orgId: OrgId) => Effect.Effect<ReadonlyArray<Connection>>
+  readonly disconnect: (orgId: OrgId, provider: AccountProvider) => Effect.Effect<Connection, NotFound>
+  /** The decrypted credentials for one call, or `credential_required`. */
+  readonly credentials: <P extends AccountProvider>(
+    orgId: OrgId,
+    provider: P,
+    tool: string
+  ) => Effect.Effect<Credentials[P], CredentialRequired>
+  /** The provider refused the credentials: show it on the connection. */
+  readonly markRejected: (orgId: OrgId, provider: AccountProvider) => Effect.Effect<void>
+}>() {}
+
+interface ConnectionRow {
+  readonly id: string
+  readonly provider: string
+  readonly label: string | null
+  readonly status: "active" | "rejected"
+  readonly created_at: Date
+  readonly updated_at: Date
+}
+
+interface SealedRow {
+  readonly key_id: string
+  readonly iv: Uint8Array
+  readonly ciphertext: Uint8Array
+  readonly tag: Uint8Array
+}
+
+const associatedData = (orgId: OrgId, provider: AccountProvider) => `connection:${orgId}:${provider}`
+
+export const make = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const encryption = yield* Encryption
+
+  const toConnection = (row: ConnectionRow, provider: AccountProvider): Connection => ({
+    id: row.id,
+    provider,
+    label: row.label,
+    status: row.status,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at
+  })
+
+  const connect = <P extends AccountProvider>(orgId: OrgId, provider: P, credentials: unknown, label: string | null) =>
+    Effect.gen(function* () {
+      const schema: Schema.Schema<Credentials[P], CredentialsEncoded[P]> = credentialSchemas[provider]
+      const decoded = yield* Schema.decodeUnknown(schema, { errors: "all" })(credentials).pipe(
+        Effect.mapError((error) =>
+          new InvalidRequest({ message: `Invalid ${provider} credentials: credentials.${describeParseError(error)}` })
+        )
+      )
+      const sealed = yield* encryption.seal(JSON.stringify(decoded), associatedData(orgId, provider))
+      const now = toDate(yield* nowMillis)
+      const id = yield* randomId("conn")
+      const rows = yield* sql<ConnectionRow>`
+        INSERT INTO connections (id, org_id, provider, label, status, key_id, iv, ciphertext, tag, created_at, updated_at)
+        VALUES (${id}, ${orgId}, ${provider}, ${label}, 'active', ${sealed.keyId}, ${sealed.iv}, ${sealed.ciphertext},
+                ${sealed.tag}, ${now}, ${now})
+        ON CONFLICT (org_id, provider) DO UPDATE
+           SET label = EXCLUDED.label, status = 'active', key_id = EXCLUDED.key_id, iv = EXCLUDED.iv,
+               ciphertext = EXCLUDED.ciphertext, tag = EXCLUDED.tag, updated_at = EXCLUDED.updated_at
+        RETURNING id, provider, label, status, created_at, updated_at`
+      const row = rows[0]
+      if (row === undefined) return yield* Effect.dieMessage("connection upsert returned no row")
+      return toConnection(row, provider)
+    }).pipe(Effect.catchTag("SqlError", Effect.die), Effect.withSpan("Connections.connect", { attributes: { provider } }))
+
+  const list = (orgId: OrgId) =>
+    sql<ConnectionRow>`
+      SELECT id, provider, label, status, created_at, updated_at FROM connections
+       WHERE org_id = ${orgId} ORDER BY provider`.pipe(
+      Effect.map((rows) => rows.flatMap((row) => (isAccountProvider(row.provider) ? [toConnection(row, row.provider)] : []))),
+      Effect.orDie
+    )
+
+  const disconnect = (orgId: OrgId, provider: AccountProvider) =>
+    Effect.gen(function* () {
+      const rows = yield* sql<ConnectionRow>`
+        DELETE FROM connections WHERE org_id = ${orgId} AND provider = ${provider}
+        RETURNING id, provider, label, status, created_at, updated_at`
+      const row = rows[0]
+      if (row === undefined) return yield* new NotFound({ message: `There is no ${provider} connection.` })
+      return toConnection(row, provider)
+    }).pipe(Effect.catchTag("SqlError", Effect.die))
+
+  const credentials = <P extends AccountProvider>(orgId: OrgId, provider: P, tool: string) =>
+    Effect.gen(function* () {
+      const rows = yield* sql<SealedRow>`
+        SELECT key_id, iv, ciphertext, tag FROM connections WHERE org_id = ${orgId} AND provider = ${provider}`
+      const row = rows[0]
+      if (row === undefined) {
+        return yield* new CredentialRequired({
+          message: `${tool} runs on your own ${provider} account: connect it first with POST /v1/connections.`
+        })
+      }
+      const plaintext = yield* encryption.open(
+        { keyId: row.key_id, iv: row.iv, ciphertext: row.ciphertext, tag: row.tag },
+        associatedData(orgId, provider)
+      )
+      const schema: Schema.Schema<Credentials[P], CredentialsEncoded[P]> = credentialSchemas[provider]
+      return yield* Schema.decodeUnknown(Schema.parseJson(schema))(plaintext).pipe(Effect.orDie)
+    }).pipe(Effect.catchTag("SqlError", Effect.die), Effect.withSpan("Connections.credentials", { attributes: { provider } }))
+
+  const markRejected = (orgId: OrgId, provider: AccountProvider) =>
+    Effect.flatMap(nowMillis, (now) =>
+      sql`UPDATE connections SET status = 'rejected', updated_at = ${toDate(now)}
+           WHERE org_id = ${orgId} AND provider = ${provider}`).pipe(Effect.asVoid, Effect.orDie)
+
+  return Connections.of({ connect, list, disconnect, credentials, markRejected })
+})
+
+export const ConnectionsLive = Layer.effect(Connections, make)

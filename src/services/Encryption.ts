@@ -1,0 +1,103 @@
+/**
+ * Encryption of connection credentials at rest: AES-256-GCM with a random 96-bit IV per row, and the id
+ * of the key stored with each row so that keys can be rotated (the current key writes; older keys still
+ * read). The key is `GATEWAY_ENCRYPTION_KEY` (32 bytes, base64 or hex); without it, one is generated once
+ * into the data directory (fine for one machine; many processes must share the variable).
+ */
+import { Context, Data, Effect, Layer, Option, Redacted } from "effect"
+import * as Crypto from "node:crypto"
+import * as Fs from "node:fs/promises"
+import * as Path from "node:path"
+import { GatewayConfig } from "./GatewayConfig.js"
+
+export class EncryptionKeyError extends Data.TaggedError("EncryptionKeyError")<{ readonly message: string }> {}
+
+export interface Sealed {
+  readonly keyId: string
+  readonly iv: Uint8Array
+  readonly ciphertext: Uint8Array
+  readonly tag: Uint8Array
+}
+
+export class Encryption extends Context.Tag("Encryption")<Encryption, {
+  readonly seal: (plaintext: string, associatedData: string) => Effect.Effect<Sealed>
+  /** Fails (as a defect) when the row's key is unknown or the row was tampered with. */
+  readonly open: (sealed: Sealed, associatedData: string) => Effect.Effect<string>
+}>() {}
+
+const KEY_FILE = "encryption.key"
+
+/** A key from its text form: 32 bytes as base64 (or base64url) or as 64 hex characters. */
+export const parseKey = (text: string): Buffer | undefined => {
+  const trimmed = text.trim()
+  const bytes = /^[0-9a-fA-F]{64}$/.test(trimmed) ? Buffer.from(trimmed, "hex") : Buffer.from(trimmed, "base64")
+  return bytes.length === 32 ? bytes : undefined
+}
+
+/** A key's id: the first 8 bytes of its SHA-256, in hex. Stored with each row; reveals nothing of the key. */
+export const keyIdOf = (key: Buffer): string => Crypto.createHash("sha256").update(key).digest("hex").slice(0, 16)
+
+const loadOrCreateKeyFile = (dataDir: string) =>
+  Effect.tryPromise({
+    try: async () => {
+      const file = Path.join(dataDir, KEY_FILE)
+      const existing = await Fs.readFile(file, "utf8").catch(() => undefined)
+      if (existing !== undefined) return existing
+      await Fs.mkdir(dataDir, { recursive: true })
+      const created = Crypto.randomBytes(32).toString("base64")
+      // `wx`: if another process created it first, use theirs.
+      await Fs.writeFile(file, created + "\n", { mode: 0o600, flag: "wx" }).catch(() => undefined)
+      return await Fs.readFile(file, "utf8")
+    },
+    catch: () => new EncryptionKeyError({ message: `cannot read or create ${Path.join(dataDir, KEY_FILE)}` })
+  })
+
+export const make = Effect.gen(function* () {
+  const config = yield* GatewayConfig
+  const currentText = Option.isSome(config.encryptionKey)
+    ? Redacted.value(config.encryptionKey.value)
+    : yield* loadOrCreateKeyFile(config.dataDir)
+  const current = parseKey(currentText)
+  if (current === undefined) {
+    return yield* new EncryptionKeyError({ message: "GATEWAY_ENCRYPTION_KEY must be 32 bytes, as base64 or 64 hex characters" })
+  }
+  const keys = new Map<string, Buffer>([[keyIdOf(current), current]])
+  for (const old of config.encryptionOldKeys) {
+    const key = parseKey(Redacted.value(old))
+    if (key === undefined) {
+      return yield* new EncryptionKeyError({ message: "each of GATEWAY_ENCRYPTION_OLD_KEYS must be 32 bytes (base64 or hex)" })
+    }
+    keys.set(keyIdOf(key), key)
+  }
+  const currentId = keyIdOf(current)
+
+  const seal = (plaintext: string, associatedData: string) =>
+    Effect.sync((): Sealed => {
+      const iv = Crypto.randomBytes(12)
+      const cipher = Crypto.createCipheriv("aes-256-gcm", current, iv)
+      cipher.setAAD(Buffer.from(associatedData, "utf8"))
+      const ciphertext = Buffer.concat([cipher.update(plaintext, "utf8"), cipher.final()])
+      return { keyId: currentId, iv, ciphertext, tag: cipher.getAuthTag() }
+    })
+
+  const open = (sealed: Sealed, associatedData: string) =>
+    Effect.suspend(() => {
+      const key = keys.get(sealed.keyId)
+      if (key === undefined) {
+        return Effect.dieMessage(`a connection was sealed with key ${sealed.keyId}, which is not configured`)
+      }
+      return Effect.try({
+        try: () => {
+          const decipher = Crypto.createDecipheriv("aes-256-gcm", key, sealed.iv)
+          decipher.setAAD(Buffer.from(associatedData, "utf8"))
+          decipher.setAuthTag(Buffer.from(sealed.tag))
+          return Buffer.concat([decipher.update(sealed.ciphertext), decipher.final()]).toString("utf8")
+        },
+        catch: () => new EncryptionKeyError({ message: "a connection's credentials failed authentication" })
+      }).pipe(Effect.orDie)
+    })
+
+  return Encryption.of({ seal, open })
+})
+
+export const EncryptionLive = Layer.effect(Encryption, make)

@@ -1,0 +1,486 @@
+/**
+ * The dashboard API and connections: connect a provider account, the credentials stored only encrypted,
+ * account tools using them, keys with spend limits and tool allow-lists, the org, betas, usage — and no
+ * way for one org to see or use another's.
+ */
+import { SqlClient } from "@effect/sql"
+import { describe, expect, layer } from "@effect/vitest"
+import { Effect, Exit, Layer, Option, Redacted, Schema } from "effect"
+import { type AccountProvider, accountProviders } from "../src/domain/connections.js"
+import { OrgId } from "../src/domain/ids.js"
+import { type ToolName, tools } from "../src/domain/tools.js"
+import { Betas } from "../src/services/Betas.js"
+import { Connections, ConnectionsLive } from "../src/services/Connections.js"
+import { type EncryptionKeyError, EncryptionLive } from "../src/services/Encryption.js"
+import { GatewayConfig } from "../src/services/GatewayConfig.js"
+import { errorOf, expectEnvelope, expectOk } from "./support/assert.js"
+import {
+  books,
+  callTool,
+  dashboard,
+  devToken,
+  gatewayLayer,
+  givenMember,
+  type HttpResult,
+  TEST_ENCRYPTION_KEY,
+  TestUpstreams,
+  type Upstreams
+} from "./support/gateway.js"
+import { CREDENTIALS, EPSILON_TOKEN } from "./upstreams/accounts.js"
+import type { Upstream } from "./upstreams/harness.js"
+
+const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+const bodyOf = (r: HttpResult) => Schema.decodeUnknownSync(JsonObject)(r.body)
+const listOf = (r: HttpResult) => Schema.decodeUnknownSync(Schema.Struct({ data: Schema.Array(JsonObject) }))(r.body).data
+
+/** The credentials each provider's fake expects (epsilon's names the fake's URL). */
+const credentialsFor = (u: Upstreams, provider: AccountProvider): Record<string, unknown> =>
+  provider === "epsilon" ? { base_url: u.rest.url, token: EPSILON_TOKEN } : { ...CREDENTIALS[provider] }
+
+interface AccountCase {
+  readonly tool: ToolName
+  readonly input: Record<string, unknown>
+  readonly upstream: (u: Upstreams) => Upstream
+  /** What the fake must have received. */
+  readonly sent: { readonly method: string; readonly path: string | RegExp; readonly header?: readonly [string, string] }
+  readonly answer: Record<string, unknown>
+}
+
+const accountCases: ReadonlyArray<AccountCase> = [
+  {
+    tool: "delta_post",
+    input: { text: "Hello from the gateway", langs: ["en"] },
+    upstream: (u) => u.bluesky,
+    sent: { method: "POST", path: "/xrpc/com.atproto.repo.createRecord", header: ["authorization", "Bearer access-jwt-1"] },
+    answer: { uri: expect.stringMatching(/^at:\/\/did:plc:alice\/app\.bsky\.feed\.post\//), cid: "bafyreib2rxk3rh6kzwq" }
+  },
+  {
+    tool: "delta_like",
+    input: { uri: "at://did:plc:bob/app.bsky.feed.post/1", cid: "bafy-bob" },
+    upstream: (u) => u.bluesky,
+    sent: { method: "POST", path: "/xrpc/com.atproto.repo.createRecord" },
+    answer: { uri: expect.stringContaining("app.bsky.feed.like"), cid: "bafyreib2rxk3rh6kzwq" }
+  },
+  {
+    tool: "epsilon_request",
+    input: { path: "/items", method: "POST", query: { page: 2 }, body: { name: "x" } },
+    upstream: (u) => u.rest,
+    sent: { method: "POST", path: "/items", header: ["authorization", `Bearer ${EPSILON_TOKEN}`] },
+    answer: { status: 200, body: { method: "POST", path: "/items", query: { page: "2" }, body: { name: "x" } } }
+  },
+  {
+    tool: "zeta_request",
+    input: { path: "me", params: { fields: "id,name" } },
+    upstream: (u) => u.graph,
+    sent: { method: "GET", path: /^\/v\d+\.\d+\/me$/, header: ["authorization", "Bearer zeta-token"] },
+    answer: { id: "1234", name: "Alice", path: "me", fields: "id,name" }
+  },
+  {
+    tool: "eta_personal_bests",
+    input: { mode: "time", mode2: "60" },
+    upstream: (u) => u.monkeytype,
+    sent: { method: "GET", path: "/users/personalBests", header: ["authorization", "ApeKey ape-key-1"] },
+    answer: { mode: "time", mode2: "60", personal_bests: { "60": [expect.objectContaining({ wpm: 112.5 })] } }
+  },
+  {
+    tool: "theta_ratings",
+    input: { type: "movies", limit: 10 },
+    upstream: (u) => u.trakt,
+    sent: { method: "GET", path: "/users/me/ratings/movies", header: ["trakt-api-key", "trakt-client"] },
+    answer: { type: "movies", ratings: [expect.objectContaining({ rating: 9 })] }
+  },
+  {
+    tool: "iota_delete_service",
+    input: { service_id: "srv-123" },
+    upstream: (u) => u.render,
+    sent: { method: "DELETE", path: "/v1/services/srv-123", header: ["authorization", "Bearer rnd_key"] },
+    answer: { deleted: true, service_id: "srv-123" }
+  },
+  {
+    tool: "kappa_delete_benefit",
+    input: { benefit_id: "ben-1" },
+    upstream: (u) => u.polar,
+    sent: { method: "DELETE", path: "/v1/benefits/ben-1", header: ["authorization", "Bearer polar_oat_1"] },
+    answer: { deleted: true, benefit_id: "ben-1" }
+  },
+  {
+    tool: "kappa_ingest_events",
+    input: { events: [{ name: "signup", external_customer_id: "c1" }, { name: "login", external_customer_id: "c1" }] },
+    upstream: (u) => u.polar,
+    sent: { method: "POST", path: "/v1/events/ingest" },
+    answer: { inserted: 2 }
+  },
+  {
+    tool: "lambda_update_broadcast",
+    input: { id: "bc-1" },
+    upstream: (u) => u.resend,
+    sent: { method: "PATCH", path: "/broadcasts/bc-1", header: ["authorization", "Bearer re_key"] },
+    answer: { id: "bc-1" }
+  },
+  {
+    tool: "lambda_batch_emails",
+    input: { emails: [{ from: "a@example.com", to: ["b@example.com"], subject: "Hi", text: "Hello" }] },
+    upstream: (u) => u.resend,
+    sent: { method: "POST", path: "/emails/batch" },
+    answer: { data: [{ id: "email-0" }] }
+  },
+  {
+    tool: "mu_database",
+    input: { database_id: "db-1" },
+    upstream: (u) => u.notion,
+    sent: { method: "GET", path: "/v1/databases/db-1", header: ["notion-version", "2022-06-28"] },
+    answer: { object: "database", id: "db-1" }
+  },
+  {
+    tool: "nu_account",
+    input: {},
+    upstream: (u) => u.github,
+    sent: { method: "GET", path: "/user", header: ["authorization", "Bearer ghp_token"] },
+    answer: { login: "alice", id: 42 }
+  }
+]
+
+const providerOf = (tool: ToolName): AccountProvider => {
+  const p = tools[tool].provider
+  const found = accountProviders.find((a) => a === p)
+  if (found === undefined) throw new Error(`${tool} is not an account tool`)
+  return found
+}
+
+layer(gatewayLayer({ ssrfAllow: ["127.0.0.1"] }), { excludeTestServices: true })("dashboard API", (it) => {
+  describe("connections", () => {
+    it.effect("connect, list, replace and remove; credentials are never returned", () =>
+      Effect.gen(function* () {
+        const { token } = yield* givenMember()
+        const created = yield* dashboard("POST", "/v1/connections", token, {
+          provider: "nu",
+          credentials: { token: "ghp_secret_value" },
+          label: "work"
+        })
+        expect(created.status).toBe(201)
+        expect(bodyOf(created)).toEqual({
+          id: expect.stringMatching(/^conn_/),
+          provider: "nu",
+          label: "work",
+          status: "active",
+          created_at: expect.any(String),
+          updated_at: expect.any(String)
+        })
+        const replaced = yield* dashboard("POST", "/v1/connections", token, { provider: "nu", credentials: { token: "ghp_other" } })
+        expect(replaced.status).toBe(201)
+        expect(bodyOf(replaced)).toMatchObject({ id: bodyOf(created)["id"], label: null })
+        const listed = yield* dashboard("GET", "/v1/connections", token)
+        expect(listOf(listed)).toHaveLength(1)
+        for (const r of [created, replaced, listed]) expect(r.text).not.toContain("ghp_")
+        const removed = yield* dashboard("DELETE", "/v1/connections/nu", token)
+        expect(removed.status).toBe(200)
+        expect(listOf(yield* dashboard("GET", "/v1/connections", token))).toHaveLength(0)
+        expectEnvelope(yield* dashboard("DELETE", "/v1/connections/nu", token), {
+          status: 404,
+          type: "not_found",
+          code: "not_found",
+          retryable: false,
+          billable: false
+        })
+      }))
+
+    it.effect("credentials are validated per provider", () =>
+      Effect.gen(function* () {
+        const { token } = yield* givenMember()
+        const invalid = { status: 400, type: "validation", code: "invalid_request", retryable: false, billable: false } as const
+        expectEnvelope(
+          yield* dashboard("POST", "/v1/connections", token, { provider: "delta", credentials: { identifier: "alice.test" } }),
+          { ...invalid, message: "credentials.app_password" }
+        )
+        expectEnvelope(
+          yield* dashboard("POST", "/v1/connections", token, { provider: "epsilon", credentials: { base_url: "ftp://x" } }),
+          { ...invalid, message: "credentials.base_url" }
+        )
+        expectEnvelope(
+          yield* dashboard("POST", "/v1/connections", token, { provider: "nu", credentials: { token: "x", extra: 1 } }),
+          { ...invalid, message: "extra" }
+        )
+        expectEnvelope(
+          yield* dashboard("POST", "/v1/connections", token, { provider: "alpha", credentials: { api_key: "x" } }),
+          { ...invalid, message: "provider" }
+        )
+        expectEnvelope(yield* dashboard("POST", "/v1/connections", token, { provider: "nu" }), { ...invalid, message: "credentials" })
+      }))
+
+    it.effect("the database row never holds the plaintext", () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const { orgId, token } = yield* givenMember()
+        const secret = "app-password-PLAINTEXT-42"
+        yield* dashboard("POST", "/v1/connections", token, {
+          provider: "delta",
+          credentials: { identifier: "alice.test", app_password: secret }
+        })
+        const rows = yield* sql<{ readonly row: string }>`
+          SELECT row_to_json(c)::text AS row FROM connections c WHERE org_id = ${orgId}`
+        expect(rows).toHaveLength(1)
+        const raw = rows[0]?.row ?? ""
+        expect(raw).not.toContain(secret)
+        expect(raw).not.toContain(Buffer.from(secret).toString("hex"))
+        expect(raw).not.toContain("alice.test")
+        const bytes = yield* sql<{ readonly ciphertext: Uint8Array }>`SELECT ciphertext FROM connections WHERE org_id = ${orgId}`
+        expect(Buffer.from(bytes[0]?.ciphertext ?? new Uint8Array()).includes(Buffer.from(secret))).toBe(false)
+      }))
+  })
+
+  describe("account tools", () => {
+    for (const c of accountCases) {
+      it.effect(`${c.tool}: credential_required until connected, then the provider on the org's account`, () =>
+        Effect.gen(function* () {
+          const u = yield* TestUpstreams
+          u.resetAll()
+          const { key, orgId, token } = yield* givenMember({ credits: 10 })
+          if (tools[c.tool].beta) yield* Effect.orDie(Effect.flatMap(Betas, (b) => b.enable(orgId, c.tool)))
+          const missing = yield* callTool(c.tool, c.input, { key })
+          expectEnvelope(missing, { status: 401, type: "auth", code: "credential_required", retryable: false, billable: false, message: "POST /v1/connections" })
+          expect(yield* books(orgId)).toMatchObject({ balance: 10, held: 0, holdsByStatus: {} })
+          expect(c.upstream(u).hits()).toBe(0)
+
+          const provider = providerOf(c.tool)
+          const connected = yield* dashboard("POST", "/v1/connections", token, { provider, credentials: credentialsFor(u, provider) })
+          expect(connected.status).toBe(201)
+
+          const result = yield* callTool(c.tool, c.input, { key })
+          expectOk(result, 1)
+          expect(result.body).toMatchObject(c.answer)
+          const sent = c.upstream(u).requests.find((r) =>
+            r.method === c.sent.method && (typeof c.sent.path === "string" ? r.path === c.sent.path : c.sent.path.test(r.path)))
+          expect(sent, `${c.tool} sent ${JSON.stringify(c.upstream(u).requests.map((r) => `${r.method} ${r.path}`))}`).toBeDefined()
+          if (c.sent.header !== undefined) expect(sent?.headers[c.sent.header[0]]).toBe(c.sent.header[1])
+          expect(yield* books(orgId)).toMatchObject({ balance: 9, held: 0 })
+        }))
+    }
+
+    it.effect("a provider that refuses the credentials: provider_credential_rejected, and the connection shows it", () =>
+      Effect.gen(function* () {
+        const { key, token } = yield* givenMember()
+        yield* dashboard("POST", "/v1/connections", token, { provider: "nu", credentials: { token: "wrong" } })
+        const result = yield* callTool("nu_account", {}, { key })
+        expectEnvelope(result, { status: 502, type: "provider", code: "provider_credential_rejected", retryable: false, billable: false, message: "reconnect" })
+        expect(listOf(yield* dashboard("GET", "/v1/connections", token))[0]).toMatchObject({ provider: "nu", status: "rejected" })
+        yield* dashboard("POST", "/v1/connections", token, { provider: "nu", credentials: { token: "ghp_token" } })
+        expect(listOf(yield* dashboard("GET", "/v1/connections", token))[0]).toMatchObject({ status: "active" })
+        expectOk(yield* callTool("nu_account", {}, { key }))
+      }))
+
+    it.effect("the generic REST connection's URL passes the SSRF guard", () =>
+      Effect.gen(function* () {
+        const { key, token } = yield* givenMember()
+        yield* dashboard("POST", "/v1/connections", token, { provider: "epsilon", credentials: { base_url: "http://169.254.169.254", token: "x" } })
+        const result = yield* callTool("epsilon_request", { path: "/latest/meta-data/" }, { key })
+        expectEnvelope(result, { status: 400, type: "validation", code: "url_not_allowed", retryable: false, billable: false })
+      }))
+  })
+
+  describe("keys", () => {
+    it.effect("create (shown once), list, revoke — effective at once", () =>
+      Effect.gen(function* () {
+        const { token } = yield* givenMember()
+        const created = yield* dashboard("POST", "/v1/keys", token, { name: "laptop" })
+        expect(created.status).toBe(201)
+        const body = bodyOf(created)
+        expect(body).toMatchObject({ name: "laptop", monthly_spend_limit: null, allowed_tools: null, revoked_at: null, month_spend: 0 })
+        const key = String(body["key"])
+        expect(key).toMatch(/^tg_[0-9A-Za-z]{32}$/)
+        expectOk(yield* callTool("weather", { q: "Berlin" }, { key }))
+        const listed = yield* dashboard("GET", "/v1/keys", token)
+        expect(listed.text).not.toContain(key)
+        expect(listOf(listed).find((k) => k["id"] === body["id"])).toMatchObject({ month_spend: 1, last_used_at: expect.any(String) })
+        const revoked = yield* dashboard("DELETE", `/v1/keys/${String(body["id"])}`, token)
+        expect(bodyOf(revoked)).toMatchObject({ id: body["id"], revoked_at: expect.any(String) })
+        expectEnvelope(yield* callTool("weather", { q: "Berlin" }, { key }), { status: 401, type: "auth", code: "invalid_key", retryable: false, billable: false })
+      }))
+
+    it.effect("a key's monthly spend limit and tool allow-list", () =>
+      Effect.gen(function* () {
+        const { token } = yield* givenMember({ credits: 100 })
+        const limited = bodyOf(yield* dashboard("POST", "/v1/keys", token, { name: "limited", monthly_spend_limit: 2, allowed_tools: ["weather"] }))
+        const key = String(limited["key"])
+        expectOk(yield* callTool("weather", { q: "Berlin" }, { key }))
+        expectOk(yield* callTool("weather", { q: "Paris" }, { key }))
+        expectEnvelope(yield* callTool("weather", { q: "Berlin" }, { key }), {
+          status: 429,
+          type: "rate_limited",
+          code: "key_spend_limit_exceeded",
+          retryable: false,
+          billable: false
+        })
+        expectEnvelope(yield* callTool("mobile_app_search", { query: "x" }, { key }), {
+          status: 401,
+          type: "auth",
+          code: "tool_not_allowed",
+          retryable: false,
+          billable: false
+        })
+        expectEnvelope(yield* dashboard("POST", "/v1/keys", token, { name: "x", allowed_tools: ["nope"] }), {
+          status: 400,
+          type: "validation",
+          code: "invalid_request",
+          retryable: false,
+          billable: false,
+          message: "not a tool"
+        })
+      }))
+  })
+
+  describe("the org", () => {
+    it.effect("balance, spend cap, betas", () =>
+      Effect.gen(function* () {
+        const { key, orgId, token } = yield* givenMember({ credits: 40 })
+        expect(bodyOf(yield* dashboard("GET", "/v1/org", token))).toEqual({
+          id: orgId,
+          name: "test",
+          balance: 40,
+          held: 0,
+          available: 40,
+          month_spend: 0,
+          spend_cap: null,
+          betas: []
+        })
+        expect(bodyOf(yield* dashboard("PUT", "/v1/org/spend-cap", token, { spend_cap: 0 }))).toMatchObject({ spend_cap: 0 })
+        expectEnvelope(yield* callTool("weather", { q: "Berlin" }, { key }), { status: 429, type: "rate_limited", code: "spend_cap_exceeded", retryable: false, billable: false })
+        expect(bodyOf(yield* dashboard("PUT", "/v1/org/spend-cap", token, { spend_cap: null }))).toMatchObject({ spend_cap: null })
+        expectEnvelope(yield* dashboard("PUT", "/v1/org/spend-cap", token, { spend_cap: -1 }), {
+          status: 400,
+          type: "validation",
+          code: "invalid_request",
+          retryable: false,
+          billable: false,
+          message: "spend_cap"
+        })
+
+        expectEnvelope(yield* callTool("kappa_ingest_events", { events: [{ name: "a" }] }, { key }), {
+          status: 401,
+          type: "auth",
+          code: "beta_unavailable",
+          retryable: false,
+          billable: false
+        })
+        expect(bodyOf(yield* dashboard("PUT", "/v1/org/betas/kappa_ingest_events", token, { enabled: true }))).toMatchObject({ betas: ["kappa_ingest_events"] })
+        expect(errorOf(yield* callTool("kappa_ingest_events", { events: [{ name: "a" }] }, { key }))?.code).toBe("credential_required")
+        expect(bodyOf(yield* dashboard("PUT", "/v1/org/betas/kappa_ingest_events", token, { enabled: false }))).toMatchObject({ betas: [] })
+        expectEnvelope(yield* dashboard("PUT", "/v1/org/betas/weather", token, { enabled: true }), {
+          status: 400,
+          type: "validation",
+          code: "invalid_request",
+          retryable: false,
+          billable: false,
+          message: "not a beta tool"
+        })
+      }))
+
+    it.effect("usage: one record per call, newest first, paginated", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        u.resetAll()
+        const { key, keyId, token } = yield* givenMember({ credits: 2 })
+        expectOk(yield* callTool("weather", { q: "Berlin" }, { key }))
+        expectOk(yield* callTool("mobile_app_search", { query: "notes" }, { key }))
+        yield* callTool("weather", { q: "Paris" }, { key })
+        // usage is written off the caller's path: let it land
+        yield* Effect.sleep("200 millis")
+        const page = bodyOf(yield* dashboard("GET", "/v1/usage?limit=2", token))
+        const data = Schema.decodeUnknownSync(Schema.Array(JsonObject))(page["data"])
+        expect(data).toHaveLength(2)
+        expect(data[0]).toMatchObject({ key_id: keyId, tool: "weather", status: 402, code: "insufficient_credits", credits: 0, request_id: expect.stringMatching(/^req_/) })
+        expect(data[1]).toMatchObject({ tool: "mobile_app_search", status: 200, code: "ok", credits: 1, provider: "itunes", latency_ms: expect.any(Number) })
+        expect(page["next_cursor"]).toEqual(expect.any(String))
+        const next = bodyOf(yield* dashboard("GET", `/v1/usage?limit=2&cursor=${String(page["next_cursor"])}`, token))
+        expect(next).toMatchObject({ data: [expect.objectContaining({ tool: "weather", code: "ok" })], next_cursor: null })
+        const filtered = bodyOf(yield* dashboard("GET", "/v1/usage?tool=mobile_app_search", token))
+        expect(filtered).toMatchObject({ data: [expect.objectContaining({ tool: "mobile_app_search" })] })
+        expectEnvelope(yield* dashboard("GET", "/v1/usage?limit=0", token), {
+          status: 400,
+          type: "validation",
+          code: "invalid_request",
+          retryable: false,
+          billable: false
+        })
+      }))
+  })
+
+  describe("tenant isolation", () => {
+    it.effect("org A cannot see, replace, delete or use org B's connections and keys", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        u.resetAll()
+        const a = yield* givenMember()
+        const b = yield* givenMember()
+        yield* dashboard("POST", "/v1/connections", b.token, { provider: "nu", credentials: { token: "ghp_token" } })
+        // A sees only its own (none), cannot delete B's, and replacing "nu" creates A's own connection.
+        expect(listOf(yield* dashboard("GET", "/v1/connections", a.token))).toHaveLength(0)
+        expect((yield* dashboard("DELETE", "/v1/connections/nu", a.token)).status).toBe(404)
+        expect(listOf(yield* dashboard("GET", "/v1/connections", b.token))).toHaveLength(1)
+        // A's key never uses B's connection.
+        expectEnvelope(yield* callTool("nu_account", {}, { key: a.key }), { status: 401, type: "auth", code: "credential_required", retryable: false, billable: false })
+        expect(u.github.hits()).toBe(0)
+        expectOk(yield* callTool("nu_account", {}, { key: b.key }))
+        // Keys: A lists only its own; revoking B's key is "not found" and B's key keeps working.
+        const aKeys = listOf(yield* dashboard("GET", "/v1/keys", a.token))
+        expect(aKeys.map((k) => k["id"])).toEqual([a.keyId])
+        expect((yield* dashboard("DELETE", `/v1/keys/${b.keyId}`, a.token)).status).toBe(404)
+        expectOk(yield* callTool("weather", { q: "Berlin" }, { key: b.key }))
+        // Usage: A sees its own call and none of B's.
+        yield* Effect.sleep("100 millis")
+        const usage = listOf(yield* dashboard("GET", "/v1/usage", a.token))
+        expect(usage.map((r) => [r["key_id"], r["code"]])).toEqual([[a.keyId, "credential_required"]])
+      }))
+  })
+})
+
+layer(gatewayLayer({ identity: { ...GatewayConfig.defaults.identity, devIssuer: true, autoCreateOrgs: true, signupCredits: 25 } }), {
+  excludeTestServices: true
+})("personal orgs", (it) => {
+  it.effect("with AUTO_CREATE_ORGS, a first sign-in gets a personal org", () =>
+    Effect.gen(function* () {
+      const token = yield* devToken("newcomer")
+      const first = bodyOf(yield* dashboard("GET", "/v1/org", token))
+      expect(first).toMatchObject({ name: "personal:newcomer", balance: 25 })
+      const again = bodyOf(yield* dashboard("GET", "/v1/org", token))
+      expect(again["id"]).toBe(first["id"])
+    }))
+})
+
+layer(gatewayLayer(), { excludeTestServices: true })("encryption keys", (it) => {
+  it.effect("rotation: rows sealed with an old key stay readable; an unknown key cannot read them", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      const { orgId, token } = yield* givenMember()
+      yield* dashboard("POST", "/v1/connections", token, { provider: "nu", credentials: { token: "ghp_token" } })
+      const sql = yield* SqlClient.SqlClient
+      const config = yield* GatewayConfig
+      const newKey = Buffer.alloc(32, 9).toString("base64")
+      const withKeys = (current: string, old: ReadonlyArray<string>) =>
+        ConnectionsLive.pipe(
+          Layer.provide(EncryptionLive),
+          Layer.provide(Layer.succeed(GatewayConfig, {
+            ...config,
+            encryptionKey: Option.some(Redacted.make(current)),
+            encryptionOldKeys: old.map((k) => Redacted.make(k))
+          })),
+          Layer.provide(Layer.succeed(SqlClient.SqlClient, sql))
+        )
+      const read = (layer: Layer.Layer<Connections, EncryptionKeyError>) =>
+        Effect.flatMap(Connections, (c) => c.credentials(OrgId.make(orgId), "nu", "nu_account")).pipe(Effect.provide(layer), Effect.exit)
+      // rotated: the new key writes, the old one still reads
+      const rotated = withKeys(newKey, [TEST_ENCRYPTION_KEY])
+      const old = yield* read(rotated)
+      expect(Exit.isSuccess(old) && old.value).toEqual({ token: "ghp_token" })
+      // forgotten: without the old key the row cannot be read (a defect, not a wrong answer)
+      expect(Exit.isFailure(yield* read(withKeys(newKey, [])))).toBe(true)
+      // a row written after rotation carries the new key's id
+      yield* Effect.flatMap(Connections, (c) => c.connect(OrgId.make(orgId), "mu", { token: "secret_notion" }, null)).pipe(
+        Effect.provide(rotated),
+        Effect.orDie
+      )
+      const ids = yield* sql<{ readonly provider: string; readonly key_id: string }>`
+        SELECT provider, key_id FROM connections WHERE org_id = ${orgId} ORDER BY provider`
+      expect(ids[0]?.key_id).not.toBe(ids[1]?.key_id)
+      void u
+    }))
+})

@@ -1,0 +1,151 @@
+/**
+ * The account providers' protocols, one fake server each. Each checks what the real API checks — the auth
+ * header, the method, the path, the required fields — and answers the way the real API does.
+ */
+import { json, type RecordedRequest, type Reply, upstream } from "./harness.js"
+
+export const CREDENTIALS = {
+  delta: { identifier: "alice.test", app_password: "app-pass-1234" },
+  zeta: { access_token: "zeta-token" },
+  eta: { ape_key: "ape-key-1" },
+  theta: { access_token: "trakt-token", client_id: "trakt-client" },
+  iota: { api_key: "rnd_key" },
+  kappa: { access_token: "polar_oat_1" },
+  lambda: { api_key: "re_key" },
+  mu: { token: "secret_notion" },
+  nu: { token: "ghp_token" }
+} as const
+
+const objectBody = (req: RecordedRequest): Record<string, unknown> | undefined => {
+  const body = req.json
+  return typeof body === "object" && body !== null && !Array.isArray(body) ? { ...body } : undefined
+}
+
+// delta: Bluesky PDS (XRPC)
+export const handleBluesky = (req: RecordedRequest): Reply => {
+  if (req.method === "POST" && req.path === "/xrpc/com.atproto.server.createSession") {
+    const body = objectBody(req)
+    if (body?.["identifier"] !== CREDENTIALS.delta.identifier || body["password"] !== CREDENTIALS.delta.app_password) {
+      return json(401, { error: "AuthenticationRequired", message: "Invalid identifier or password" })
+    }
+    return json(200, { accessJwt: "access-jwt-1", refreshJwt: "refresh-jwt-1", handle: "alice.test", did: "did:plc:alice" })
+  }
+  if (req.method === "POST" && req.path === "/xrpc/com.atproto.repo.createRecord") {
+    if (req.headers["authorization"] !== "Bearer access-jwt-1") return json(401, { error: "AuthMissing", message: "Authentication Required" })
+    const body = objectBody(req)
+    const record = body?.["record"]
+    if (body?.["repo"] !== "did:plc:alice" || typeof body["collection"] !== "string" || typeof record !== "object" || record === null) {
+      return json(400, { error: "InvalidRequest", message: "Input must have the properties repo, collection, record" })
+    }
+    const rkey = "3kabc" + String(Math.floor(Math.random() * 1e6))
+    return json(200, { uri: `at://did:plc:alice/${body["collection"]}/${rkey}`, cid: "bafyreib2rxk3rh6kzwq", validationStatus: "valid" })
+  }
+  return json(404, { error: "MethodNotImplemented", message: "Method Not Implemented" })
+}
+
+// epsilon: any REST API; this one echoes what it got, behind a Bearer token (the README's demo token too)
+export const EPSILON_TOKEN = "rest-token"
+const EPSILON_TOKENS = [`Bearer ${EPSILON_TOKEN}`, "Bearer demo-token"]
+export const handleRest = (req: RecordedRequest): Reply => {
+  if (!EPSILON_TOKENS.includes(req.headers["authorization"] ?? "")) return json(401, { message: "unauthorized" })
+  return json(200, { method: req.method, path: req.path, query: Object.fromEntries(req.query), body: req.json ?? null })
+}
+
+// zeta: a versioned Graph API
+export const handleGraph = (req: RecordedRequest): Reply => {
+  if (req.headers["authorization"] !== `Bearer ${CREDENTIALS.zeta.access_token}`) {
+    return json(401, { error: { message: "Invalid OAuth access token.", type: "OAuthException", code: 190 } })
+  }
+  const match = /^\/(v\d+\.\d+)\/(.+)$/.exec(req.path)
+  if (req.method !== "GET" || match === null) return json(400, { error: { message: "Unknown path components", code: 2500 } })
+  return json(200, { id: "1234", name: "Alice", version: match[1], path: match[2], fields: req.query.get("fields") })
+}
+
+// eta: Monkeytype
+export const handleMonkeytype = (req: RecordedRequest): Reply => {
+  if (req.headers["authorization"] !== `ApeKey ${CREDENTIALS.eta.ape_key}`) return json(401, { message: "Invalid ApeKey" })
+  if (req.method !== "GET" || req.path !== "/users/personalBests") return json(404, { message: "Unknown request URL" })
+  const mode = req.query.get("mode")
+  if (mode === null) return json(422, { message: "Invalid query schema", validationErrors: ["\"mode\" Required"] })
+  return json(200, { message: "Personal bests retrieved", data: { "60": [{ acc: 97.2, wpm: 112.5, raw: 118, timestamp: 1700000000000 }] } })
+}
+
+// theta: Trakt
+export const handleTrakt = (req: RecordedRequest): Reply => {
+  if (req.headers["authorization"] !== `Bearer ${CREDENTIALS.theta.access_token}` || req.headers["trakt-api-key"] !== CREDENTIALS.theta.client_id) {
+    return json(401, { error: "invalid_grant" })
+  }
+  if (req.headers["trakt-api-version"] !== "2") return json(412, { error: "trakt-api-version must be 2" })
+  if (req.method !== "GET" || !req.path.startsWith("/users/me/ratings")) return json(404, { error: "not found" })
+  return json(200, [{ rated_at: "2026-01-01T00:00:00.000Z", rating: 9, type: "movie", movie: { title: "Inception", year: 2010 } }])
+}
+
+// iota: Render
+export const handleRender = (req: RecordedRequest): Reply => {
+  if (req.headers["authorization"] !== `Bearer ${CREDENTIALS.iota.api_key}`) return json(401, { message: "unauthorized" })
+  const match = /^\/v1\/services\/([^/]+)$/.exec(req.path)
+  if (req.method !== "DELETE" || match === null) return json(404, { message: "not found" })
+  if (match[1] === "srv-missing") return json(404, { id: "not-found", message: "service not found" })
+  return { status: 204, body: "", raw: true }
+}
+
+// kappa: Polar
+export const handlePolar = (req: RecordedRequest): Reply => {
+  if (req.headers["authorization"] !== `Bearer ${CREDENTIALS.kappa.access_token}`) {
+    return json(401, { error: "invalid_token", error_description: "The access token is invalid" })
+  }
+  if (req.method === "DELETE" && /^\/v1\/benefits\/[^/]+$/.test(req.path)) return { status: 204, body: "", raw: true }
+  if (req.method === "POST" && req.path === "/v1/events/ingest") {
+    const events = objectBody(req)?.["events"]
+    if (!Array.isArray(events)) return json(422, { detail: [{ loc: ["body", "events"], msg: "Field required", type: "missing" }] })
+    return json(200, { inserted: events.length })
+  }
+  return json(404, { detail: "Not Found" })
+}
+
+// lambda: Resend
+export const handleResend = (req: RecordedRequest): Reply => {
+  if (req.headers["authorization"] !== `Bearer ${CREDENTIALS.lambda.api_key}`) {
+    return json(401, { statusCode: 401, name: "missing_api_key", message: "Missing API key in the authorization header." })
+  }
+  const broadcast = /^\/broadcasts\/([^/]+)$/.exec(req.path)
+  if (req.method === "PATCH" && broadcast !== null) return json(200, { id: broadcast[1] })
+  if (req.method === "POST" && req.path === "/emails/batch") {
+    if (!Array.isArray(req.json)) return json(422, { statusCode: 422, name: "validation_error", message: "The request body must be an array." })
+    return json(200, { data: req.json.map((_, i) => ({ id: `email-${i}` })) })
+  }
+  return json(404, { statusCode: 404, name: "not_found", message: "The requested endpoint does not exist." })
+}
+
+// mu: Notion
+export const handleNotion = (req: RecordedRequest): Reply => {
+  if (req.headers["authorization"] !== `Bearer ${CREDENTIALS.mu.token}`) {
+    return json(401, { object: "error", status: 401, code: "unauthorized", message: "API token is invalid." })
+  }
+  if (req.headers["notion-version"] === undefined) {
+    return json(400, { object: "error", status: 400, code: "missing_version", message: "Notion-Version header failed validation" })
+  }
+  const match = /^\/v1\/databases\/([^/]+)$/.exec(req.path)
+  if (req.method !== "GET" || match === null) return json(400, { object: "error", status: 400, code: "invalid_request_url", message: "Invalid request URL." })
+  return json(200, { object: "database", id: match[1], title: [{ plain_text: "Tasks" }], properties: { Name: { type: "title" } } })
+}
+
+// nu: GitHub's account endpoint
+export const handleGitHub = (req: RecordedRequest): Reply => {
+  if (req.headers["authorization"] !== `Bearer ${CREDENTIALS.nu.token}`) {
+    return json(401, { message: "Bad credentials", documentation_url: "https://docs.github.com/rest" })
+  }
+  if (req.method !== "GET" || req.path !== "/user") return json(404, { message: "Not Found" })
+  return json(200, { login: "alice", id: 42, name: "Alice", public_repos: 7 })
+}
+
+export const bluesky = upstream(handleBluesky)
+export const rest = upstream(handleRest)
+export const graph = upstream(handleGraph)
+export const monkeytype = upstream(handleMonkeytype)
+export const trakt = upstream(handleTrakt)
+export const render = upstream(handleRender)
+export const polar = upstream(handlePolar)
+export const resend = upstream(handleResend)
+export const notion = upstream(handleNotion)
+export const github = upstream(handleGitHub)

@@ -17,6 +17,7 @@ import { Ledger, LedgerLive, type Org } from "../services/Ledger.js"
 import { devKey, mintDevToken } from "../services/Identity.js"
 import { Members, MembersLive } from "../services/Members.js"
 import { nowMillis } from "../services/time.js"
+import { keyView, orgView } from "../views.js"
 import { GatewayConfig } from "../services/GatewayConfig.js"
 
 const json = Options.boolean("json").pipe(Options.withDescription("Print JSON"))
@@ -29,29 +30,8 @@ const AdminLive = MembersLive.pipe(
   Layer.provideMerge(GatewayConfigFromEnv)
 )
 
-const orgJson = (org: Org) => ({
-  id: org.id,
-  name: org.name,
-  balance: org.balance,
-  held: org.held,
-  available: org.available,
-  month_spend: org.monthSpend,
-  spend_cap: org.spendCap,
-  created_at: org.createdAt.toISOString()
-})
-
-const keyJson = (key: KeyInfo) => ({
-  id: key.id,
-  org_id: key.orgId,
-  name: key.name,
-  prefix: key.prefix,
-  created_at: key.createdAt.toISOString(),
-  revoked_at: key.revokedAt?.toISOString() ?? null,
-  last_used_at: key.lastUsedAt?.toISOString() ?? null,
-  monthly_spend_limit: key.spendLimit,
-  allowed_tools: key.allowedTools,
-  month_spend: key.monthSpend
-})
+const orgJson = (org: Org, betas: ReadonlyArray<string> = []) => ({ ...orgView(org, betas), created_at: org.createdAt.toISOString() })
+const keyJson = (key: KeyInfo) => ({ ...keyView(key), org_id: key.orgId })
 
 const orgText = (org: Org) =>
   [
@@ -115,7 +95,7 @@ const orgShow = Command.make("show", { org: orgOption, json }, ({ json, org }) =
     const enabled = yield* betas.list(found.id)
     yield* print(
       json,
-      { ...orgJson(found), betas: enabled },
+      orgJson(found, enabled),
       `${orgText(found)}\n  betas        ${enabled.length > 0 ? enabled.join(", ") : "none"}`
     )
   }))).pipe(Command.withDescription("Show an org's balance, holds, month spend and cap"))

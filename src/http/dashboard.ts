@@ -7,46 +7,15 @@ import { NotFound } from "../domain/errors.js"
 import { KeyId } from "../domain/ids.js"
 import { isToolName } from "../domain/tools.js"
 import { Betas } from "../services/Betas.js"
-import { type Connection, Connections } from "../services/Connections.js"
+import { Connections } from "../services/Connections.js"
 import { Identity } from "../services/Identity.js"
-import { type KeyInfo, KeyStore } from "../services/KeyStore.js"
-import { Ledger, type Org } from "../services/Ledger.js"
+import { KeyStore } from "../services/KeyStore.js"
+import { Ledger } from "../services/Ledger.js"
 import { Usage } from "../services/Usage.js"
+import { connectionView, keyView, orgView } from "../views.js"
 import { Api, CurrentUser } from "./Api.js"
 
 const iso = (d: Date) => d.toISOString()
-
-const connectionView = (c: Connection) => ({
-  id: c.id,
-  provider: c.provider,
-  label: c.label,
-  status: c.status,
-  created_at: iso(c.createdAt),
-  updated_at: iso(c.updatedAt)
-})
-
-const keyView = (k: KeyInfo) => ({
-  id: k.id,
-  name: k.name,
-  prefix: k.prefix,
-  created_at: iso(k.createdAt),
-  revoked_at: k.revokedAt === null ? null : iso(k.revokedAt),
-  last_used_at: k.lastUsedAt === null ? null : iso(k.lastUsedAt),
-  monthly_spend_limit: k.spendLimit,
-  allowed_tools: k.allowedTools,
-  month_spend: k.monthSpend
-})
-
-const orgView = (org: Org, betas: ReadonlyArray<string>) => ({
-  id: org.id,
-  name: org.name,
-  balance: org.balance,
-  held: org.held,
-  available: org.available,
-  month_spend: org.monthSpend,
-  spend_cap: org.spendCap,
-  betas
-})
 
 export const DashboardLive = HttpApiBuilder.group(Api, "dashboard", (handlers) =>
   Effect.gen(function* () {

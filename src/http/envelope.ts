@@ -27,6 +27,7 @@ import {
   NotFound,
   PayloadTooLarge
 } from "../domain/errors.js"
+import { formatPath } from "../domain/parse.js"
 import { GatewayConfig } from "../services/GatewayConfig.js"
 import type { RateLimitState } from "../services/RateLimit.js"
 import { base62 } from "../services/random.js"
@@ -45,11 +46,10 @@ export class CurrentRequest extends Context.Reference<CurrentRequest>()("Current
 
 export const newRequestId = () => `req_${base62(20)}`
 
-const formatPath = (path: ReadonlyArray<PropertyKey>) =>
-  path.length === 0 ? "" : path.map((p, i) => (typeof p === "number" ? `[${p}]` : i === 0 ? String(p) : `.${String(p)}`)).join("") + ": "
+const fieldOf = (path: ReadonlyArray<PropertyKey>) => (path.length === 0 ? "" : `${formatPath(path)}: `)
 
 const decodeMessage = (error: HttpApiError.HttpApiDecodeError): string => {
-  const issues = error.issues.slice(0, 5).map((i) => `${formatPath(i.path)}${i.message}`)
+  const issues = error.issues.slice(0, 5).map((i) => `${fieldOf(i.path)}${i.message}`)
   const more = error.issues.length > 5 ? ` (and ${error.issues.length - 5} more)` : ""
   return `Invalid request: ${issues.join("; ")}${more}`
 }

@@ -2,7 +2,8 @@
  * What every provider module shares: decoding an upstream answer with its Schema, and turning a decode
  * failure into `normalization_failed` with a message that names the field and points at `/v1/run`.
  */
-import { Effect, ParseResult, Schema } from "effect"
+import { Effect, Schema } from "effect"
+import { describeParseError } from "../domain/parse.js"
 import { InvalidRequest, NormalizationFailed, type ProviderError } from "../domain/errors.js"
 import type { GatewayConfig } from "../services/GatewayConfig.js"
 import type { ProviderClient } from "../services/ProviderClient.js"
@@ -10,26 +11,14 @@ import type { ProviderClient } from "../services/ProviderClient.js"
 /** What a provider call can end in, besides its output. */
 export type ProviderCallError = ProviderError | NormalizationFailed | InvalidRequest
 
+export { describeParseError } from "../domain/parse.js"
+
 export type ProviderEffect<A> = Effect.Effect<A, ProviderCallError, ProviderClient | GatewayConfig>
 
 /** A tool's answer together with the provider that produced it. */
 export interface Answered<A> {
   readonly provider: string
   readonly output: A
-}
-
-const formatPath = (path: ReadonlyArray<PropertyKey>) =>
-  path.length === 0
-    ? "the answer"
-    : path.map((p, i) => (typeof p === "number" ? `[${p}]` : i === 0 ? String(p) : `.${String(p)}`)).join("")
-
-/** The first problem of a parse error, as `field: message`. */
-export const describeParseError = (error: ParseResult.ParseError): string => {
-  const issues = ParseResult.ArrayFormatter.formatErrorSync(error)
-  const first = issues[0]
-  if (first === undefined) return "unexpected shape"
-  const more = issues.length > 1 ? ` (and ${issues.length - 1} more)` : ""
-  return `${formatPath(first.path)}: ${first.message}${more}`
 }
 
 /** Decode an upstream answer; a mismatch is a normalization failure (the provider was called and answered). */

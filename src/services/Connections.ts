@@ -13,7 +13,7 @@ import {
 } from "../domain/connections.js"
 import { CredentialRequired, InvalidRequest, NotFound } from "../domain/errors.js"
 import type { OrgId } from "../domain/ids.js"
-import { describeParseError } from "../providers/common.js"
+import { describeParseError } from "../domain/parse.js"
 import { Encryption } from "./Encryption.js"
 import { randomId } from "./random.js"
 import { nowMillis, toDate } from "./time.js"

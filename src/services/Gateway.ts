@@ -41,7 +41,7 @@ import {
   type ToolOutput
 } from "../domain/tools.js"
 import { callProvider } from "../providers/index.js"
-import { describeParseError } from "../providers/common.js"
+import { describeParseError } from "../domain/parse.js"
 import { Betas } from "./Betas.js"
 import { Connections } from "./Connections.js"
 import { Usage } from "./Usage.js"

@@ -13,6 +13,7 @@ import { GatewayServiceLive } from "./services/Gateway.js"
 import { IdempotencyLive } from "./services/Idempotency.js"
 import { KeyStoreLive } from "./services/KeyStore.js"
 import { LedgerLive } from "./services/Ledger.js"
+import { PricingLive } from "./services/Pricing.js"
 import { ProviderClientLive } from "./services/ProviderClient.js"
 import { RateLimitLive } from "./services/RateLimit.js"
 import { SweeperLive } from "./services/Sweeper.js"
@@ -22,7 +23,16 @@ export const ServicesLive = GatewayServiceLive.pipe(
   Layer.provideMerge(Layer.mergeAll(IdempotencyLive, MembersLive)),
   Layer.provideMerge(Layer.mergeAll(ConnectionsLive, IdentityLive)),
   Layer.provideMerge(
-    Layer.mergeAll(LedgerLive, KeyStoreLive, BetasLive, RateLimitLive, ProviderClientLive, EncryptionLive, UsageLive)
+    Layer.mergeAll(
+      LedgerLive,
+      KeyStoreLive,
+      BetasLive,
+      RateLimitLive,
+      ProviderClientLive,
+      EncryptionLive,
+      UsageLive,
+      PricingLive
+    )
   )
 )
 

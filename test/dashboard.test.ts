@@ -52,7 +52,7 @@ const accountCases: ReadonlyArray<AccountCase> = [
     input: { text: "Hello from the gateway", langs: ["en"] },
     upstream: (u) => u.bluesky,
     sent: { method: "POST", path: "/xrpc/com.atproto.repo.createRecord", header: ["authorization", "Bearer access-jwt-1"] },
-    answer: { uri: expect.stringMatching(/^at:\/\/did:plc:alice\/app\.bsky\.feed\.post\//), cid: "bafyreib2rxk3rh6kzwq" }
+    answer: { provider: "delta", uri: expect.stringMatching(/^at:\/\/did:plc:alice\/app\.bsky\.feed\.post\//), cid: "bafyreib2rxk3rh6kzwq" }
   },
   {
     tool: "delta_like",
@@ -66,28 +66,28 @@ const accountCases: ReadonlyArray<AccountCase> = [
     input: { path: "/items", method: "POST", query: { page: 2 }, body: { name: "x" } },
     upstream: (u) => u.rest,
     sent: { method: "POST", path: "/items", header: ["authorization", `Bearer ${EPSILON_TOKEN}`] },
-    answer: { status: 200, body: { method: "POST", path: "/items", query: { page: "2" }, body: { name: "x" } } }
+    answer: { provider: "epsilon", status: 200, body: { method: "POST", path: "/items", query: { page: "2" }, body: { name: "x" } } }
   },
   {
     tool: "zeta_request",
     input: { path: "me", params: { fields: "id,name" } },
     upstream: (u) => u.graph,
     sent: { method: "GET", path: /^\/v\d+\.\d+\/me$/, header: ["authorization", "Bearer zeta-token"] },
-    answer: { id: "1234", name: "Alice", path: "me", fields: "id,name" }
+    answer: { provider: "zeta", data: { id: "1234", name: "Alice", path: "me", fields: "id,name" } }
   },
   {
     tool: "eta_personal_bests",
     input: { mode: "time", mode2: "60" },
     upstream: (u) => u.monkeytype,
     sent: { method: "GET", path: "/users/personalBests", header: ["authorization", "ApeKey ape-key-1"] },
-    answer: { mode: "time", mode2: "60", personal_bests: { "60": [expect.objectContaining({ wpm: 112.5 })] } }
+    answer: { provider: "eta", mode: "time", mode2: "60", personal_bests: [expect.objectContaining({ mode2: "60", wpm: 112.5, acc: 97.2 })] }
   },
   {
     tool: "theta_ratings",
     input: { type: "movies", limit: 10 },
     upstream: (u) => u.trakt,
     sent: { method: "GET", path: "/users/me/ratings/movies", header: ["trakt-api-key", "trakt-client"] },
-    answer: { type: "movies", ratings: [expect.objectContaining({ rating: 9 })] }
+    answer: { provider: "theta", type: "movies", ratings: [expect.objectContaining({ rating: 9, type: "movie", title: "Inception", year: 2010 })] }
   },
   {
     tool: "iota_delete_service",
@@ -122,21 +122,21 @@ const accountCases: ReadonlyArray<AccountCase> = [
     input: { emails: [{ from: "a@example.com", to: ["b@example.com"], subject: "Hi", text: "Hello" }] },
     upstream: (u) => u.resend,
     sent: { method: "POST", path: "/emails/batch" },
-    answer: { data: [{ id: "email-0" }] }
+    answer: { provider: "lambda", ids: ["email-0"] }
   },
   {
     tool: "mu_database",
     input: { database_id: "db-1" },
     upstream: (u) => u.notion,
     sent: { method: "GET", path: "/v1/databases/db-1", header: ["notion-version", "2022-06-28"] },
-    answer: { object: "database", id: "db-1" }
+    answer: { provider: "mu", id: "db-1", title: "Tasks", properties: [{ name: "Name", type: "title" }] }
   },
   {
     tool: "nu_account",
     input: {},
     upstream: (u) => u.github,
     sent: { method: "GET", path: "/user", header: ["authorization", "Bearer ghp_token"] },
-    answer: { login: "alice", id: 42 }
+    answer: { provider: "nu", login: "alice", id: 42, name: "Alice", public_repos: 7 }
   }
 ]
 

@@ -41,7 +41,9 @@ afterAll(() => {
 
 const json = { "content-type": "application/json" }
 
-layer(gatewayLayer({ maxBodyBytes: 64 * 1024, rateLimitPerSecond: 5, rateLimitBurst: 5 }), { excludeTestServices: true })(
+layer(gatewayLayer({ maxBodyBytes: 64 * 1024, rateLimitPerSecond: 5, rateLimitBurst: 5, searchProviders: [] }), {
+  excludeTestServices: true
+})(
   "the error table",
   (it) => {
     describe("validation", () => {
@@ -261,7 +263,8 @@ layer(gatewayLayer({ maxBodyBytes: 64 * 1024, rateLimitPerSecond: 5, rateLimitBu
       it.effect("provider_not_configured", () =>
         Effect.gen(function* () {
           const { key } = yield* givenOrg()
-          const result = yield* callTool("xi_movie", { id: 550 }, { key })
+          // This gateway has no search provider at all.
+          const result = yield* callTool("search", { query: "anything" }, { key })
           expectError(result, { status: 502, type: "provider", code: "provider_not_configured", retryable: false, billable: false })
         }))
     })

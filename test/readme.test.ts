@@ -71,7 +71,11 @@ layer(gatewayLayer({ ssrfAllow: ["127.0.0.1"] }), { excludeTestServices: true })
       expect(org).toMatchObject({ name: "team", balance: 10, spend_cap: null })
       expect(connection).toMatchObject({ provider: "epsilon", label: "demo", status: "active" })
       expect(output).not.toContain("\"token\":\"demo-token\"")
-      expect(call).toEqual({ status: 200, body: { method: "POST", path: "/anything", query: {}, body: { hello: "world" } } })
+      expect(call).toEqual({
+        provider: "epsilon",
+        status: 200,
+        body: { method: "POST", path: "/anything", query: {}, body: { hello: "world" } }
+      })
       expect(u.rest.requests[0]?.headers["authorization"]).toBe("Bearer demo-token")
       expect(revoked).toMatchObject({ name: "agent", revoked_at: expect.any(String), month_spend: 1 })
       expect(lines).toContain("401")

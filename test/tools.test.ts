@@ -137,7 +137,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("curated tools", (it) => {
         const u = yield* TestUpstreams
         const { key } = yield* givenOrg()
         const result = yield* callTool("read", { url: `${u.pages.url}/file.bin` }, { key })
-        expectEnvelope(result, { status: 502, type: "provider", code: "provider_rejected", retryable: false, billable: false, message: "application/octet-stream" })
+        expectEnvelope(result, { status: 400, type: "validation", code: "invalid_request", retryable: false, billable: false, message: "application/octet-stream" })
       }))
   })
 

@@ -28,6 +28,8 @@ export const describeStartupError = (error: unknown): string => {
       return `embedded PostgreSQL: ${messageOf(error)}${causeMessage(error)}`
     case "IdentityError":
       return `sign-in: ${messageOf(error)}`
+    case "PricingError":
+      return `prices: ${messageOf(error)}`
     case "EncryptionKeyError":
       return `encryption key: ${messageOf(error)}`
     case "ServeError":

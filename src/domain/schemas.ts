@@ -242,5 +242,171 @@ export const MobileAppSearchOutput = Schema.Struct({
   results: Schema.Array(MobileApp)
 }).annotations({ identifier: "MobileAppSearchOutput" })
 
-/** Provider tools answer a JSON object; its fields are the provider's. */
-export const ProviderOutput = JsonObject.annotations({ identifier: "ProviderOutput" })
+// -- provider tools' outputs ----------------------------------------------------------------------------
+
+const Str = Schema.NullOr(Schema.String)
+const Num = Schema.NullOr(Schema.Number)
+const provider = Schema.String.annotations({ description: "The provider that answered" })
+
+export const AlphaSearchOutput = Schema.Struct({
+  provider,
+  request_id: Str,
+  search_type: Str,
+  results: Schema.Array(Schema.Struct({
+    id: Schema.String,
+    url: Schema.String,
+    title: Str,
+    published_date: Str,
+    author: Str,
+    score: Num,
+    text: Str,
+    highlights: Schema.NullOr(Schema.Array(Schema.String)),
+    summary: Str
+  }))
+}).annotations({ identifier: "AlphaSearchOutput" })
+
+export const BetaReadOutput = Schema.Struct({
+  provider,
+  url: Schema.String,
+  title: Str,
+  description: Str,
+  content: Schema.String,
+  published_time: Str,
+  tokens: Num
+}).annotations({ identifier: "BetaReadOutput" })
+
+export const BetaSearchOutput = Schema.Struct({
+  provider,
+  results: Schema.Array(Schema.Struct({ title: Str, url: Schema.String, description: Str, content: Str, date: Str }))
+}).annotations({ identifier: "BetaSearchOutput" })
+
+export const GammaScrapeOutput = Schema.Struct({
+  provider,
+  url: Schema.String,
+  title: Str,
+  status_code: Num,
+  markdown: Str,
+  html: Str,
+  raw_html: Str,
+  links: Schema.NullOr(Schema.Array(Schema.String)),
+  screenshot: Str,
+  metadata: JsonObject
+}).annotations({ identifier: "GammaScrapeOutput" })
+
+export const GammaSearchOutput = Schema.Struct({
+  provider,
+  results: Schema.Array(Schema.Struct({ url: Schema.String, title: Str, description: Str, markdown: Str }))
+}).annotations({ identifier: "GammaSearchOutput" })
+
+export const XiMovieOutput = Schema.Struct({
+  provider,
+  id: Schema.Number,
+  title: Schema.String,
+  original_title: Str,
+  overview: Str,
+  tagline: Str,
+  release_date: Str,
+  runtime: Num,
+  genres: Schema.Array(Schema.String),
+  vote_average: Num,
+  vote_count: Num,
+  popularity: Num,
+  imdb_id: Str,
+  homepage: Str,
+  status: Str,
+  poster_url: Str,
+  backdrop_url: Str,
+  appended: JsonObject.annotations({ description: "The parts asked for with append_to_response, as the provider sent them" })
+}).annotations({ identifier: "XiMovieOutput" })
+
+export const RecordOutput = Schema.Struct({ provider, uri: Schema.String, cid: Schema.String }).annotations({
+  identifier: "RecordOutput",
+  description: "The record created in the account's repository"
+})
+
+export const EpsilonRequestOutput = Schema.Struct({
+  provider,
+  status: Schema.Int,
+  body: Schema.Unknown.annotations({ description: "The API's answer: JSON when it answered JSON, else text" })
+}).annotations({ identifier: "EpsilonRequestOutput" })
+
+export const ZetaRequestOutput = Schema.Struct({ provider, data: JsonObject }).annotations({ identifier: "ZetaRequestOutput" })
+
+export const EtaPersonalBestsOutput = Schema.Struct({
+  provider,
+  mode: Schema.String,
+  mode2: Str,
+  personal_bests: Schema.Array(Schema.Struct({
+    mode2: Schema.String,
+    wpm: Schema.Number,
+    acc: Num,
+    raw: Num,
+    consistency: Num,
+    language: Str,
+    difficulty: Str,
+    punctuation: Schema.NullOr(Schema.Boolean),
+    timestamp: Num
+  }))
+}).annotations({ identifier: "EtaPersonalBestsOutput" })
+
+export const ThetaRatingsOutput = Schema.Struct({
+  provider,
+  type: Schema.String,
+  page: Schema.Int,
+  ratings: Schema.Array(Schema.Struct({
+    rated_at: Schema.String,
+    rating: Schema.Number,
+    type: Schema.String,
+    title: Str,
+    year: Num,
+    ids: JsonObject
+  }))
+}).annotations({ identifier: "ThetaRatingsOutput" })
+
+export const IotaDeleteServiceOutput = Schema.Struct({ provider, deleted: Schema.Literal(true), service_id: Schema.String })
+  .annotations({ identifier: "IotaDeleteServiceOutput" })
+export const KappaDeleteBenefitOutput = Schema.Struct({ provider, deleted: Schema.Literal(true), benefit_id: Schema.String })
+  .annotations({ identifier: "KappaDeleteBenefitOutput" })
+export const KappaIngestEventsOutput = Schema.Struct({ provider, inserted: Schema.Int })
+  .annotations({ identifier: "KappaIngestEventsOutput" })
+export const LambdaUpdateBroadcastOutput = Schema.Struct({ provider, id: Schema.String })
+  .annotations({ identifier: "LambdaUpdateBroadcastOutput" })
+export const LambdaBatchEmailsOutput = Schema.Struct({ provider, ids: Schema.Array(Schema.String) })
+  .annotations({ identifier: "LambdaBatchEmailsOutput" })
+
+export const MuDatabaseOutput = Schema.Struct({
+  provider,
+  id: Schema.String,
+  title: Schema.String,
+  url: Str,
+  created_time: Str,
+  last_edited_time: Str,
+  properties: Schema.Array(Schema.Struct({ name: Schema.String, type: Schema.String }))
+}).annotations({ identifier: "MuDatabaseOutput" })
+
+export const NuAccountOutput = Schema.Struct({
+  provider,
+  id: Schema.Number,
+  login: Schema.String,
+  name: Str,
+  email: Str,
+  avatar_url: Str,
+  html_url: Str,
+  public_repos: Num,
+  followers: Num,
+  created_at: Str
+}).annotations({ identifier: "NuAccountOutput" })
+
+// -- POST /v1/run and GET /v1/tools ---------------------------------------------------------------------
+
+export const RunRequest = strict({
+  tool: Schema.String.annotations({ description: "The tool whose provider to call" }),
+  input: JsonObject.annotations({ description: "The tool's input, validated against its schema" })
+}, "RunRequest", "Call a tool's provider and answer its raw, unnormalized answer")
+
+export const RunOutput = Schema.Struct({
+  tool: Schema.String,
+  provider: Schema.String,
+  status: Schema.Int.annotations({ description: "The upstream's HTTP status" }),
+  body: Schema.Unknown.annotations({ description: "The upstream's answer as it sent it (JSON, or text)" })
+}).annotations({ identifier: "RunOutput" })

@@ -65,25 +65,41 @@ const tool = <
   def: ToolDef<Name, I, IE, O, OE, Account, Provider>
 ) => def
 
-const providerTool = <const Name extends string, I, IE, const Account extends boolean, const P extends ProviderName>(
+const providerTool = <
+  const Name extends string,
+  I,
+  IE,
+  O,
+  OE,
+  const Account extends boolean,
+  const P extends ProviderName
+>(
   name: Name,
   summary: string,
   input: Schema.Schema<I, IE>,
+  output: Schema.Schema<O, OE>,
   provider: P,
-  options: { readonly account: Account; readonly effect: "read" | "write"; readonly beta?: boolean }
+  options: {
+    readonly account: Account
+    readonly effect: "read" | "write"
+    readonly beta?: boolean
+    /** Per-result pricing: the results this input may ask for. */
+    readonly maxResults?: (input: I) => number
+    readonly results?: (output: O) => number
+  }
 ) =>
   tool({
     name,
     summary,
     input,
-    output: S.ProviderOutput,
+    output,
     provider,
     account: options.account,
     beta: options.beta ?? false,
     effect: options.effect,
-    price: { unit: "call", credits: 1 },
-    maxUnits: one,
-    units: one
+    price: options.maxResults === undefined ? { unit: "call", credits: 1 } : { unit: "results", credits: 1, per: 10, min: 1 },
+    maxUnits: options.maxResults ?? one,
+    units: options.results ?? one
   })
 
 export const DEFAULT_MAX_RESULTS = 10
@@ -142,82 +158,68 @@ export const tools = {
     maxUnits: one,
     units: one
   }),
-  alpha_search: providerTool("alpha_search", "Alpha search", S.AlphaSearchInput, "alpha", {
+  alpha_search: providerTool("alpha_search", "Alpha search", S.AlphaSearchInput, S.AlphaSearchOutput, "alpha", {
     account: false,
-    effect: "read"
+    effect: "read",
+    maxResults: (i) => i.numResults ?? 10,
+    results: (o) => o.results.length
   }),
-  beta_read: providerTool("beta_read", "Beta reader", S.BetaReadInput, "beta", { account: false, effect: "read" }),
-  beta_search: providerTool("beta_search", "Beta search", S.BetaSearchInput, "beta", {
+  beta_read: providerTool("beta_read", "Beta reader", S.BetaReadInput, S.BetaReadOutput, "beta", { account: false, effect: "read" }),
+  beta_search: providerTool("beta_search", "Beta search", S.BetaSearchInput, S.BetaSearchOutput, "beta", {
     account: false,
-    effect: "read"
+    effect: "read",
+    maxResults: (i) => i.num ?? 10,
+    results: (o) => o.results.length
   }),
-  gamma_scrape: providerTool("gamma_scrape", "Gamma scrape", S.GammaScrapeInput, "gamma", {
+  gamma_scrape: providerTool("gamma_scrape", "Gamma scrape", S.GammaScrapeInput, S.GammaScrapeOutput, "gamma", { account: false, effect: "read" }),
+  gamma_search: providerTool("gamma_search", "Gamma search", S.GammaSearchInput, S.GammaSearchOutput, "gamma", {
     account: false,
-    effect: "read"
+    effect: "read",
+    maxResults: (i) => i.limit ?? 5,
+    results: (o) => o.results.length
   }),
-  gamma_search: providerTool("gamma_search", "Gamma search", S.GammaSearchInput, "gamma", {
-    account: false,
-    effect: "read"
-  }),
-  xi_movie: providerTool("xi_movie", "Xi movie details", S.XiMovieInput, "xi", { account: false, effect: "read" }),
-  delta_post: providerTool("delta_post", "Publish a post", S.DeltaPostInput, "delta", {
+  xi_movie: providerTool("xi_movie", "Xi movie details", S.XiMovieInput, S.XiMovieOutput, "xi", { account: false, effect: "read" }),
+  delta_post: providerTool("delta_post", "Publish a post", S.DeltaPostInput, S.RecordOutput, "delta", { account: true, effect: "write" }),
+  delta_like: providerTool("delta_like", "Like a post", S.DeltaLikeInput, S.RecordOutput, "delta", { account: true, effect: "write" }),
+  epsilon_request: providerTool("epsilon_request", "Generic REST request", S.EpsilonRequestInput, S.EpsilonRequestOutput, "epsilon", {
     account: true,
     effect: "write"
   }),
-  delta_like: providerTool("delta_like", "Like a post", S.DeltaLikeInput, "delta", { account: true, effect: "write" }),
-  epsilon_request: providerTool("epsilon_request", "Generic REST request", S.EpsilonRequestInput, "epsilon", {
+  zeta_request: providerTool("zeta_request", "Versioned Graph read", S.ZetaRequestInput, S.ZetaRequestOutput, "zeta", {
+    account: true,
+    effect: "read"
+  }),
+  eta_personal_bests: providerTool("eta_personal_bests", "Personal bests", S.EtaPersonalBestsInput, S.EtaPersonalBestsOutput, "eta", {
+    account: true,
+    effect: "read"
+  }),
+  theta_ratings: providerTool("theta_ratings", "Ratings", S.ThetaRatingsInput, S.ThetaRatingsOutput, "theta", { account: true, effect: "read" }),
+  iota_delete_service: providerTool("iota_delete_service", "Delete a service", S.IotaDeleteServiceInput, S.IotaDeleteServiceOutput, "iota", {
+    account: true,
+    effect: "write",
+    beta: true
+  }),
+  kappa_delete_benefit: providerTool("kappa_delete_benefit", "Delete a benefit", S.KappaDeleteBenefitInput, S.KappaDeleteBenefitOutput, "kappa", {
+    account: true,
+    effect: "write",
+    beta: true
+  }),
+  kappa_ingest_events: providerTool("kappa_ingest_events", "Ingest events", S.KappaIngestEventsInput, S.KappaIngestEventsOutput, "kappa", {
+    account: true,
+    effect: "write",
+    beta: true
+  }),
+  lambda_update_broadcast: providerTool("lambda_update_broadcast", "Update a broadcast", S.LambdaUpdateBroadcastInput, S.LambdaUpdateBroadcastOutput, "lambda", {
     account: true,
     effect: "write"
   }),
-  zeta_request: providerTool("zeta_request", "Versioned Graph read", S.ZetaRequestInput, "zeta", {
-    account: true,
-    effect: "read"
-  }),
-  eta_personal_bests: providerTool("eta_personal_bests", "Personal bests", S.EtaPersonalBestsInput, "eta", {
-    account: true,
-    effect: "read"
-  }),
-  theta_ratings: providerTool("theta_ratings", "Ratings", S.ThetaRatingsInput, "theta", {
-    account: true,
-    effect: "read"
-  }),
-  iota_delete_service: providerTool("iota_delete_service", "Delete a service", S.IotaDeleteServiceInput, "iota", {
+  lambda_batch_emails: providerTool("lambda_batch_emails", "Send a batch of emails", S.LambdaBatchEmailsInput, S.LambdaBatchEmailsOutput, "lambda", {
     account: true,
     effect: "write",
     beta: true
   }),
-  kappa_delete_benefit: providerTool(
-    "kappa_delete_benefit",
-    "Delete a benefit",
-    S.KappaDeleteBenefitInput,
-    "kappa",
-    { account: true, effect: "write", beta: true }
-  ),
-  kappa_ingest_events: providerTool("kappa_ingest_events", "Ingest events", S.KappaIngestEventsInput, "kappa", {
-    account: true,
-    effect: "write",
-    beta: true
-  }),
-  lambda_update_broadcast: providerTool(
-    "lambda_update_broadcast",
-    "Update a broadcast",
-    S.LambdaUpdateBroadcastInput,
-    "lambda",
-    { account: true, effect: "write" }
-  ),
-  lambda_batch_emails: providerTool("lambda_batch_emails", "Send a batch of emails", S.LambdaBatchEmailsInput, "lambda", {
-    account: true,
-    effect: "write",
-    beta: true
-  }),
-  mu_database: providerTool("mu_database", "Read a database", S.MuDatabaseInput, "mu", {
-    account: true,
-    effect: "read"
-  }),
-  nu_account: providerTool("nu_account", "The connected account", S.NuAccountInput, "nu", {
-    account: true,
-    effect: "read"
-  })
+  mu_database: providerTool("mu_database", "Read a database", S.MuDatabaseInput, S.MuDatabaseOutput, "mu", { account: true, effect: "read" }),
+  nu_account: providerTool("nu_account", "The connected account", S.NuAccountInput, S.NuAccountOutput, "nu", { account: true, effect: "read" })
 } as const
 
 export type Tools = typeof tools

@@ -6,6 +6,8 @@ import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSecur
 import { Context, Schema } from "effect"
 import { AccountProviderSchema } from "../domain/connections.js"
 import * as D from "../domain/dashboard.js"
+import { Price } from "../domain/pricing.js"
+import * as S from "../domain/schemas.js"
 import type { OrgId } from "../domain/ids.js"
 import type { Caller } from "../services/KeyStore.js"
 import { type Catalog, catalog, type ToolName } from "../domain/tools.js"
@@ -88,6 +90,18 @@ export class ToolsGroup extends HttpApiGroup.make("tools")
   .add(toolEndpoint<"lambda_batch_emails">(c.lambda_batch_emails))
   .add(toolEndpoint<"mu_database">(c.mu_database))
   .add(toolEndpoint<"nu_account">(c.nu_account))
+  .add(
+    HttpApiEndpoint.post("run", "/v1/run")
+      .setPayload(S.RunRequest)
+      .setHeaders(IdempotencyHeaders)
+      .addSuccess(S.RunOutput)
+      .annotate(OpenApi.Summary, "Call a tool's provider and answer its raw answer")
+      .annotate(
+        OpenApi.Description,
+        "The fallback when a curated tool answers normalization_failed: the same authentication, input validation, " +
+          "connection check, reservation and settlement as the tool, without normalization."
+      )
+  )
   .middleware(JsonBody)
   .middleware(ApiKeyAuth)
 {}
@@ -141,6 +155,26 @@ export class DashboardGroup extends HttpApiGroup.make("dashboard")
   .middleware(IdTokenAuth)
 {}
 
+/** The tool catalog: public, no key needed. */
+export class CatalogGroup extends HttpApiGroup.make("catalog")
+  .add(
+    HttpApiEndpoint.get("list", "/v1/tools")
+      .addSuccess(Schema.Struct({ data: Schema.Array(Schema.Struct({
+        name: Schema.String,
+        summary: Schema.String,
+        provider: Schema.String,
+        account: Schema.Boolean,
+        beta: Schema.Boolean,
+        effect: Schema.Literal("read", "write"),
+        configured: Schema.Boolean,
+        price: Price,
+        input_schema: Schema.Unknown,
+        output_schema: Schema.Unknown
+      })) }))
+      .annotate(OpenApi.Summary, "Every tool, its schemas, price, and whether this gateway can run it")
+  )
+{}
+
 /** The dev issuer's public keys (404 unless `DEV_IDENTITY` is on). */
 export class DevGroup extends HttpApiGroup.make("dev")
   .add(HttpApiEndpoint.get("jwks", "/dev/jwks.json").addSuccess(Schema.Struct({ keys: Schema.Array(Schema.Unknown) })))
@@ -150,6 +184,7 @@ export class DevGroup extends HttpApiGroup.make("dev")
 export class Api extends HttpApi.make("tool-gateway")
   .add(ToolsGroup)
   .add(DashboardGroup)
+  .add(CatalogGroup)
   .add(DevGroup)
   .add(UnknownToolGroup)
   .addError(GatewayErrorWire)

@@ -3,8 +3,8 @@
  */
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect, Layer } from "effect"
-import { UnknownTool } from "../domain/errors.js"
-import type { ToolInput, ToolName } from "../domain/tools.js"
+import { InvalidRequest, UnknownTool } from "../domain/errors.js"
+import { isToolName, type ToolInput, type ToolName } from "../domain/tools.js"
 import { Gateway, type Outcome } from "../services/Gateway.js"
 import { Api, CurrentCaller } from "./Api.js"
 import { CurrentRequest } from "./envelope.js"
@@ -66,6 +66,20 @@ export const ToolsLive = HttpApiBuilder.group(Api, "tools", (handlers) =>
       .handle("lambda_batch_emails", handle("lambda_batch_emails"))
       .handle("mu_database", handle("mu_database"))
       .handle("nu_account", handle("nu_account"))
+      .handle("run", (request) =>
+        Effect.gen(function* () {
+          const caller = yield* CurrentCaller
+          const { requestId } = yield* CurrentRequest
+          const tool = request.payload.tool
+          if (!isToolName(tool)) {
+            return yield* new InvalidRequest({ message: `Invalid request: tool: ${tool.slice(0, 100)} is not a tool.` })
+          }
+          const outcome = yield* gateway.runRaw(caller, tool, request.payload.input, {
+            idempotencyKey: request.headers["idempotency-key"],
+            requestId
+          })
+          return respond(outcome)
+        }))
   }))
 
 export const UnknownToolLive = HttpApiBuilder.group(Api, "unknownTool", (handlers) =>

@@ -9,12 +9,13 @@ import { GatewayConfig } from "../services/GatewayConfig.js"
 import { Api } from "./Api.js"
 import { EnvelopeMiddlewareLive } from "./envelope.js"
 import { HandlersLive } from "./handlers.js"
+import { CatalogLive } from "./catalog.js"
 import { DashboardHandlersLive } from "./dashboard.js"
 import { ApiKeyAuthLive, IdTokenAuthLive, JsonBodyLive } from "./security.js"
 
 /** The API, built: handlers, middlewares, error envelopes. Needs the gateway services. */
 export const ApiLive = HttpApiBuilder.api(Api).pipe(
-  Layer.provide(Layer.mergeAll(HandlersLive, DashboardHandlersLive)),
+  Layer.provide(Layer.mergeAll(HandlersLive, DashboardHandlersLive, CatalogLive)),
   Layer.provide(Layer.mergeAll(ApiKeyAuthLive, IdTokenAuthLive, JsonBodyLive)),
   Layer.provide(EnvelopeMiddlewareLive)
 )

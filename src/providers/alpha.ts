@@ -1,78 +1,96 @@
 /**
- * alpha speaks the Exa search API: `POST /search` with the key in `x-api-key`.
+ * alpha speaks the Exa search API: `POST /search` with the key in `x-api-key`; answers
+ * `{requestId, resolvedSearchType, results: [{id, url, title, publishedDate, author, score, text?, …}]}`.
  */
 import { Effect, Option, Redacted, Schema } from "effect"
 import { ProviderNotConfigured } from "../domain/errors.js"
-import type { ToolInput, ToolOutput } from "../domain/tools.js"
-import { DEFAULT_MAX_RESULTS } from "../domain/tools.js"
+import { DEFAULT_MAX_RESULTS, type ToolInput, type ToolOutput } from "../domain/tools.js"
 import { GatewayConfig } from "../services/GatewayConfig.js"
-import { ProviderClient } from "../services/ProviderClient.js"
-import { type Answered, decodeUpstream, type ProviderEffect } from "./common.js"
+import { decodeUpstream, type ProviderTool, requestJson } from "./common.js"
 
 export const PROVIDER = "alpha"
 
+const NullableString = Schema.optional(Schema.NullOr(Schema.String))
+
 export const ExaResult = Schema.Struct({
-  title: Schema.optional(Schema.NullOr(Schema.String)),
+  id: Schema.optional(Schema.String),
+  title: NullableString,
   url: Schema.String,
-  publishedDate: Schema.optional(Schema.NullOr(Schema.String)),
-  author: Schema.optional(Schema.NullOr(Schema.String)),
-  text: Schema.optional(Schema.NullOr(Schema.String)),
-  summary: Schema.optional(Schema.NullOr(Schema.String)),
+  publishedDate: NullableString,
+  author: NullableString,
+  score: Schema.optional(Schema.NullOr(Schema.Number)),
+  text: NullableString,
+  summary: NullableString,
   highlights: Schema.optional(Schema.NullOr(Schema.Array(Schema.String)))
 })
 
 export const ExaSearchAnswer = Schema.Struct({
+  requestId: NullableString,
+  resolvedSearchType: NullableString,
   results: Schema.Array(ExaResult)
 })
 
 const SNIPPET_CHARS = 400
 
-export const credentials = Effect.gen(function* () {
-  const config = yield* GatewayConfig
-  const endpoint = config.providers.alpha
-  if (Option.isNone(endpoint.apiKey)) {
-    return yield* new ProviderNotConfigured({ message: "alpha is not configured on this gateway (ALPHA_API_KEY)." })
-  }
-  return { baseUrl: endpoint.baseUrl, apiKey: Redacted.value(endpoint.apiKey.value) }
-})
-
 export const isConfigured = (config: typeof GatewayConfig.Service) => Option.isSome(config.providers.alpha.apiKey)
 
 /** `POST /search` with a body; the raw answer. */
-export const searchRaw = (body: Readonly<Record<string, unknown>>) =>
+const search = (body: Readonly<Record<string, unknown>>) =>
   Effect.gen(function* () {
-    const { apiKey, baseUrl } = yield* credentials
-    const client = yield* ProviderClient
-    return yield* client.json({
+    const config = yield* GatewayConfig
+    const endpoint = config.providers.alpha
+    if (Option.isNone(endpoint.apiKey)) {
+      return yield* new ProviderNotConfigured({ message: "alpha is not configured on this gateway (ALPHA_API_KEY)." })
+    }
+    return yield* requestJson({
       provider: PROVIDER,
       method: "POST",
-      url: `${baseUrl}/search`,
-      headers: { "x-api-key": apiKey },
+      url: `${endpoint.baseUrl}/search`,
+      headers: { "x-api-key": Redacted.value(endpoint.apiKey.value) },
       json: body,
       idempotent: true
     })
   })
 
+/** `alpha_search`: the input is Exa's request body, extra properties included. */
+export const alphaSearch: ProviderTool<ToolInput<"alpha_search">, undefined, ToolOutput<"alpha_search">> = {
+  fetch: (input) => search(input),
+  normalize: (_input, raw) =>
+    Effect.map(decodeUpstream(PROVIDER, ExaSearchAnswer, "alpha_search")(raw.body), (answer) => ({
+      provider: PROVIDER,
+      request_id: answer.requestId ?? null,
+      search_type: answer.resolvedSearchType ?? null,
+      results: answer.results.map((r) => ({
+        id: r.id ?? r.url,
+        url: r.url,
+        title: r.title ?? null,
+        published_date: r.publishedDate ?? null,
+        author: r.author ?? null,
+        score: r.score ?? null,
+        text: r.text ?? null,
+        highlights: r.highlights ?? null,
+        summary: r.summary ?? null
+      }))
+    }))
+}
+
 /** The curated `search` on alpha. */
-export const search = (input: ToolInput<"search">): ProviderEffect<Answered<ToolOutput<"search">>> =>
-  Effect.gen(function* () {
-    const body = yield* searchRaw({
+export const curatedSearch: ProviderTool<ToolInput<"search">, undefined, ToolOutput<"search">> = {
+  fetch: (input) =>
+    search({
       query: input.query,
       numResults: input.max_results ?? DEFAULT_MAX_RESULTS,
       contents: { text: { maxCharacters: SNIPPET_CHARS } }
-    })
-    const answer = yield* decodeUpstream(PROVIDER, ExaSearchAnswer, "search")(body)
-    return {
+    }),
+  normalize: (input, raw) =>
+    Effect.map(decodeUpstream(PROVIDER, ExaSearchAnswer, "search")(raw.body), (answer) => ({
       provider: PROVIDER,
-      output: {
-        provider: PROVIDER,
-        query: input.query,
-        results: answer.results.slice(0, input.max_results ?? DEFAULT_MAX_RESULTS).map((r) => ({
-          title: r.title ?? r.url,
-          url: r.url,
-          snippet: r.highlights?.[0] ?? r.summary ?? r.text ?? "",
-          published_at: r.publishedDate ?? null
-        }))
-      }
-    }
-  })
+      query: input.query,
+      results: answer.results.slice(0, input.max_results ?? DEFAULT_MAX_RESULTS).map((r) => ({
+        title: r.title ?? r.url,
+        url: r.url,
+        snippet: r.highlights?.[0] ?? r.summary ?? r.text ?? "",
+        published_at: r.publishedDate ?? null
+      }))
+    }))
+}

@@ -4,8 +4,7 @@
 import { Effect, Schema } from "effect"
 import type { ToolInput, ToolOutput } from "../domain/tools.js"
 import { GatewayConfig } from "../services/GatewayConfig.js"
-import { ProviderClient } from "../services/ProviderClient.js"
-import { type Answered, decodeUpstream, type ProviderEffect } from "./common.js"
+import { decodeUpstream, type ProviderTool, requestJson } from "./common.js"
 
 export const PROVIDER = "itunes"
 
@@ -38,51 +37,42 @@ export const SearchAnswer = Schema.Struct({
 export const DEFAULT_LIMIT = 10
 export const DEFAULT_COUNTRY = "us"
 
-export const fetchSearch = (input: ToolInput<"mobile_app_search">) =>
-  Effect.gen(function* () {
-    const config = yield* GatewayConfig
-    const client = yield* ProviderClient
-    const url = new URL(`${config.providers.appstore}/search`)
-    url.search = new URLSearchParams({
-      term: input.query,
-      country: (input.country ?? DEFAULT_COUNTRY).toLowerCase(),
-      entity: "software",
-      media: "software",
-      limit: String(input.limit ?? DEFAULT_LIMIT)
-    }).toString()
-    return yield* client.json({ provider: PROVIDER, method: "GET", url: url.toString(), idempotent: true })
-  })
+const countryOf = (input: ToolInput<"mobile_app_search">) => (input.country ?? DEFAULT_COUNTRY).toLowerCase()
 
-export const normalize = (
-  input: ToolInput<"mobile_app_search">,
-  answer: typeof SearchAnswer.Type
-): ToolOutput<"mobile_app_search"> => ({
-  provider: PROVIDER,
-  query: input.query,
-  country: (input.country ?? DEFAULT_COUNTRY).toLowerCase(),
-  results: answer.results.map((r) => ({
-    id: r.trackId,
-    name: r.trackName,
-    developer: r.artistName,
-    bundle_id: r.bundleId ?? null,
-    url: r.trackViewUrl ?? null,
-    icon_url: r.artworkUrl512 ?? r.artworkUrl100 ?? r.artworkUrl60 ?? null,
-    price: r.price ?? null,
-    currency: r.currency ?? null,
-    rating: r.averageUserRating ?? null,
-    rating_count: r.userRatingCount ?? null,
-    genres: r.genres ?? [],
-    version: r.version ?? null,
-    release_date: r.releaseDate ?? null,
-    description: r.description ?? null
-  }))
-})
-
-export const mobileAppSearch = (
-  input: ToolInput<"mobile_app_search">
-): ProviderEffect<Answered<ToolOutput<"mobile_app_search">>> =>
-  Effect.gen(function* () {
-    const body = yield* fetchSearch(input)
-    const answer = yield* decodeUpstream(PROVIDER, SearchAnswer, "mobile_app_search")(body)
-    return { provider: PROVIDER, output: normalize(input, answer) }
-  })
+export const mobileAppSearch: ProviderTool<ToolInput<"mobile_app_search">, undefined, ToolOutput<"mobile_app_search">> = {
+  fetch: (input) =>
+    Effect.gen(function* () {
+      const config = yield* GatewayConfig
+      const url = new URL(`${config.providers.appstore}/search`)
+      url.search = new URLSearchParams({
+        term: input.query,
+        country: countryOf(input),
+        entity: "software",
+        media: "software",
+        limit: String(input.limit ?? DEFAULT_LIMIT)
+      }).toString()
+      return yield* requestJson({ provider: PROVIDER, method: "GET", url: url.toString(), idempotent: true })
+    }),
+  normalize: (input, raw) =>
+    Effect.map(decodeUpstream(PROVIDER, SearchAnswer, "mobile_app_search")(raw.body), (answer) => ({
+      provider: PROVIDER,
+      query: input.query,
+      country: countryOf(input),
+      results: answer.results.map((r) => ({
+        id: r.trackId,
+        name: r.trackName,
+        developer: r.artistName,
+        bundle_id: r.bundleId ?? null,
+        url: r.trackViewUrl ?? null,
+        icon_url: r.artworkUrl512 ?? r.artworkUrl100 ?? r.artworkUrl60 ?? null,
+        price: r.price ?? null,
+        currency: r.currency ?? null,
+        rating: r.averageUserRating ?? null,
+        rating_count: r.userRatingCount ?? null,
+        genres: r.genres ?? [],
+        version: r.version ?? null,
+        release_date: r.releaseDate ?? null,
+        description: r.description ?? null
+      }))
+    }))
+}

@@ -1,107 +1,133 @@
 /**
- * beta speaks Jina: the Reader (`GET r.jina.ai/<url>`) and Search (`POST s.jina.ai/` with `{q, ...}`),
- * both answering `{code, status, data}` when asked for JSON, with the key as a Bearer token.
+ * beta speaks Jina: the Reader (`GET r.jina.ai/<url>`) and Search (`POST s.jina.ai/` with `{q, …}`), both
+ * answering `{code, status, data}` when asked for JSON, with the key as a Bearer token.
  */
 import { Effect, Option, Redacted, Schema } from "effect"
 import { ProviderNotConfigured } from "../domain/errors.js"
-import type { ToolInput, ToolOutput } from "../domain/tools.js"
-import { DEFAULT_MAX_RESULTS } from "../domain/tools.js"
+import { DEFAULT_MAX_CHARS, DEFAULT_MAX_RESULTS, type ToolInput, type ToolOutput } from "../domain/tools.js"
 import { GatewayConfig, type ProviderEndpoint } from "../services/GatewayConfig.js"
-import { ProviderClient } from "../services/ProviderClient.js"
-import { type Answered, decodeUpstream, type ProviderEffect } from "./common.js"
+import { decodeUpstream, type ProviderTool, requestJson } from "./common.js"
 import { truncate } from "./text.js"
 
 export const PROVIDER = "beta"
 
-export const JinaSearchResult = Schema.Struct({
-  title: Schema.optional(Schema.NullOr(Schema.String)),
-  url: Schema.String,
-  description: Schema.optional(Schema.NullOr(Schema.String)),
-  content: Schema.optional(Schema.NullOr(Schema.String)),
-  date: Schema.optional(Schema.NullOr(Schema.String))
-})
+const NullableString = Schema.optional(Schema.NullOr(Schema.String))
+
 export const JinaSearchAnswer = Schema.Struct({
-  data: Schema.Array(JinaSearchResult)
+  data: Schema.Array(Schema.Struct({
+    title: NullableString,
+    url: Schema.String,
+    description: NullableString,
+    content: NullableString,
+    date: NullableString
+  }))
 })
 
 export const JinaReadAnswer = Schema.Struct({
   data: Schema.Struct({
-    title: Schema.optional(Schema.NullOr(Schema.String)),
-    url: Schema.optional(Schema.NullOr(Schema.String)),
-    content: Schema.String
+    title: NullableString,
+    description: NullableString,
+    url: NullableString,
+    content: Schema.String,
+    publishedTime: NullableString,
+    usage: Schema.optional(Schema.Struct({ tokens: Schema.optional(Schema.Number) }))
   })
 })
 
-const needKey = (endpoint: ProviderEndpoint) =>
+const keyOf = (endpoint: ProviderEndpoint) =>
   Option.isNone(endpoint.apiKey)
     ? Effect.fail(new ProviderNotConfigured({ message: "beta is not configured on this gateway (BETA_API_KEY)." }))
-    : Effect.succeed({ baseUrl: endpoint.baseUrl, apiKey: Redacted.value(endpoint.apiKey.value) })
+    : Effect.succeed(Redacted.value(endpoint.apiKey.value))
 
 export const isConfigured = (config: typeof GatewayConfig.Service) => Option.isSome(config.providers.betaSearch.apiKey)
 
-export const searchRaw = (body: Readonly<Record<string, unknown>>) =>
+const search = (body: Readonly<Record<string, unknown>>) =>
   Effect.gen(function* () {
     const config = yield* GatewayConfig
-    const { apiKey, baseUrl } = yield* needKey(config.providers.betaSearch)
-    const client = yield* ProviderClient
-    return yield* client.json({
+    const endpoint = config.providers.betaSearch
+    const key = yield* keyOf(endpoint)
+    return yield* requestJson({
       provider: PROVIDER,
       method: "POST",
-      url: `${baseUrl}/`,
-      headers: { authorization: `Bearer ${apiKey}`, "x-respond-with": "no-content" },
+      url: `${endpoint.baseUrl}/`,
+      headers: { authorization: `Bearer ${key}`, "x-respond-with": "no-content" },
       json: body,
       idempotent: true
     })
   })
 
-export const readRaw = (url: string, headers: Readonly<Record<string, string>> = {}) =>
+const read = (url: string, format: string | undefined) =>
   Effect.gen(function* () {
     const config = yield* GatewayConfig
-    const { apiKey, baseUrl } = yield* needKey(config.providers.betaRead)
-    const client = yield* ProviderClient
-    return yield* client.json({
+    const endpoint = config.providers.betaRead
+    const key = yield* keyOf(endpoint)
+    return yield* requestJson({
       provider: PROVIDER,
       method: "GET",
-      url: `${baseUrl}/${url}`,
-      headers: { authorization: `Bearer ${apiKey}`, ...headers },
+      url: `${endpoint.baseUrl}/${url}`,
+      headers: { authorization: `Bearer ${key}`, ...(format !== undefined ? { "x-return-format": format } : {}) },
       idempotent: true
     })
   })
 
-export const search = (input: ToolInput<"search">): ProviderEffect<Answered<ToolOutput<"search">>> =>
-  Effect.gen(function* () {
-    const max = input.max_results ?? DEFAULT_MAX_RESULTS
-    const body = yield* searchRaw({ q: input.query, num: max })
-    const answer = yield* decodeUpstream(PROVIDER, JinaSearchAnswer, "search")(body)
-    return {
+/** `beta_search`: the input is Jina's search body, extra properties included. */
+export const betaSearch: ProviderTool<ToolInput<"beta_search">, undefined, ToolOutput<"beta_search">> = {
+  fetch: (input) => search(input),
+  normalize: (_input, raw) =>
+    Effect.map(decodeUpstream(PROVIDER, JinaSearchAnswer, "beta_search")(raw.body), (answer) => ({
       provider: PROVIDER,
-      output: {
-        provider: PROVIDER,
-        query: input.query,
-        results: answer.data.slice(0, max).map((r) => ({
-          title: r.title ?? r.url,
-          url: r.url,
-          snippet: r.description ?? "",
-          published_at: r.date ?? null
-        }))
-      }
-    }
-  })
+      results: answer.data.map((r) => ({
+        title: r.title ?? null,
+        url: r.url,
+        description: r.description ?? null,
+        content: r.content ?? null,
+        date: r.date ?? null
+      }))
+    }))
+}
 
-export const read = (input: ToolInput<"read">, maxChars: number): ProviderEffect<Answered<ToolOutput<"read">>> =>
-  Effect.gen(function* () {
-    const body = yield* readRaw(input.url, { "x-return-format": "markdown" })
-    const answer = yield* decodeUpstream(PROVIDER, JinaReadAnswer, "read")(body)
-    const { text, truncated } = truncate(answer.data.content, maxChars)
-    return {
+/** `beta_read`: `format` is the Reader's `X-Return-Format` (markdown, html, text, …). */
+export const betaRead: ProviderTool<ToolInput<"beta_read">, undefined, ToolOutput<"beta_read">> = {
+  fetch: (input) => read(input.url, input.format),
+  normalize: (input, raw) =>
+    Effect.map(decodeUpstream(PROVIDER, JinaReadAnswer, "beta_read")(raw.body), ({ data }) => ({
       provider: PROVIDER,
-      output: {
+      url: data.url ?? input.url,
+      title: data.title ?? null,
+      description: data.description ?? null,
+      content: data.content,
+      published_time: data.publishedTime ?? null,
+      tokens: data.usage?.tokens ?? null
+    }))
+}
+
+export const curatedSearch: ProviderTool<ToolInput<"search">, undefined, ToolOutput<"search">> = {
+  fetch: (input) => search({ q: input.query, num: input.max_results ?? DEFAULT_MAX_RESULTS }),
+  normalize: (input, raw) =>
+    Effect.map(decodeUpstream(PROVIDER, JinaSearchAnswer, "search")(raw.body), (answer) => ({
+      provider: PROVIDER,
+      query: input.query,
+      results: answer.data.slice(0, input.max_results ?? DEFAULT_MAX_RESULTS).map((r) => ({
+        title: r.title ?? r.url,
+        url: r.url,
+        snippet: r.description ?? "",
+        published_at: r.date ?? null
+      }))
+    }))
+}
+
+export const curatedRead: ProviderTool<ToolInput<"read">, undefined, ToolOutput<"read">> = {
+  fetch: (input) => read(input.url, "markdown"),
+  normalize: (input, raw) =>
+    Effect.map(decodeUpstream(PROVIDER, JinaReadAnswer, "read")(raw.body), ({ data }) => {
+      const { text, truncated } = truncate(data.content, input.max_chars ?? DEFAULT_MAX_CHARS)
+      return {
         provider: PROVIDER,
-        url: answer.data.url ?? input.url,
-        title: answer.data.title ?? null,
+        url: data.url ?? input.url,
+        title: data.title ?? null,
         content: text,
         chars: text.length,
         truncated
       }
-    }
-  })
+    })
+}

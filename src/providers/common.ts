@@ -1,12 +1,16 @@
 /**
- * What every provider module shares: decoding an upstream answer with its Schema, and turning a decode
- * failure into `normalization_failed` with a message that names the field and points at `/v1/run`.
+ * What every provider module shares. A tool's provider is two steps:
+ *
+ * - `fetch` builds the upstream request from the tool input (method, URL, headers, body, auth) and answers
+ *   the upstream's raw answer (`Raw`) — this is what `POST /v1/run` returns;
+ * - `normalize` decodes that answer with the upstream's response Schema and maps it to the tool's documented
+ *   output. A decode failure is `normalization_failed`, naming the field and pointing at `/v1/run`.
  */
 import { Effect, Schema } from "effect"
+import { InvalidRequest, NormalizationFailed, type ProviderError, ProviderUnavailable } from "../domain/errors.js"
 import { describeParseError } from "../domain/parse.js"
-import { InvalidRequest, NormalizationFailed, type ProviderError } from "../domain/errors.js"
 import type { GatewayConfig } from "../services/GatewayConfig.js"
-import type { ProviderClient } from "../services/ProviderClient.js"
+import { bodyText, ProviderClient, type UpstreamRequest, type UpstreamResponse } from "../services/ProviderClient.js"
 
 /** What a provider call can end in, besides its output. */
 export type ProviderCallError = ProviderError | NormalizationFailed | InvalidRequest
@@ -15,10 +19,29 @@ export { describeParseError } from "../domain/parse.js"
 
 export type ProviderEffect<A> = Effect.Effect<A, ProviderCallError, ProviderClient | GatewayConfig>
 
+/** An upstream's answer, before normalization. */
+export interface Raw {
+  readonly provider: string
+  readonly status: number
+  /** Parsed JSON; text for an answer that is not JSON (a page); null for an empty answer. */
+  readonly body: unknown
+  /** The final URL (after redirects). */
+  readonly url: string
+  readonly contentType: string
+}
+
 /** A tool's answer together with the provider that produced it. */
 export interface Answered<A> {
   readonly provider: string
   readonly output: A
+}
+
+export type Normalize<I, O> = (input: I, raw: Raw) => Effect.Effect<O, NormalizationFailed | InvalidRequest>
+
+/** A tool on one provider: the raw call, and the mapping of its answer to the tool's output. */
+export interface ProviderTool<I, C, O> {
+  readonly fetch: (input: I, credentials: C) => ProviderEffect<Raw>
+  readonly normalize: Normalize<I, O>
 }
 
 /** Decode an upstream answer; a mismatch is a normalization failure (the provider was called and answered). */
@@ -36,3 +59,43 @@ export const decodeUpstream = <A, I>(provider: string, schema: Schema.Schema<A, 
 }
 
 export const invalid = (message: string) => new InvalidRequest({ message })
+
+const contentTypeOf = (response: UpstreamResponse) => response.headers["content-type"] ?? ""
+
+const rawOf = (provider: string, response: UpstreamResponse, body: unknown): Raw => ({
+  provider,
+  status: response.status,
+  body,
+  url: response.url,
+  contentType: contentTypeOf(response)
+})
+
+/** One upstream call whose answer is JSON (an empty answer is null; invalid JSON is `provider_unavailable`). */
+export const requestJson = (request: UpstreamRequest): ProviderEffect<Raw> =>
+  Effect.flatMap(ProviderClient, (client) =>
+    Effect.flatMap(client.request(request), (response) => {
+      const text = bodyText(response)
+      if (text.trim() === "") return Effect.succeed(rawOf(request.provider, response, null))
+      return Effect.try({
+        try: () => rawOf(request.provider, response, JSON.parse(text)),
+        catch: () => new ProviderUnavailable({ message: `${request.provider} answered with invalid JSON.` })
+      })
+    }))
+
+/** One upstream call whose answer is kept as text (web pages), or JSON when it says so. */
+export const requestText = (request: UpstreamRequest): ProviderEffect<Raw> =>
+  Effect.flatMap(ProviderClient, (client) =>
+    Effect.map(client.request(request), (response) => {
+      const text = bodyText(response)
+      const type = contentTypeOf(response).toLowerCase()
+      if (type.includes("json")) {
+        try {
+          return rawOf(request.provider, response, JSON.parse(text))
+        } catch {
+          return rawOf(request.provider, response, text)
+        }
+      }
+      return rawOf(request.provider, response, text)
+    }))
+
+export const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown })

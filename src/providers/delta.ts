@@ -6,9 +6,8 @@ import { Effect, Schema } from "effect"
 import type { Credentials } from "../domain/connections.js"
 import type { ToolInput, ToolOutput } from "../domain/tools.js"
 import { GatewayConfig } from "../services/GatewayConfig.js"
-import { ProviderClient } from "../services/ProviderClient.js"
 import { nowMillis, toDate } from "../services/time.js"
-import { type Answered, decodeUpstream, type ProviderEffect } from "./common.js"
+import { decodeUpstream, type ProviderTool, type Raw, requestJson } from "./common.js"
 
 export const PROVIDER = "delta"
 
@@ -22,11 +21,15 @@ const serviceOf = (credentials: Credentials["delta"]) =>
     guarded: credentials.service !== undefined
   }))
 
-const createRecord = (credentials: Credentials["delta"], collection: string, record: Readonly<Record<string, unknown>>, tool: string) =>
+const createRecord = (
+  credentials: Credentials["delta"],
+  collection: string,
+  record: Readonly<Record<string, unknown>>,
+  tool: string
+) =>
   Effect.gen(function* () {
-    const client = yield* ProviderClient
     const { guarded, service } = yield* serviceOf(credentials)
-    const sessionBody = yield* client.json({
+    const session = yield* requestJson({
       provider: PROVIDER,
       method: "POST",
       url: `${service}/xrpc/com.atproto.server.createSession`,
@@ -34,49 +37,45 @@ const createRecord = (credentials: Credentials["delta"], collection: string, rec
       idempotent: true,
       guarded
     })
-    const session = yield* decodeUpstream(PROVIDER, Session, tool)(sessionBody)
-    const created = yield* client.json({
+    const { accessJwt, did } = yield* decodeUpstream(PROVIDER, Session, tool)(session.body)
+    return yield* requestJson({
       provider: PROVIDER,
       method: "POST",
       url: `${service}/xrpc/com.atproto.repo.createRecord`,
-      headers: { authorization: `Bearer ${session.accessJwt}` },
-      json: { repo: session.did, collection, record },
+      headers: { authorization: `Bearer ${accessJwt}` },
+      json: { repo: did, collection, record },
       idempotent: false,
       guarded
     })
-    return yield* decodeUpstream(PROVIDER, CreatedRecord, tool)(created)
   })
 
 const isoNow = Effect.map(nowMillis, (ms) => toDate(ms).toISOString())
 
-export const post = (
-  input: ToolInput<"delta_post">,
-  credentials: Credentials["delta"]
-): ProviderEffect<Answered<ToolOutput<"delta_post">>> =>
-  Effect.gen(function* () {
-    const record = {
-      $type: "app.bsky.feed.post",
-      text: input.text,
-      createdAt: input.created_at ?? (yield* isoNow),
-      ...(input.langs !== undefined ? { langs: input.langs } : {}),
-      ...(input.facets !== undefined ? { facets: input.facets } : {}),
-      ...(input.embed !== undefined ? { embed: input.embed } : {}),
-      ...input.record
-    }
-    const created = yield* createRecord(credentials, "app.bsky.feed.post", record, "delta_post")
-    return { provider: PROVIDER, output: { uri: created.uri, cid: created.cid } }
-  })
+const toRecord = (tool: string) => (_input: unknown, raw: Raw) =>
+  Effect.map(decodeUpstream(PROVIDER, CreatedRecord, tool)(raw.body), (r) => ({ provider: PROVIDER, uri: r.uri, cid: r.cid }))
 
-export const like = (
-  input: ToolInput<"delta_like">,
-  credentials: Credentials["delta"]
-): ProviderEffect<Answered<ToolOutput<"delta_like">>> =>
-  Effect.gen(function* () {
-    const record = {
-      $type: "app.bsky.feed.like",
-      subject: { uri: input.uri, cid: input.cid },
-      createdAt: yield* isoNow
-    }
-    const created = yield* createRecord(credentials, "app.bsky.feed.like", record, "delta_like")
-    return { provider: PROVIDER, output: { uri: created.uri, cid: created.cid } }
-  })
+export const post: ProviderTool<ToolInput<"delta_post">, Credentials["delta"], ToolOutput<"delta_post">> = {
+  fetch: (input, credentials) =>
+    Effect.gen(function* () {
+      const record = {
+        $type: "app.bsky.feed.post",
+        text: input.text,
+        createdAt: input.created_at ?? (yield* isoNow),
+        ...(input.langs !== undefined ? { langs: input.langs } : {}),
+        ...(input.facets !== undefined ? { facets: input.facets } : {}),
+        ...(input.embed !== undefined ? { embed: input.embed } : {}),
+        ...input.record
+      }
+      return yield* createRecord(credentials, "app.bsky.feed.post", record, "delta_post")
+    }),
+  normalize: toRecord("delta_post")
+}
+
+export const like: ProviderTool<ToolInput<"delta_like">, Credentials["delta"], ToolOutput<"delta_like">> = {
+  fetch: (input, credentials) =>
+    Effect.gen(function* () {
+      const record = { $type: "app.bsky.feed.like", subject: { uri: input.uri, cid: input.cid }, createdAt: yield* isoNow }
+      return yield* createRecord(credentials, "app.bsky.feed.like", record, "delta_like")
+    }),
+  normalize: toRecord("delta_like")
+}

@@ -1,36 +1,42 @@
 /**
- * gamma speaks Firecrawl v1: `POST /v1/scrape` and `POST /v1/search`, Bearer key, answers
- * `{success, data}` (and `{success:false, error}` on failure).
+ * gamma speaks Firecrawl v1: `POST /v1/scrape` and `POST /v1/search`, Bearer key; answers
+ * `{success: true, data}` (and `{success: false, error}` with a 4xx or 5xx on failure).
  */
 import { Effect, Option, Redacted, Schema } from "effect"
 import { ProviderNotConfigured } from "../domain/errors.js"
-import type { ToolInput, ToolOutput } from "../domain/tools.js"
-import { DEFAULT_MAX_RESULTS } from "../domain/tools.js"
+import { DEFAULT_MAX_CHARS, DEFAULT_MAX_RESULTS, type ToolInput, type ToolOutput } from "../domain/tools.js"
 import { GatewayConfig } from "../services/GatewayConfig.js"
-import { ProviderClient } from "../services/ProviderClient.js"
-import { type Answered, decodeUpstream, type ProviderEffect } from "./common.js"
+import { decodeUpstream, JsonObject, type ProviderTool, requestJson } from "./common.js"
 import { truncate } from "./text.js"
 
 export const PROVIDER = "gamma"
+
+const NullableString = Schema.optional(Schema.NullOr(Schema.String))
 
 export const FirecrawlSearchAnswer = Schema.Struct({
   success: Schema.Literal(true),
   data: Schema.Array(Schema.Struct({
     url: Schema.String,
-    title: Schema.optional(Schema.NullOr(Schema.String)),
-    description: Schema.optional(Schema.NullOr(Schema.String))
+    title: NullableString,
+    description: NullableString,
+    markdown: NullableString
   }))
 })
 
 export const FirecrawlScrapeAnswer = Schema.Struct({
   success: Schema.Literal(true),
   data: Schema.Struct({
-    markdown: Schema.String,
+    markdown: NullableString,
+    html: NullableString,
+    rawHtml: NullableString,
+    links: Schema.optional(Schema.NullOr(Schema.Array(Schema.String))),
+    screenshot: NullableString,
     metadata: Schema.optional(Schema.Struct({
-      title: Schema.optional(Schema.NullOr(Schema.String)),
-      sourceURL: Schema.optional(Schema.NullOr(Schema.String)),
-      url: Schema.optional(Schema.NullOr(Schema.String))
-    }))
+      title: NullableString,
+      sourceURL: NullableString,
+      url: NullableString,
+      statusCode: Schema.optional(Schema.NullOr(Schema.Number))
+    }, JsonObject))
   })
 })
 
@@ -43,8 +49,7 @@ const post = (path: string, body: Readonly<Record<string, unknown>>) =>
     if (Option.isNone(endpoint.apiKey)) {
       return yield* new ProviderNotConfigured({ message: "gamma is not configured on this gateway (GAMMA_API_KEY)." })
     }
-    const client = yield* ProviderClient
-    return yield* client.json({
+    return yield* requestJson({
       provider: PROVIDER,
       method: "POST",
       url: `${endpoint.baseUrl}${path}`,
@@ -54,44 +59,77 @@ const post = (path: string, body: Readonly<Record<string, unknown>>) =>
     })
   })
 
-export const searchRaw = (body: Readonly<Record<string, unknown>>) => post("/v1/search", body)
-export const scrapeRaw = (body: Readonly<Record<string, unknown>>) => post("/v1/scrape", body)
-
-export const search = (input: ToolInput<"search">): ProviderEffect<Answered<ToolOutput<"search">>> =>
-  Effect.gen(function* () {
-    const max = input.max_results ?? DEFAULT_MAX_RESULTS
-    const body = yield* searchRaw({ query: input.query, limit: max })
-    const answer = yield* decodeUpstream(PROVIDER, FirecrawlSearchAnswer, "search")(body)
-    return {
-      provider: PROVIDER,
-      output: {
+/** `gamma_scrape`: the input is Firecrawl's scrape body, extra properties included. */
+export const gammaScrape: ProviderTool<ToolInput<"gamma_scrape">, undefined, ToolOutput<"gamma_scrape">> = {
+  fetch: (input) => post("/v1/scrape", input),
+  normalize: (input, raw) =>
+    Effect.map(decodeUpstream(PROVIDER, FirecrawlScrapeAnswer, "gamma_scrape")(raw.body), ({ data }) => {
+      const { sourceURL, statusCode, title, url, ...rest } = data.metadata ?? {}
+      return {
         provider: PROVIDER,
-        query: input.query,
-        results: answer.data.slice(0, max).map((r) => ({
-          title: r.title ?? r.url,
-          url: r.url,
-          snippet: r.description ?? "",
-          published_at: null
-        }))
+        url: url ?? sourceURL ?? input.url,
+        title: title ?? null,
+        status_code: statusCode ?? null,
+        markdown: data.markdown ?? null,
+        html: data.html ?? null,
+        raw_html: data.rawHtml ?? null,
+        links: data.links ?? null,
+        screenshot: data.screenshot ?? null,
+        metadata: { ...rest, ...(sourceURL !== undefined ? { sourceURL } : {}) }
       }
-    }
-  })
+    })
+}
 
-export const read = (input: ToolInput<"read">, maxChars: number): ProviderEffect<Answered<ToolOutput<"read">>> =>
-  Effect.gen(function* () {
-    const body = yield* scrapeRaw({ url: input.url, formats: ["markdown"], onlyMainContent: true })
-    const answer = yield* decodeUpstream(PROVIDER, FirecrawlScrapeAnswer, "read")(body)
-    const { text, truncated } = truncate(answer.data.markdown, maxChars)
-    const meta = answer.data.metadata
-    return {
+/** `gamma_search`: the input is Firecrawl's search body, extra properties included. */
+export const gammaSearch: ProviderTool<ToolInput<"gamma_search">, undefined, ToolOutput<"gamma_search">> = {
+  fetch: (input) => post("/v1/search", input),
+  normalize: (_input, raw) =>
+    Effect.map(decodeUpstream(PROVIDER, FirecrawlSearchAnswer, "gamma_search")(raw.body), (answer) => ({
       provider: PROVIDER,
-      output: {
+      results: answer.data.map((r) => ({
+        url: r.url,
+        title: r.title ?? null,
+        description: r.description ?? null,
+        markdown: r.markdown ?? null
+      }))
+    }))
+}
+
+export const curatedSearch: ProviderTool<ToolInput<"search">, undefined, ToolOutput<"search">> = {
+  fetch: (input) => post("/v1/search", { query: input.query, limit: input.max_results ?? DEFAULT_MAX_RESULTS }),
+  normalize: (input, raw) =>
+    Effect.map(decodeUpstream(PROVIDER, FirecrawlSearchAnswer, "search")(raw.body), (answer) => ({
+      provider: PROVIDER,
+      query: input.query,
+      results: answer.data.slice(0, input.max_results ?? DEFAULT_MAX_RESULTS).map((r) => ({
+        title: r.title ?? r.url,
+        url: r.url,
+        snippet: r.description ?? "",
+        published_at: null
+      }))
+    }))
+}
+
+const ScrapedMarkdown = Schema.Struct({
+  success: Schema.Literal(true),
+  data: Schema.Struct({
+    markdown: Schema.String,
+    metadata: Schema.optional(Schema.Struct({ title: NullableString, sourceURL: NullableString, url: NullableString }))
+  })
+})
+
+export const curatedRead: ProviderTool<ToolInput<"read">, undefined, ToolOutput<"read">> = {
+  fetch: (input) => post("/v1/scrape", { url: input.url, formats: ["markdown"], onlyMainContent: true }),
+  normalize: (input, raw) =>
+    Effect.map(decodeUpstream(PROVIDER, ScrapedMarkdown, "read")(raw.body), ({ data }) => {
+      const { text, truncated } = truncate(data.markdown, input.max_chars ?? DEFAULT_MAX_CHARS)
+      return {
         provider: PROVIDER,
-        url: meta?.url ?? meta?.sourceURL ?? input.url,
-        title: meta?.title ?? null,
+        url: data.metadata?.url ?? data.metadata?.sourceURL ?? input.url,
+        title: data.metadata?.title ?? null,
         content: text,
         chars: text.length,
         truncated
       }
-    }
-  })
+    })
+}

@@ -1,112 +1,105 @@
 /**
  * Which provider answers which tool. Curated `search` and `read` try their configured providers in the
- * operator's order and fall back to the next one on a retryable failure; the answer names the provider.
+ * operator's order (`SEARCH_PROVIDERS`, `READ_PROVIDERS`) and move to the next one on a retryable failure;
+ * the answer names the provider. Every tool is a raw call (`POST /v1/run`) and its normalization.
  */
-import { Effect } from "effect"
-import { ProviderNotConfigured } from "../domain/errors.js"
-import { type CredentialFor, DEFAULT_MAX_CHARS, type ToolInput, type ToolName, type ToolOutput } from "../domain/tools.js"
+import { Effect, Option } from "effect"
+import { ProviderNotConfigured, UrlNotAllowed } from "../domain/errors.js"
+import type { CredentialFor, ToolInput, ToolName, ToolOutput } from "../domain/tools.js"
 import { GatewayConfig } from "../services/GatewayConfig.js"
-import { refusedUrl, makePolicy } from "../services/Ssrf.js"
-import { UrlNotAllowed } from "../domain/errors.js"
+import { makePolicy, refusedUrl } from "../services/Ssrf.js"
 import * as Alpha from "./alpha.js"
 import * as AppStore from "./appstore.js"
 import * as Beta from "./beta.js"
+import type { Answered, ProviderCallError, ProviderEffect, ProviderTool, Raw } from "./common.js"
 import * as Delta from "./delta.js"
 import * as Epsilon from "./epsilon.js"
-import * as Simple from "./simple.js"
-import type { Answered, ProviderCallError, ProviderEffect } from "./common.js"
 import * as Gamma from "./gamma.js"
 import * as Reader from "./reader.js"
+import * as Simple from "./simple.js"
 import * as Weather from "./weather.js"
+import * as Xi from "./xi.js"
 
-export type { Answered, ProviderCallError, ProviderEffect } from "./common.js"
+export type { Answered, ProviderCallError, ProviderEffect, Raw } from "./common.js"
 
-type Implementation<T extends ToolName> = (
-  input: ToolInput<T>,
-  credentials: CredentialFor<T>
-) => ProviderEffect<Answered<ToolOutput<T>>>
-type Implementations = { readonly [K in ToolName]: Implementation<K> }
-
-interface Candidate<A> {
-  readonly name: string
-  readonly configured: boolean
-  readonly call: ProviderEffect<A>
-}
+type Implementation<T extends ToolName> = ProviderTool<ToolInput<T>, CredentialFor<T>, ToolOutput<T>>
+type Config = typeof GatewayConfig.Service
 
 const retryable = (e: ProviderCallError) =>
   e._tag === "ProviderUnavailable" || e._tag === "ProviderRateLimited" || e._tag === "ProviderTimeout"
 
-/** Try each configured candidate in order; move on only after a retryable failure. */
-const firstAnswer = <A>(tool: string, candidates: ReadonlyArray<Candidate<A>>): ProviderEffect<A> => {
-  const configured = candidates.filter((c) => c.configured)
-  const [first, ...rest] = configured
-  if (first === undefined) {
-    return Effect.fail(
-      new ProviderNotConfigured({
-        message: `No provider for ${tool} is configured on this gateway (tried: ${
-          candidates.map((c) => c.name).join(", ") || "none"
-        }).`
-      })
-    )
-  }
-  return rest.reduce<ProviderEffect<A>>(
-    (acc, next) => Effect.catchIf(acc, retryable, () => next.call),
-    first.call
-  )
+interface Candidate<I, O> {
+  readonly configured: (config: Config) => boolean
+  readonly tool: ProviderTool<I, undefined, O>
 }
 
-const search: Implementation<"search"> = (input) =>
-  Effect.gen(function* () {
-    const config = yield* GatewayConfig
-    const available: Record<string, Omit<Candidate<Answered<ToolOutput<"search">>>, "name">> = {
-      alpha: { configured: Alpha.isConfigured(config), call: Alpha.search(input) },
-      beta: { configured: Beta.isConfigured(config), call: Beta.search(input) },
-      gamma: { configured: Gamma.isConfigured(config), call: Gamma.search(input) }
-    }
-    return yield* firstAnswer(
-      "search",
-      config.searchProviders.flatMap((name) => {
-        const c = available[name]
-        return c === undefined ? [] : [{ name, ...c }]
+/**
+ * A curated tool over several providers: the configured ones, in the operator's order, each tried only
+ * after the one before failed in a way that may pass (unavailable, rate limited, timed out).
+ */
+const fallback = <I, O>(
+  name: string,
+  order: (config: Config) => ReadonlyArray<string>,
+  candidates: Readonly<Record<string, Candidate<I, O>>>,
+  precheck: (input: I, config: Config) => Effect.Effect<void, UrlNotAllowed> = () => Effect.void
+): ProviderTool<I, undefined, O> => ({
+  fetch: (input) =>
+    Effect.gen(function* () {
+      const config = yield* GatewayConfig
+      yield* precheck(input, config)
+      const named = order(config)
+      const usable = named.flatMap((provider) => {
+        const c = candidates[provider]
+        return c !== undefined && c.configured(config) ? [c.tool.fetch(input, undefined)] : []
       })
-    )
-  })
+      const [first, ...rest] = usable
+      if (first === undefined) {
+        return yield* new ProviderNotConfigured({
+          message: `No provider for ${name} is configured on this gateway (tried: ${named.join(", ") || "none"}).`
+        })
+      }
+      return yield* rest.reduce<ProviderEffect<Raw>>((acc, next) => Effect.catchIf(acc, retryable, () => next), first)
+    }),
+  normalize: (input, raw) => {
+    const c = candidates[raw.provider]
+    return c === undefined ? Effect.dieMessage(`no ${name} normalization for ${raw.provider}`) : c.tool.normalize(input, raw)
+  }
+})
 
-const read: Implementation<"read"> = (input) =>
-  Effect.gen(function* () {
-    const config = yield* GatewayConfig
-    // The caller's URL is checked once, whichever provider fetches it.
+const always = () => true
+
+export const search = fallback<ToolInput<"search">, ToolOutput<"search">>("search", (c) => c.searchProviders, {
+  alpha: { configured: Alpha.isConfigured, tool: Alpha.curatedSearch },
+  beta: { configured: Beta.isConfigured, tool: Beta.curatedSearch },
+  gamma: { configured: Gamma.isConfigured, tool: Gamma.curatedSearch }
+})
+
+export const read = fallback<ToolInput<"read">, ToolOutput<"read">>(
+  "read",
+  (c) => c.readProviders,
+  {
+    builtin: { configured: always, tool: Reader.builtinRead },
+    beta: { configured: Beta.isConfigured, tool: Beta.curatedRead },
+    gamma: { configured: Gamma.isConfigured, tool: Gamma.curatedRead }
+  },
+  // The caller's URL is checked once, whichever provider fetches it.
+  (input, config) => {
     const reason = refusedUrl(makePolicy(config.ssrfAllow), new URL(input.url))
-    if (reason !== undefined) return yield* new UrlNotAllowed({ message: `The URL is not allowed: ${reason}.` })
-    const maxChars = input.max_chars ?? DEFAULT_MAX_CHARS
-    const available: Record<string, Omit<Candidate<Answered<ToolOutput<"read">>>, "name">> = {
-      builtin: { configured: true, call: Reader.read(input, maxChars) },
-      beta: { configured: Beta.isConfigured(config), call: Beta.read(input, maxChars) },
-      gamma: { configured: Gamma.isConfigured(config), call: Gamma.read(input, maxChars) }
-    }
-    return yield* firstAnswer(
-      "read",
-      config.readProviders.flatMap((name) => {
-        const c = available[name]
-        return c === undefined ? [] : [{ name, ...c }]
-      })
-    )
-  })
+    return reason === undefined ? Effect.void : Effect.fail(new UrlNotAllowed({ message: `The URL is not allowed: ${reason}.` }))
+  }
+)
 
-const notYet = (tool: ToolName): ProviderEffect<never> =>
-  Effect.fail(new ProviderNotConfigured({ message: `${tool} is not configured on this gateway.` }))
-
-export const implementations: Implementations = {
+export const implementations: { readonly [K in ToolName]: Implementation<K> } = {
   search,
   read,
   weather: Weather.weather,
   mobile_app_search: AppStore.mobileAppSearch,
-  alpha_search: () => notYet("alpha_search"),
-  beta_read: () => notYet("beta_read"),
-  beta_search: () => notYet("beta_search"),
-  gamma_scrape: () => notYet("gamma_scrape"),
-  gamma_search: () => notYet("gamma_search"),
-  xi_movie: () => notYet("xi_movie"),
+  alpha_search: Alpha.alphaSearch,
+  beta_read: Beta.betaRead,
+  beta_search: Beta.betaSearch,
+  gamma_scrape: Gamma.gammaScrape,
+  gamma_search: Gamma.gammaSearch,
+  xi_movie: Xi.xiMovie,
   delta_post: Delta.post,
   delta_like: Delta.like,
   epsilon_request: Epsilon.request,
@@ -122,9 +115,51 @@ export const implementations: Implementations = {
   nu_account: Simple.nuAccount
 }
 
-/** Call the provider(s) of a tool, with the org's connection credentials for account tools. */
+/** Call a tool's provider(s) and normalize the answer. */
 export const callProvider = <T extends ToolName>(
   tool: T,
   input: ToolInput<T>,
   credentials: CredentialFor<T>
-): ProviderEffect<Answered<ToolOutput<T>>> => implementations[tool](input, credentials)
+): ProviderEffect<Answered<ToolOutput<T>>> => {
+  const impl: Implementation<T> = implementations[tool]
+  return Effect.flatMap(impl.fetch(input, credentials), (raw) =>
+    Effect.map(impl.normalize(input, raw), (output) => ({ provider: raw.provider, output })))
+}
+
+/** Call a tool's provider(s) and answer the raw upstream answer (`POST /v1/run`). */
+export const callProviderRaw = <T extends ToolName>(
+  tool: T,
+  input: ToolInput<T>,
+  credentials: CredentialFor<T>
+): ProviderEffect<Answered<Raw>> => {
+  const impl: Implementation<T> = implementations[tool]
+  return Effect.map(impl.fetch(input, credentials), (raw) => ({ provider: raw.provider, output: raw }))
+}
+
+/** Whether this gateway can run a tool: its provider is configured (account tools also need the org's connection). */
+export const isConfigured = (tool: ToolName, config: Config): boolean => {
+  switch (tool) {
+    case "search":
+      return config.searchProviders.some((p) =>
+        (p === "alpha" && Alpha.isConfigured(config)) || (p === "beta" && Beta.isConfigured(config)) ||
+        (p === "gamma" && Gamma.isConfigured(config))
+      )
+    case "read":
+      return config.readProviders.some((p) =>
+        p === "builtin" || (p === "beta" && Beta.isConfigured(config)) || (p === "gamma" && Gamma.isConfigured(config))
+      )
+    case "alpha_search":
+      return Alpha.isConfigured(config)
+    case "beta_read":
+      return Option.isSome(config.providers.betaRead.apiKey)
+    case "beta_search":
+      return Beta.isConfigured(config)
+    case "gamma_scrape":
+    case "gamma_search":
+      return Gamma.isConfigured(config)
+    case "xi_movie":
+      return Xi.isConfigured(config)
+    default:
+      return true
+  }
+}

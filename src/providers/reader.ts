@@ -7,10 +7,9 @@ import { Readability } from "@mozilla/readability"
 import { Effect } from "effect"
 import { parseHTML } from "linkedom"
 import TurndownService from "turndown"
-import { ProviderRejected } from "../domain/errors.js"
-import type { ToolInput, ToolOutput } from "../domain/tools.js"
-import { ProviderClient, type UpstreamResponse } from "../services/ProviderClient.js"
-import type { Answered, ProviderEffect } from "./common.js"
+import { DEFAULT_MAX_CHARS, type ToolInput, type ToolOutput } from "../domain/tools.js"
+import { ProviderClient } from "../services/ProviderClient.js"
+import { invalid, type ProviderEffect, type ProviderTool, type Raw } from "./common.js"
 import { truncate } from "./text.js"
 
 export const PROVIDER = "builtin"
@@ -20,8 +19,7 @@ const ACCEPT = "text/html,application/xhtml+xml,text/plain;q=0.9,text/markdown;q
 const turndown = new TurndownService({ headingStyle: "atx", codeBlockStyle: "fenced", bulletListMarker: "-" })
 turndown.remove(["script", "style", "noscript", "iframe"])
 
-const contentTypeOf = (response: UpstreamResponse) => {
-  const header = response.headers["content-type"] ?? ""
+const contentTypeOf = (header: string) => {
   const [type = "", ...params] = header.split(";").map((s) => s.trim())
   const charset = params.find((p) => p.toLowerCase().startsWith("charset="))?.slice("charset=".length).replace(/"/g, "")
   return { type: type.toLowerCase(), charset }
@@ -53,50 +51,57 @@ export const extractHtml = (html: string): { readonly title: string | null; read
   return { title: article?.title?.trim() || fallbackTitle, markdown }
 }
 
-export const fetchPage = (url: string) =>
+/** The page, as text in its own charset (the raw answer of `read` on the built-in reader). */
+const fetchPage = (input: ToolInput<"read">): ProviderEffect<Raw> =>
   Effect.gen(function* () {
     const client = yield* ProviderClient
-    return yield* client.request({
+    const response = yield* client.request({
       provider: "the page's server",
       method: "GET",
-      url,
+      url: input.url,
       headers: { accept: ACCEPT },
       idempotent: true,
       guarded: true
     })
-  })
-
-export const read = (input: ToolInput<"read">, maxChars: number): ProviderEffect<Answered<ToolOutput<"read">>> =>
-  Effect.gen(function* () {
-    const response = yield* fetchPage(input.url)
-    const { type, charset } = contentTypeOf(response)
-    const text = decode(response.body, charset)
-    let title: string | null = null
-    let content: string
-    if (type === "text/html" || type === "application/xhtml+xml" || (type === "" && sniffHtml(text))) {
-      const extracted = extractHtml(text)
-      title = extracted.title
-      content = extracted.markdown
-    } else if (type.startsWith("text/") || type === "") {
-      content = text
-    } else if (type === "application/json" || type.endsWith("+json")) {
-      content = "```json\n" + text + "\n```"
-    } else {
-      return yield* new ProviderRejected({
-        message: `The page is ${type}, which the reader cannot turn into text.`,
-        upstreamStatus: response.status
-      })
-    }
-    const cut = truncate(content, maxChars)
+    const { charset } = contentTypeOf(response.headers["content-type"] ?? "")
     return {
       provider: PROVIDER,
-      output: {
+      status: response.status,
+      body: decode(response.body, charset),
+      url: response.url,
+      contentType: response.headers["content-type"] ?? ""
+    }
+  })
+
+const toText = (raw: Raw) => (typeof raw.body === "string" ? raw.body : JSON.stringify(raw.body))
+
+export const builtinRead: ProviderTool<ToolInput<"read">, undefined, ToolOutput<"read">> = {
+  fetch: fetchPage,
+  normalize: (input, raw) =>
+    Effect.gen(function* () {
+      const { type } = contentTypeOf(raw.contentType)
+      const text = toText(raw)
+      let title: string | null = null
+      let content: string
+      if (type === "text/html" || type === "application/xhtml+xml" || (type === "" && sniffHtml(text))) {
+        const extracted = extractHtml(text)
+        title = extracted.title
+        content = extracted.markdown
+      } else if (type.startsWith("text/") || type === "") {
+        content = text
+      } else if (type === "application/json" || type.endsWith("+json")) {
+        content = "```json\n" + text + "\n```"
+      } else {
+        return yield* invalid(`The page is ${type}, which the reader cannot turn into text.`)
+      }
+      const cut = truncate(content, input.max_chars ?? DEFAULT_MAX_CHARS)
+      return {
         provider: PROVIDER,
-        url: response.url,
+        url: raw.url,
         title,
         content: cut.text,
         chars: cut.text.length,
         truncated: cut.truncated
       }
-    }
-  })
+    })
+}

@@ -1,12 +1,11 @@
 /**
  * `weather` on Open-Meteo: the geocoding API turns `q` into coordinates, the forecast API answers
- * current conditions and seven days. Neither needs a key.
+ * current conditions and seven days. Neither needs a key. The raw answer is both upstream answers.
  */
 import { Effect, Schema } from "effect"
 import type { ToolInput, ToolOutput } from "../domain/tools.js"
 import { GatewayConfig } from "../services/GatewayConfig.js"
-import { ProviderClient } from "../services/ProviderClient.js"
-import { type Answered, decodeUpstream, invalid, type ProviderEffect } from "./common.js"
+import { decodeUpstream, invalid, type ProviderTool, type Raw, requestJson } from "./common.js"
 
 export const PROVIDER = "open-meteo"
 
@@ -48,6 +47,8 @@ export const ForecastAnswer = Schema.Struct({
     precipitation_sum: Schema.optional(Schema.Array(nullableNumber))
   })
 })
+
+const RawWeather = Schema.Struct({ geocoding: Schema.NullOr(GeocodingAnswer), forecast: ForecastAnswer })
 
 // WMO weather interpretation codes, as Open-Meteo documents them.
 const WMO: Readonly<Record<number, string>> = {
@@ -95,89 +96,74 @@ const CURRENT = [
 ].join(",")
 const DAILY = ["weather_code", "temperature_2m_max", "temperature_2m_min", "precipitation_sum"].join(",")
 
-interface Place {
-  readonly name: string | null
-  readonly country: string | null
-  readonly latitude: number
-  readonly longitude: number
-}
-
-const geocode = (q: string): ProviderEffect<Place> =>
+const fetch = (input: ToolInput<"weather">) =>
   Effect.gen(function* () {
     const config = yield* GatewayConfig
-    const client = yield* ProviderClient
-    const url = new URL(`${config.providers.geocoding}/v1/search`)
-    url.search = new URLSearchParams({ name: q, count: "1", language: "en", format: "json" }).toString()
-    const body = yield* client.json({ provider: PROVIDER, method: "GET", url: url.toString(), idempotent: true })
-    const answer = yield* decodeUpstream(PROVIDER, GeocodingAnswer, "weather")(body)
-    const first = answer.results?.[0]
-    if (first === undefined) {
-      return yield* invalid(`No place named "${q}" was found. Check q, or send lat and lon instead.`)
+    let geocoding: Raw | null = null
+    let latitude = input.lat
+    let longitude = input.lon
+    if (latitude === undefined || longitude === undefined) {
+      const q = input.q ?? ""
+      const url = new URL(`${config.providers.geocoding}/v1/search`)
+      url.search = new URLSearchParams({ name: q, count: "1", language: "en", format: "json" }).toString()
+      geocoding = yield* requestJson({ provider: PROVIDER, method: "GET", url: url.toString(), idempotent: true })
+      const answer = yield* decodeUpstream(PROVIDER, GeocodingAnswer, "weather")(geocoding.body)
+      const first = answer.results?.[0]
+      if (first === undefined) return yield* invalid(`No place named "${q}" was found. Check q, or send lat and lon instead.`)
+      latitude = first.latitude
+      longitude = first.longitude
     }
-    return { name: first.name, country: first.country ?? null, latitude: first.latitude, longitude: first.longitude }
-  })
-
-/** The raw forecast answer for the input (what `/v1/run` returns), with the place it is for. */
-export const fetchForecast = (input: ToolInput<"weather">) =>
-  Effect.gen(function* () {
-    const config = yield* GatewayConfig
-    const client = yield* ProviderClient
-    const place: Place = input.lat !== undefined && input.lon !== undefined
-      ? { name: input.q ?? null, country: null, latitude: input.lat, longitude: input.lon }
-      : yield* geocode(input.q ?? "")
     const url = new URL(`${config.providers.weather}/v1/forecast`)
     url.search = new URLSearchParams({
-      latitude: String(place.latitude),
-      longitude: String(place.longitude),
+      latitude: String(latitude),
+      longitude: String(longitude),
       current: CURRENT,
       daily: DAILY,
       timezone: "auto",
       forecast_days: "7"
     }).toString()
-    const body = yield* client.json({ provider: PROVIDER, method: "GET", url: url.toString(), idempotent: true })
-    return { place, body }
+    const forecast = yield* requestJson({ provider: PROVIDER, method: "GET", url: url.toString(), idempotent: true })
+    return { ...forecast, body: { geocoding: geocoding?.body ?? null, forecast: forecast.body } }
   })
 
-export const normalize = (place: Place, answer: typeof ForecastAnswer.Type): ToolOutput<"weather"> => {
-  const c = answer.current
-  const d = answer.daily
-  return {
-    provider: PROVIDER,
-    location: {
-      name: place.name,
-      country: place.country,
-      latitude: answer.latitude,
-      longitude: answer.longitude,
-      timezone: answer.timezone
-    },
-    current: {
-      time: c.time,
-      temperature_c: c.temperature_2m,
-      apparent_temperature_c: c.apparent_temperature ?? null,
-      relative_humidity_pct: c.relative_humidity_2m ?? null,
-      precipitation_mm: c.precipitation ?? null,
-      wind_speed_kmh: c.wind_speed_10m ?? null,
-      wind_direction_deg: c.wind_direction_10m ?? null,
-      weather_code: Math.round(c.weather_code),
-      description: describeWeatherCode(c.weather_code)
-    },
-    daily: d.time.map((date, i) => {
-      const code = d.weather_code?.[i] ?? null
-      return {
-        date,
-        temperature_max_c: d.temperature_2m_max?.[i] ?? null,
-        temperature_min_c: d.temperature_2m_min?.[i] ?? null,
-        precipitation_mm: d.precipitation_sum?.[i] ?? null,
-        weather_code: code === null ? null : Math.round(code),
-        description: describeWeatherCode(code)
-      }
-    })
-  }
-}
-
-export const weather = (input: ToolInput<"weather">): ProviderEffect<Answered<ToolOutput<"weather">>> =>
+const normalize = (input: ToolInput<"weather">, raw: Raw) =>
   Effect.gen(function* () {
-    const { place, body } = yield* fetchForecast(input)
-    const answer = yield* decodeUpstream(PROVIDER, ForecastAnswer, "weather")(body)
-    return { provider: PROVIDER, output: normalize(place, answer) }
+    const answer = yield* decodeUpstream(PROVIDER, RawWeather, "weather")(raw.body)
+    const place = answer.geocoding?.results?.[0]
+    const c = answer.forecast.current
+    const d = answer.forecast.daily
+    return {
+      provider: PROVIDER,
+      location: {
+        name: place?.name ?? input.q ?? null,
+        country: place?.country ?? null,
+        latitude: answer.forecast.latitude,
+        longitude: answer.forecast.longitude,
+        timezone: answer.forecast.timezone
+      },
+      current: {
+        time: c.time,
+        temperature_c: c.temperature_2m,
+        apparent_temperature_c: c.apparent_temperature ?? null,
+        relative_humidity_pct: c.relative_humidity_2m ?? null,
+        precipitation_mm: c.precipitation ?? null,
+        wind_speed_kmh: c.wind_speed_10m ?? null,
+        wind_direction_deg: c.wind_direction_10m ?? null,
+        weather_code: Math.round(c.weather_code),
+        description: describeWeatherCode(c.weather_code)
+      },
+      daily: d.time.map((date, i) => {
+        const code = d.weather_code?.[i] ?? null
+        return {
+          date,
+          temperature_max_c: d.temperature_2m_max?.[i] ?? null,
+          temperature_min_c: d.temperature_2m_min?.[i] ?? null,
+          precipitation_mm: d.precipitation_sum?.[i] ?? null,
+          weather_code: code === null ? null : Math.round(code),
+          description: describeWeatherCode(code)
+        }
+      })
+    } satisfies ToolOutput<"weather">
   })
+
+export const weather: ProviderTool<ToolInput<"weather">, undefined, ToolOutput<"weather">> = { fetch, normalize }

@@ -36,14 +36,16 @@ import {
   type AccountToolName,
   catalog,
   type CredentialFor,
+  isToolName,
   type ToolInput,
   type ToolName,
   type ToolOutput
 } from "../domain/tools.js"
-import { callProvider } from "../providers/index.js"
+import { type Answered, callProvider, callProviderRaw, type ProviderEffect } from "../providers/index.js"
 import { describeParseError } from "../domain/parse.js"
 import { Betas } from "./Betas.js"
 import { Connections } from "./Connections.js"
+import { Pricing } from "./Pricing.js"
 import { Usage } from "./Usage.js"
 import { nowMillis } from "./time.js"
 import { GatewayConfig } from "./GatewayConfig.js"
@@ -152,6 +154,14 @@ export interface Replayed {
 
 export type Outcome<A> = Fresh<A> | Replayed
 
+/** What `POST /v1/run` answers: the provider's unnormalized answer. */
+export interface RawOutput {
+  readonly tool: ToolName
+  readonly provider: string
+  readonly status: number
+  readonly body: unknown
+}
+
 export class Gateway extends Context.Tag("Gateway")<Gateway, {
   /**
    * Step 1 and 2: the API key (never in `Authorization`) and the key's rate limit.
@@ -168,6 +178,16 @@ export class Gateway extends Context.Tag("Gateway")<Gateway, {
     input: ToolInput<T>,
     options?: CallOptions
   ) => Effect.Effect<Outcome<ToolOutput<T>>, ToolError<T>>
+  /**
+   * `POST /v1/run`: validate `input` against the tool's schema, then the same pipeline, answering the
+   * provider's raw answer instead of the normalized one.
+   */
+  readonly runRaw: <T extends ToolName>(
+    caller: Caller,
+    tool: T,
+    input: unknown,
+    options?: CallOptions
+  ) => Effect.Effect<Outcome<RawOutput>, ToolError<T>>
   /**
    * The whole pipeline for in-process use: authenticate `apiKey`, validate `input`, run, and answer the
    * typed output (a replayed answer is decoded back into it).
@@ -188,7 +208,13 @@ export const make = Effect.gen(function* () {
   const betas = yield* Betas
   const connections = yield* Connections
   const usage = yield* Usage
+  const pricing = yield* Pricing
   const providerContext = Context.make(GatewayConfig, config).pipe(Context.add(ProviderClient, yield* ProviderClient))
+
+  const minimumCharge = (label: string) => {
+    const name = label.replace(/^run:/, "")
+    return isToolName(name) ? reserveFor(pricing.priceOf(name), 0) : 0
+  }
 
   // The whole provider phase (fallbacks included) must end within this; holds and claims live a little longer.
   const callTimeoutMs = config.providerTimeoutMs * 3
@@ -207,14 +233,26 @@ export const make = Effect.gen(function* () {
       return { caller, rateLimit: state }
     })
 
-  const run = <T extends ToolName>(
+  /**
+   * Steps 4 to 8, shared by tool calls and raw runs: `invoke` is the provider phase, `encode` the 200 body,
+   * `units` what the answer delivered (for the charge).
+   */
+  const pipeline = <T extends ToolName, A>(
     caller: Caller,
     tool: T,
     input: ToolInput<T>,
-    options: CallOptions = {}
-  ): Effect.Effect<Outcome<ToolOutput<T>>, ToolError<T>> =>
+    options: CallOptions,
+    mode: {
+      readonly label: string
+      readonly invoke: (credentials: CredentialFor<T>) => ProviderEffect<Answered<A>>
+      readonly encode: (answered: Answered<A>) => Effect.Effect<string>
+      readonly units: (answered: Answered<A>) => number
+    }
+  ): Effect.Effect<Outcome<A>, ToolError<T>> =>
     Effect.gen(function* () {
       const def = catalog[tool]
+      const price = pricing.priceOf(tool)
+      const reservation = reserveFor(price, def.maxUnits(input))
       const requestId = options.requestId ?? (yield* randomId("req", 20))
 
       // 4. Idempotency-Key
@@ -223,7 +261,7 @@ export const make = Effect.gen(function* () {
         const claim = yield* idempotency.claim({
           orgId: caller.orgId,
           key,
-          fingerprint: fingerprint(tool, input),
+          fingerprint: fingerprint(mode.label, input),
           requestId,
           leaseMs
         })
@@ -232,7 +270,7 @@ export const make = Effect.gen(function* () {
         }
       }
 
-      const execute: Effect.Effect<Fresh<ToolOutput<T>>, ToolError<T>> = Effect.gen(function* () {
+      const execute: Effect.Effect<Fresh<A>, ToolError<T>> = Effect.gen(function* () {
         // 5. beta, and the key's tool allow-list
         if (def.beta) yield* betas.require(caller.orgId, tool)
         if (caller.allowedTools !== null && !caller.allowedTools.includes(tool)) {
@@ -241,17 +279,16 @@ export const make = Effect.gen(function* () {
         // 6. account tools need the org's connection to the provider (credentials for this call only)
         const credentials = yield* connectionCheck[tool](connections, caller.orgId)
         // 7. reserve the most this input can cost
-        const amount = reserveFor(def.price, def.maxUnits(input))
         const hold = yield* ledger.reserve({
           orgId: caller.orgId,
           keyId: caller.keyId,
           tool,
           requestId,
-          amount,
+          amount: reservation,
           leaseMs
         })
         // 8. the provider call, in a fiber of its own: only its deadline can interrupt it
-        const providerCall = callProvider(tool, input, credentials).pipe(
+        const providerCall = mode.invoke(credentials).pipe(
           Effect.provide(providerContext),
           Effect.interruptible,
           Effect.timeoutFail({
@@ -262,19 +299,23 @@ export const make = Effect.gen(function* () {
         const fiber = yield* Effect.forkDaemon(providerCall)
         const exit = yield* Fiber.await(fiber)
         if (Exit.isSuccess(exit)) {
-          const { output, provider } = exit.value
-          const charged = chargeFor(def.price, def.units(output), amount)
-          const body = yield* Schema.encode(def.output)(output).pipe(
-            Effect.map((encoded) => JSON.stringify(encoded)),
-            Effect.orDie
-          )
+          const answered = exit.value
+          const charged = chargeFor(price, mode.units(answered), reservation)
+          const body = yield* mode.encode(answered)
           yield* ledger.settle(hold, charged)
-          return { _tag: "Fresh", requestId, output, body, provider, charged } satisfies Fresh<ToolOutput<T>>
+          return {
+            _tag: "Fresh",
+            requestId,
+            output: answered.output,
+            body,
+            provider: answered.provider,
+            charged
+          } satisfies Fresh<A>
         }
         const failure = failureOf(exit)
         if (failure?._tag === "NormalizationFailed") {
           // The provider answered: the call is billed at its minimum price.
-          yield* ledger.settle(hold, chargeFor(def.price, 0, amount))
+          yield* ledger.settle(hold, chargeFor(price, 0, reservation))
         } else {
           yield* ledger.void(hold)
         }
@@ -297,7 +338,7 @@ export const make = Effect.gen(function* () {
             return idempotency.complete(caller.orgId, key, {
               status: 502,
               body: JSON.stringify(envelope(failure)),
-              charged: chargeFor(def.price, 0, reserveFor(def.price, def.maxUnits(input)))
+              charged: chargeFor(price, 0, reservation)
             })
           }
           return idempotency.release(caller.orgId, key)
@@ -305,12 +346,56 @@ export const make = Effect.gen(function* () {
       )
     }).pipe(
       Effect.uninterruptible,
-      logUsage(caller, tool, options.requestId),
-      Effect.withSpan("Gateway.run", { attributes: { tool, org: caller.orgId } })
+      logUsage(caller, mode.label, options.requestId),
+      Effect.withSpan("Gateway.run", { attributes: { tool: mode.label, org: caller.orgId } })
     )
 
+  const run = <T extends ToolName>(
+    caller: Caller,
+    tool: T,
+    input: ToolInput<T>,
+    options: CallOptions = {}
+  ): Effect.Effect<Outcome<ToolOutput<T>>, ToolError<T>> => {
+    const def = catalog[tool]
+    return pipeline(caller, tool, input, options, {
+      label: tool,
+      invoke: (credentials) => callProvider(tool, input, credentials),
+      encode: (answered) =>
+        Schema.encode(def.output)(answered.output).pipe(Effect.map((encoded) => JSON.stringify(encoded)), Effect.orDie),
+      units: (answered) => def.units(answered.output)
+    })
+  }
+
+  const runRaw = <T extends ToolName>(
+    caller: Caller,
+    tool: T,
+    rawInput: unknown,
+    options: CallOptions = {}
+  ): Effect.Effect<Outcome<RawOutput>, ToolError<T>> =>
+    Effect.flatMap(decodeInput(tool, rawInput, "input."), (input) => runRawDecoded(caller, tool, input, options))
+
+  const runRawDecoded = <T extends ToolName>(
+    caller: Caller,
+    tool: T,
+    input: ToolInput<T>,
+    options: CallOptions
+  ): Effect.Effect<Outcome<RawOutput>, ToolError<T>> => {
+    const def = catalog[tool]
+    return pipeline(caller, tool, input, options, {
+      label: `run:${tool}`,
+      invoke: (credentials) =>
+        Effect.map(callProviderRaw(tool, input, credentials), (answered) => ({
+          provider: answered.provider,
+          output: { tool, provider: answered.provider, status: answered.output.status, body: answered.output.body }
+        })),
+      encode: (answered) => Effect.succeed(JSON.stringify(answered.output)),
+      // Without normalization the delivered units are unknown: a raw answer costs the reservation.
+      units: () => def.maxUnits(input)
+    })
+  }
+
   /** One usage record per call that reached the pipeline, whatever its outcome (written off the caller's path). */
-  const logUsage = (caller: Caller, tool: ToolName, requestId: string | undefined) =>
+  const logUsage = (caller: Caller, tool: string, requestId: string | undefined) =>
   <A extends Outcome<unknown>, E extends { readonly _tag: keyof typeof envelopeOf }>(
     self: Effect.Effect<A, E>
   ): Effect.Effect<A, E> =>
@@ -337,16 +422,22 @@ export const make = Effect.gen(function* () {
           requestId: requestId ?? "",
           status: spec.status,
           code: spec.code,
-          credits: failure?._tag === "NormalizationFailed" ? reserveFor(catalog[tool].price, 0) : 0,
+          credits: failure?._tag === "NormalizationFailed" ? minimumCharge(tool) : 0,
           provider: null
         })
       }
       return yield* exit
     })
 
-  const decodeInput = <T extends ToolName>(tool: T, input: unknown): Effect.Effect<ToolInput<T>, InvalidRequest> =>
+  const decodeInput = <T extends ToolName>(
+    tool: T,
+    input: unknown,
+    prefix = ""
+  ): Effect.Effect<ToolInput<T>, InvalidRequest> =>
     Schema.decodeUnknown(catalog[tool].input, { errors: "all" })(input).pipe(
-      Effect.mapError((error) => new InvalidRequest({ message: `Invalid ${tool} input: ${describeParseError(error)}` }))
+      Effect.mapError((error) =>
+        new InvalidRequest({ message: `Invalid ${tool} input: ${prefix}${describeParseError(error)}` })
+      )
     )
 
   const call = <T extends ToolName>(
@@ -367,7 +458,7 @@ export const make = Effect.gen(function* () {
       return yield* new NormalizationFailed({ message: stored.error.message })
     })
 
-  return Gateway.of({ authenticate, run, call })
+  return Gateway.of({ authenticate, run, runRaw, call })
 })
 
 const StoredEnvelope = Schema.Struct({ error: Schema.Struct({ message: Schema.String }) })

@@ -38,6 +38,7 @@ export interface GatewayConfigShape {
     readonly betaRead: ProviderEndpoint
     readonly betaSearch: ProviderEndpoint
     readonly gamma: ProviderEndpoint
+    readonly xi: ProviderEndpoint
     readonly weather: string
     readonly geocoding: string
     readonly appstore: string
@@ -68,6 +69,8 @@ export interface GatewayConfigShape {
   readonly encryptionKey: Option.Option<Redacted.Redacted>
   /** Earlier keys, still used to read rows written with them. */
   readonly encryptionOldKeys: ReadonlyArray<Redacted.Redacted>
+  /** A JSON file of tool prices that replace the catalog's. */
+  readonly pricesFile: Option.Option<string>
   /** Create a `default` org and print a key on first start of an empty embedded database. */
   readonly bootstrap: boolean
 }
@@ -94,6 +97,7 @@ export class GatewayConfig extends Context.Tag("GatewayConfig")<GatewayConfig, G
       betaRead: { baseUrl: "https://r.jina.ai", apiKey: Option.none() },
       betaSearch: { baseUrl: "https://s.jina.ai", apiKey: Option.none() },
       gamma: { baseUrl: "https://api.firecrawl.dev", apiKey: Option.none() },
+      xi: { baseUrl: "https://api.themoviedb.org", apiKey: Option.none() },
       weather: "https://api.open-meteo.com",
       geocoding: "https://geocoding-api.open-meteo.com",
       appstore: "https://itunes.apple.com",
@@ -117,6 +121,7 @@ export class GatewayConfig extends Context.Tag("GatewayConfig")<GatewayConfig, G
     },
     encryptionKey: Option.none(),
     encryptionOldKeys: [],
+    pricesFile: Option.none(),
     bootstrap: true
   }
 
@@ -183,6 +188,7 @@ export const fromEnv: Config.Config<GatewayConfigShape> = Config.all({
   betaBase: Config.option(Config.string("BETA_BASE_URL")),
   alpha: endpoint("ALPHA", d.providers.alpha),
   gamma: endpoint("GAMMA", d.providers.gamma),
+  xi: endpoint("XI", d.providers.xi),
   betaKey: Config.option(Config.redacted("BETA_API_KEY")),
   weather: Config.string("WEATHER_BASE_URL").pipe(Config.withDefault(d.providers.weather), Config.map(trimSlash)),
   geocoding: Config.string("GEOCODING_BASE_URL").pipe(
@@ -213,6 +219,7 @@ export const fromEnv: Config.Config<GatewayConfigShape> = Config.all({
     signupCredits: positiveInt("SIGNUP_CREDITS", d.identity.signupCredits)
   }),
   encryptionKey: Config.option(Config.redacted("GATEWAY_ENCRYPTION_KEY")),
+  pricesFile: Config.option(Config.string("PRICES_FILE")),
   encryptionOldKeys: Config.string("GATEWAY_ENCRYPTION_OLD_KEYS").pipe(
     Config.map((s) => s.split(",").map((x) => x.trim()).filter((x) => x.length > 0).map((x) => Redacted.make(x))),
     Config.withDefault([])
@@ -241,6 +248,7 @@ export const fromEnv: Config.Config<GatewayConfigShape> = Config.all({
       providers: {
         alpha: c.alpha,
         gamma: c.gamma,
+        xi: c.xi,
         betaRead: {
           baseUrl: trimSlash(Option.getOrElse(betaRead, () => d.providers.betaRead.baseUrl)),
           apiKey: c.betaKey
@@ -257,6 +265,7 @@ export const fromEnv: Config.Config<GatewayConfigShape> = Config.all({
       identity: c.identity,
       encryptionKey: c.encryptionKey,
       encryptionOldKeys: c.encryptionOldKeys,
+      pricesFile: c.pricesFile,
       bootstrap: c.bootstrap
     }
   })

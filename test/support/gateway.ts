@@ -21,6 +21,7 @@ import { itunes } from "../upstreams/itunes.js"
 import { jina, JINA_KEY } from "../upstreams/jina.js"
 import { openMeteo } from "../upstreams/openMeteo.js"
 import { PAGES_HOST, pages } from "../upstreams/pages.js"
+import { tmdb, TMDB_TOKEN } from "../upstreams/tmdb.js"
 import { TestDatabaseLive } from "./database.js"
 import * as A from "../upstreams/accounts.js"
 import * as Fs from "node:fs/promises"
@@ -51,6 +52,7 @@ export interface Upstreams {
   readonly resend: Upstream
   readonly notion: Upstream
   readonly github: Upstream
+  readonly tmdb: Upstream
   /** A scratch data directory (encryption and dev identity keys), removed afterwards. */
   readonly dataDir: string
   /** Google's securetoken JWKS, as far as the gateway knows, and the key it publishes. */
@@ -81,7 +83,8 @@ export const TestUpstreamsLive = Layer.scoped(
       polar: yield* A.polar,
       resend: yield* A.resend,
       notion: yield* A.notion,
-      github: yield* A.github
+      github: yield* A.github,
+      tmdb: yield* tmdb
     }
     const firebaseKey = yield* Effect.promise(() => signingKey("firebase-key-1"))
     const jwks = yield* Effect.acquireRelease(
@@ -118,6 +121,7 @@ export const testConfig = (u: Upstreams, overrides: Partial<GatewayConfigShape> 
       betaRead: { baseUrl: u.jina.url, apiKey: Option.some(Redacted.make(JINA_KEY)) },
       betaSearch: { baseUrl: u.jina.url, apiKey: Option.some(Redacted.make(JINA_KEY)) },
       gamma: { baseUrl: u.firecrawl.url, apiKey: Option.some(Redacted.make(FIRECRAWL_KEY)) },
+      xi: { baseUrl: u.tmdb.url, apiKey: Option.some(Redacted.make(TMDB_TOKEN)) },
       weather: u.openMeteo.url,
       geocoding: u.openMeteo.url,
       appstore: u.itunes.url,

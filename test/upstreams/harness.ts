@@ -35,6 +35,8 @@ export interface Fault {
   readonly hangAfterHeaders?: boolean
   /** Apply to this many requests, then answer normally again (default: until cleared). */
   readonly times?: number
+  /** Apply only to requests for this path. */
+  readonly path?: string
 }
 
 export interface Upstream {
@@ -81,7 +83,7 @@ export const startUpstream = (handler: Handler, host = "127.0.0.1"): Promise<Ups
         requests.push(recorded)
 
         let fault: Fault | undefined
-        if (current !== undefined) {
+        if (current !== undefined && (current.fault.path === undefined || current.fault.path === recorded.path)) {
           fault = current.fault
           current.remaining -= 1
           if (current.remaining <= 0) current = undefined

@@ -1,0 +1,87 @@
+/**
+ * xi speaks TMDB's v3 API: `GET /3/movie/{movie_id}?append_to_response=…`, authenticated with the
+ * operator's key — a v4 read access token as `Authorization: Bearer`, or a v3 API key as `api_key`.
+ */
+import { Effect, Option, Redacted, Schema } from "effect"
+import { ProviderNotConfigured } from "../domain/errors.js"
+import type { ToolInput, ToolOutput } from "../domain/tools.js"
+import { GatewayConfig } from "../services/GatewayConfig.js"
+import { decodeUpstream, JsonObject, type ProviderTool, requestJson } from "./common.js"
+
+export const PROVIDER = "xi"
+const IMAGE_BASE = "https://image.tmdb.org/t/p/original"
+
+const NullableString = Schema.optional(Schema.NullOr(Schema.String))
+const NullableNumber = Schema.optional(Schema.NullOr(Schema.Number))
+
+export const MovieAnswer = Schema.Struct({
+  id: Schema.Number,
+  title: Schema.String,
+  original_title: NullableString,
+  overview: NullableString,
+  tagline: NullableString,
+  release_date: NullableString,
+  runtime: NullableNumber,
+  genres: Schema.optional(Schema.Array(Schema.Struct({ id: Schema.Number, name: Schema.String }))),
+  vote_average: NullableNumber,
+  vote_count: NullableNumber,
+  popularity: NullableNumber,
+  imdb_id: NullableString,
+  homepage: NullableString,
+  status: NullableString,
+  poster_path: NullableString,
+  backdrop_path: NullableString
+}, JsonObject)
+
+export const isConfigured = (config: typeof GatewayConfig.Service) => Option.isSome(config.providers.xi.apiKey)
+
+// A v4 read access token is a JWT; a v3 API key is 32 hex characters.
+const isJwt = (key: string) => key.split(".").length === 3
+
+export const xiMovie: ProviderTool<ToolInput<"xi_movie">, undefined, ToolOutput<"xi_movie">> = {
+  fetch: (input) =>
+    Effect.gen(function* () {
+      const config = yield* GatewayConfig
+      const endpoint = config.providers.xi
+      if (Option.isNone(endpoint.apiKey)) {
+        return yield* new ProviderNotConfigured({ message: "xi is not configured on this gateway (XI_API_KEY)." })
+      }
+      const key = Redacted.value(endpoint.apiKey.value)
+      const url = new URL(`${endpoint.baseUrl}/3/movie/${input.id}`)
+      if (input.append_to_response !== undefined) url.searchParams.set("append_to_response", input.append_to_response)
+      if (!isJwt(key)) url.searchParams.set("api_key", key)
+      return yield* requestJson({
+        provider: PROVIDER,
+        method: "GET",
+        url: url.toString(),
+        headers: isJwt(key) ? { authorization: `Bearer ${key}` } : {},
+        idempotent: true
+      })
+    }),
+  normalize: (input, raw) =>
+    Effect.map(decodeUpstream(PROVIDER, MovieAnswer, "xi_movie")(raw.body), (m) => {
+      const appended = Object.fromEntries(
+        (input.append_to_response ?? "").split(",").map((s) => s.trim()).filter((k) => k in m).map((k) => [k, m[k]])
+      )
+      return {
+        provider: PROVIDER,
+        id: m.id,
+        title: m.title,
+        original_title: m.original_title ?? null,
+        overview: m.overview ?? null,
+        tagline: m.tagline ?? null,
+        release_date: m.release_date ?? null,
+        runtime: m.runtime ?? null,
+        genres: (m.genres ?? []).map((g) => g.name),
+        vote_average: m.vote_average ?? null,
+        vote_count: m.vote_count ?? null,
+        popularity: m.popularity ?? null,
+        imdb_id: m.imdb_id ?? null,
+        homepage: m.homepage ?? null,
+        status: m.status ?? null,
+        poster_url: m.poster_path ? `${IMAGE_BASE}${m.poster_path}` : null,
+        backdrop_url: m.backdrop_path ? `${IMAGE_BASE}${m.backdrop_path}` : null,
+        appended
+      }
+    })
+}

@@ -1,0 +1,47 @@
+/**
+ * The price of each tool: the catalog's, or the operator's from `PRICES_FILE` (a JSON object of tool name
+ * to price, e.g. `{"search": {"unit": "results", "credits": 2, "per": 10, "min": 1}, "weather": {"unit":
+ * "call", "credits": 0}}`). The file is validated at start-up: an unknown tool or a malformed price stops it.
+ */
+import { Context, Data, Effect, Layer, Option, Schema } from "effect"
+import * as Fs from "node:fs/promises"
+import { formatPath } from "../domain/parse.js"
+import { Price } from "../domain/pricing.js"
+import { isToolName, type ToolName, tools } from "../domain/tools.js"
+import { GatewayConfig } from "./GatewayConfig.js"
+import { ParseResult } from "effect"
+
+export class PricingError extends Data.TaggedError("PricingError")<{ readonly message: string }> {}
+
+export class Pricing extends Context.Tag("Pricing")<Pricing, {
+  readonly priceOf: (tool: ToolName) => Price
+}>() {}
+
+const PriceFile = Schema.parseJson(Schema.Record({ key: Schema.String, value: Price }))
+
+export const make = Effect.gen(function* () {
+  const config = yield* GatewayConfig
+  const overrides = new Map<ToolName, Price>()
+  if (Option.isSome(config.pricesFile)) {
+    const file = config.pricesFile.value
+    const text = yield* Effect.tryPromise({
+      try: () => Fs.readFile(file, "utf8"),
+      catch: () => new PricingError({ message: `cannot read PRICES_FILE ${file}` })
+    })
+    const prices = yield* Schema.decodeUnknown(PriceFile)(text).pipe(
+      Effect.mapError((error) => {
+        const first = ParseResult.ArrayFormatter.formatErrorSync(error)[0]
+        return new PricingError({
+          message: `PRICES_FILE ${file}: ${first === undefined ? "invalid" : `${formatPath(first.path)} ${first.message}`}`
+        })
+      })
+    )
+    for (const [name, price] of Object.entries(prices)) {
+      if (!isToolName(name)) return yield* new PricingError({ message: `PRICES_FILE ${file}: ${name} is not a tool` })
+      overrides.set(name, price)
+    }
+  }
+  return Pricing.of({ priceOf: (tool) => overrides.get(tool) ?? tools[tool].price })
+})
+
+export const PricingLive = Layer.effect(Pricing, make)

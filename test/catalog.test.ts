@@ -1,0 +1,129 @@
+/**
+ * `GET /v1/tools` and prices: every tool with its schemas, price, connection and beta flags, and whether
+ * this gateway can run it; an operator's price file replaces the catalog's prices (and a bad one stops it).
+ */
+import { describe, expect, layer } from "@effect/vitest"
+import { Effect, Exit, Layer, Option, Schema } from "effect"
+import * as Fs from "node:fs/promises"
+import * as Path from "node:path"
+import { toolNames } from "../src/domain/tools.js"
+import { GatewayConfig } from "../src/services/GatewayConfig.js"
+import { PricingLive } from "../src/services/Pricing.js"
+import { expectOk } from "./support/assert.js"
+import { books, callTool, gatewayLayer, givenOrg, request, TestUpstreams } from "./support/gateway.js"
+
+const Listing = Schema.Struct({
+  data: Schema.Array(Schema.Struct({
+    name: Schema.String,
+    account: Schema.Boolean,
+    beta: Schema.Boolean,
+    configured: Schema.Boolean,
+    price: Schema.Unknown,
+    input_schema: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
+    output_schema: Schema.Record({ key: Schema.String, value: Schema.Unknown })
+  }))
+})
+
+const list = Effect.map(request("/v1/tools", { method: "GET" }), (r) => {
+  expect(r.status).toBe(200)
+  return Schema.decodeUnknownSync(Listing)(r.body).data
+})
+
+layer(gatewayLayer(), { excludeTestServices: true })("GET /v1/tools", (it) => {
+  it.effect("lists every tool of the contract, each working here once configured", () =>
+    Effect.gen(function* () {
+      const tools = yield* list
+      expect(tools.map((t) => t.name).sort()).toEqual([...toolNames].sort())
+      for (const t of tools) {
+        expect(t.configured, t.name).toBe(true)
+        expect(t.input_schema["type"], t.name).toBe("object")
+        expect(t.output_schema["type"], t.name).toBe("object")
+      }
+      const read = tools.find((t) => t.name === "read")
+      expect(read).toMatchObject({ account: false, beta: false, price: { unit: "chars", credits: 1, per: 20000, min: 1 } })
+      expect(read?.input_schema).toMatchObject({ required: ["url"], properties: { max_chars: expect.objectContaining({ type: "integer" }) } })
+      expect(tools.find((t) => t.name === "kappa_ingest_events")).toMatchObject({ account: true, beta: true, price: { unit: "call", credits: 1 } })
+      // extra properties: allowed where the contract says so, refused elsewhere
+      expect(tools.find((t) => t.name === "alpha_search")?.input_schema["additionalProperties"]).not.toBe(false)
+      expect(tools.find((t) => t.name === "beta_read")?.input_schema["additionalProperties"]).toBe(false)
+    }))
+})
+
+layer(
+  gatewayLayer({
+    providers: {
+      ...GatewayConfig.defaults.providers,
+      alpha: { ...GatewayConfig.defaults.providers.alpha, apiKey: Option.none() }
+    },
+    searchProviders: ["alpha"]
+  }),
+  { excludeTestServices: true }
+)("an unconfigured gateway", (it) => {
+  it.effect("says which tools it cannot run", () =>
+    Effect.gen(function* () {
+      const tools = yield* list
+      const configured = Object.fromEntries(tools.map((t) => [t.name, t.configured]))
+      expect(configured).toMatchObject({
+        alpha_search: false,
+        search: false,
+        beta_read: false,
+        gamma_scrape: false,
+        xi_movie: false,
+        read: true,
+        weather: true,
+        nu_account: true
+      })
+    }))
+})
+
+const pricesFile = (contents: unknown) =>
+  Effect.gen(function* () {
+    const u = yield* TestUpstreams
+    const file = Path.join(u.dataDir, `prices-${Math.random().toString(36).slice(2)}.json`)
+    yield* Effect.promise(() => Fs.writeFile(file, typeof contents === "string" ? contents : JSON.stringify(contents)))
+    return file
+  })
+
+describe("PRICES_FILE", () => {
+  layer(
+    Layer.unwrapEffect(Effect.gen(function* () {
+      const file = yield* Effect.promise(async () => {
+        const dir = await Fs.mkdtemp(Path.join((await import("node:os")).tmpdir(), "tool-gateway-prices-"))
+        const path = Path.join(dir, "prices.json")
+        await Fs.writeFile(path, JSON.stringify({ weather: { unit: "call", credits: 3 }, search: { unit: "results", credits: 2, per: 5, min: 2 } }))
+        return path
+      })
+      return gatewayLayer({ pricesFile: Option.some(file) })
+    })),
+    { excludeTestServices: true }
+  )("an operator's prices", (it) => {
+    it.effect("replace the catalog's: reserved, charged and listed", () =>
+      Effect.gen(function* () {
+        const { key, orgId } = yield* givenOrg({ credits: 10 })
+        expectOk(yield* callTool("weather", { q: "Berlin" }, { key }), 3)
+        expect(yield* books(orgId)).toMatchObject({ balance: 7 })
+        const tools = yield* list
+        expect(tools.find((t) => t.name === "weather")?.price).toEqual({ unit: "call", credits: 3 })
+        expect(tools.find((t) => t.name === "search")?.price).toEqual({ unit: "results", credits: 2, per: 5, min: 2 })
+      }))
+
+    it.effect("a malformed or unknown entry stops the gateway from starting", () =>
+      Effect.gen(function* () {
+        const config = yield* GatewayConfig
+        for (const [contents, message] of [
+          [{ nope: { unit: "call", credits: 1 } }, "nope is not a tool"],
+          [{ weather: { unit: "call", credits: -1 } }, "weather"],
+          ["{not json", "PRICES_FILE"]
+        ] as const) {
+          const file = yield* pricesFile(contents)
+          const exit = yield* Effect.exit(
+            Layer.build(PricingLive.pipe(Layer.provide(Layer.succeed(GatewayConfig, { ...config, pricesFile: Option.some(file) })))).pipe(
+              Effect.scoped
+            )
+          )
+          expect(Exit.isFailure(exit)).toBe(true)
+          expect(String(exit)).toContain(message)
+        }
+      }))
+  })
+})

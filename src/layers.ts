@@ -3,6 +3,7 @@
  */
 import { Layer } from "effect"
 import { DatabaseLive } from "./db/Database.js"
+import { ArtifactsLive } from "./services/Artifacts.js"
 import { BetasLive } from "./services/Betas.js"
 import { ConnectionsLive } from "./services/Connections.js"
 import { EncryptionLive } from "./services/Encryption.js"
@@ -31,7 +32,8 @@ export const ServicesLive = GatewayServiceLive.pipe(
       ProviderClientLive,
       EncryptionLive,
       UsageLive,
-      PricingLive
+      PricingLive,
+      ArtifactsLive
     )
   )
 )

@@ -132,12 +132,13 @@ layer(gatewayLayer(), { excludeTestServices: true })("curated tools", (it) => {
         expect(yield* books(orgId)).toMatchObject({ balance: 20, held: 0, pendingHolds: 0 })
       }))
 
-    it.effect("a binary file is refused (the reader returns text)", () =>
+    it.effect("a binary file is kept as an artifact, not turned into text", () =>
       Effect.gen(function* () {
         const u = yield* TestUpstreams
         const { key } = yield* givenOrg()
         const result = yield* callTool("read", { url: `${u.pages.url}/file.bin` }, { key })
-        expectEnvelope(result, { status: 400, type: "validation", code: "invalid_request", retryable: false, billable: false, message: "application/octet-stream" })
+        expectOk(result)
+        expect(result.body).toMatchObject({ content: "", artifact: { content_type: "application/octet-stream", bytes: 8 } })
       }))
   })
 

@@ -254,10 +254,28 @@ const accounts = Effect.gen(function* () {
     END $$`
 })
 
+// Files kept from tool answers, byte for byte.
+const artifacts = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`
+    CREATE TABLE artifacts (
+      id            text PRIMARY KEY,
+      org_id        text NOT NULL REFERENCES orgs (id),
+      content_type  text NOT NULL,
+      bytes         bigint NOT NULL,
+      sha256        text NOT NULL,
+      data          bytea NOT NULL,
+      created_at    timestamptz NOT NULL,
+      expires_at    timestamptz NOT NULL
+    )`
+  yield* sql`CREATE INDEX artifacts_expiry ON artifacts (expires_at)`
+})
+
 export const loader = Migrator.fromRecord({
   "0001_init": init,
   "0002_journal_append_only": journalAppendOnly,
-  "0003_accounts": accounts
+  "0003_accounts": accounts,
+  "0004_artifacts": artifacts
 })
 
 /** Apply every pending migration; safe to run from many processes at once. */

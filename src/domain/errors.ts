@@ -28,6 +28,10 @@ export class IdempotencyReplayUnavailable
     message: Schema.String
   })
 {}
+export class RangeNotSatisfiable extends Schema.TaggedError<RangeNotSatisfiable>()("RangeNotSatisfiable", {
+  message: Schema.String,
+  size: Schema.optional(Schema.Number)
+}) {}
 export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()("PayloadTooLarge", {
   message: Schema.String
 }) {}
@@ -132,6 +136,7 @@ export const gatewayErrors = [
   IdempotencyKeyReused,
   IdempotencyReplayUnavailable,
   PayloadTooLarge,
+  RangeNotSatisfiable,
   InvalidKey,
   InvalidToken,
   CredentialRequired,
@@ -227,6 +232,13 @@ export const envelopeOf: { readonly [K in GatewayErrorTag]: EnvelopeSpec } = {
     billable: false
   },
   PayloadTooLarge: { type: "validation", code: "payload_too_large", status: 413, retryable: false, billable: false },
+  RangeNotSatisfiable: {
+    type: "validation",
+    code: "range_not_satisfiable",
+    status: 416,
+    retryable: false,
+    billable: false
+  },
   InvalidKey: { type: "auth", code: "invalid_key", status: 401, retryable: false, billable: false },
   InvalidToken: { type: "auth", code: "invalid_token", status: 401, retryable: false, billable: false },
   CredentialRequired: { type: "auth", code: "credential_required", status: 401, retryable: false, billable: false },

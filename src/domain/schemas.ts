@@ -162,6 +162,15 @@ export const NuAccountInput = Schema.Record({
 
 // -- outputs ------------------------------------------------------------------------------------------
 
+/** A file in an answer, kept byte for byte: fetch it with `GET /v1/artifacts/{id}` (same org's key). */
+export const ArtifactRef = Schema.Struct({
+  id: Schema.String,
+  content_type: Schema.String,
+  bytes: Schema.Int,
+  sha256: Schema.String.annotations({ description: "Hex SHA-256 of the bytes (also the ETag)" }),
+  url: Schema.String.annotations({ description: "Where to fetch it: /v1/artifacts/{id}, absolute with PUBLIC_URL" })
+}).annotations({ identifier: "Artifact" })
+
 export const SearchResult = Schema.Struct({
   title: Schema.String,
   url: Schema.String,
@@ -181,7 +190,10 @@ export const ReadOutput = Schema.Struct({
   title: Schema.NullOr(Schema.String),
   content: Schema.String.annotations({ description: "The main content, as markdown" }),
   chars: Schema.Int.annotations({ description: "Characters in content" }),
-  truncated: Schema.Boolean.annotations({ description: "Whether content was cut at max_chars" })
+  truncated: Schema.Boolean.annotations({ description: "Whether content was cut at max_chars" }),
+  artifact: Schema.NullOr(ArtifactRef).annotations({
+    description: "When the URL is a file (a PDF, an image): the file, kept byte for byte; content is then empty"
+  })
 }).annotations({ identifier: "ReadOutput" })
 
 export const WeatherCurrent = Schema.Struct({
@@ -272,7 +284,8 @@ export const BetaReadOutput = Schema.Struct({
   description: Str,
   content: Schema.String,
   published_time: Str,
-  tokens: Num
+  tokens: Num,
+  artifact: Schema.NullOr(ArtifactRef).annotations({ description: "The screenshot or pageshot, for those formats" })
 }).annotations({ identifier: "BetaReadOutput" })
 
 export const BetaSearchOutput = Schema.Struct({
@@ -289,7 +302,7 @@ export const GammaScrapeOutput = Schema.Struct({
   html: Str,
   raw_html: Str,
   links: Schema.NullOr(Schema.Array(Schema.String)),
-  screenshot: Str,
+  screenshot: Schema.NullOr(ArtifactRef).annotations({ description: "The page screenshot, kept byte for byte" }),
   metadata: JsonObject
 }).annotations({ identifier: "GammaScrapeOutput" })
 

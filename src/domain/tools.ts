@@ -108,7 +108,7 @@ export const DEFAULT_MAX_CHARS = 100_000
 export const tools = {
   search: tool({
     name: "search",
-    summary: "Web search; the first configured provider answers, the next one on a retryable failure",
+    summary: "Web search across the configured search providers",
     input: S.SearchInput,
     output: S.SearchOutput,
     provider: "curated",

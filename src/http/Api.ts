@@ -11,6 +11,7 @@ import * as S from "../domain/schemas.js"
 import type { OrgId } from "../domain/ids.js"
 import type { Caller } from "../services/KeyStore.js"
 import { type Catalog, catalog, type ToolName } from "../domain/tools.js"
+import { cleanSpec } from "./openapi.js"
 import { GatewayErrorWire } from "./wire.js"
 
 /** The authenticated caller, provided to tool handlers by `ApiKeyAuth`. */
@@ -58,7 +59,7 @@ const toolEndpoint = <T extends ToolName>(def: Catalog[T]) =>
     .setPayload(def.input)
     .setHeaders(IdempotencyHeaders)
     .addSuccess(def.output)
-    .annotate(OpenApi.Summary, def.summary)
+    .annotate(OpenApi.Summary, `${def.name}: ${def.summary}`)
     .annotate(
       OpenApi.Description,
       `${def.summary}.${def.account ? " Needs a connected provider account." : ""}${def.beta ? " Beta." : ""}`
@@ -95,7 +96,7 @@ export class ToolsGroup extends HttpApiGroup.make("tools")
       .setPayload(S.RunRequest)
       .setHeaders(IdempotencyHeaders)
       .addSuccess(S.RunOutput)
-      .annotate(OpenApi.Summary, "Call a tool's provider and answer its raw answer")
+      .annotate(OpenApi.Summary, "run: call a tool's provider and answer its raw answer")
       .annotate(
         OpenApi.Description,
         "The fallback when a curated tool answers normalization_failed: the same authentication, input validation, " +
@@ -155,6 +156,17 @@ export class DashboardGroup extends HttpApiGroup.make("dashboard")
   .middleware(IdTokenAuth)
 {}
 
+/** Files kept from tool answers: the org's API key. */
+export class ArtifactsGroup extends HttpApiGroup.make("artifacts")
+  .add(
+    HttpApiEndpoint.get("get", "/v1/artifacts/:id")
+      .setPath(Schema.Struct({ id: Schema.String }))
+      .addSuccess(Schema.Unknown.annotations({ description: "The file's bytes, exactly as they were received" }))
+      .annotate(OpenApi.Summary, "Download a file kept from a tool answer (Range supported; the ETag is its SHA-256)")
+  )
+  .middleware(ApiKeyAuth)
+{}
+
 /** The tool catalog: public, no key needed. */
 export class CatalogGroup extends HttpApiGroup.make("catalog")
   .add(
@@ -185,9 +197,11 @@ export class Api extends HttpApi.make("tool-gateway")
   .add(ToolsGroup)
   .add(DashboardGroup)
   .add(CatalogGroup)
+  .add(ArtifactsGroup)
   .add(DevGroup)
   .add(UnknownToolGroup)
   .addError(GatewayErrorWire)
   .annotate(OpenApi.Title, "Tool Gateway")
   .annotate(OpenApi.Version, "v1")
+  .annotate(OpenApi.Transform, cleanSpec)
 {}

@@ -3,20 +3,13 @@
  * connection, whether it is beta, and whether it is configured on this gateway.
  */
 import { HttpApiBuilder } from "@effect/platform"
-import { Effect, JSONSchema, type SchemaAST } from "effect"
+import { Effect } from "effect"
 import { catalog, toolNames } from "../domain/tools.js"
 import { isConfigured } from "../providers/index.js"
 import { GatewayConfig } from "../services/GatewayConfig.js"
 import { Pricing } from "../services/Pricing.js"
 import { Api } from "./Api.js"
-
-/** A self-contained JSON Schema: the schema inline ("dereferenced"), its named parts under `$defs`. */
-const jsonSchemaOf = (ast: SchemaAST.AST) => {
-  const definitions: Record<string, JSONSchema.JsonSchema7> = {}
-  // 2019-09: keywords beside a `$ref` (a field's range, say) keep their meaning.
-  const schema = JSONSchema.fromAST(ast, { definitions, topLevelReferenceStrategy: "skip", target: "jsonSchema2019-09" })
-  return Object.keys(definitions).length > 0 ? { ...schema, $defs: definitions } : schema
-}
+import { jsonSchemaOf } from "./jsonSchema.js"
 
 export const CatalogLive = HttpApiBuilder.group(Api, "catalog", (handlers) =>
   Effect.gen(function* () {

@@ -100,6 +100,7 @@ const respond = (error: GatewayError): HttpServerResponse.HttpServerResponse => 
   if ("retryAfter" in error && typeof error.retryAfter === "number") headers["retry-after"] = String(error.retryAfter)
   else if (spec.status === 429) headers["retry-after"] = "1"
   if (error._tag === "MethodNotAllowed" && error.allow !== undefined) headers["allow"] = error.allow
+  if (error._tag === "RangeNotSatisfiable" && error.size !== undefined) headers["content-range"] = `bytes */${error.size}`
   // The rest of an over-long body is not read: the connection ends with this answer.
   if (error._tag === "PayloadTooLarge") headers["connection"] = "close"
   return HttpServerResponse.unsafeJson(envelope(error), { status: spec.status, headers })

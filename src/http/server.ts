@@ -1,7 +1,7 @@
 /**
  * The HTTP server: the API with its handlers and middlewares on Node's http server.
  */
-import { HttpApiBuilder, HttpServer } from "@effect/platform"
+import { HttpApiBuilder, HttpApiScalar, HttpServer } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import * as Http from "node:http"
@@ -9,13 +9,21 @@ import { GatewayConfig } from "../services/GatewayConfig.js"
 import { Api } from "./Api.js"
 import { EnvelopeMiddlewareLive } from "./envelope.js"
 import { HandlersLive } from "./handlers.js"
+import { ArtifactsLive } from "./artifacts.js"
 import { CatalogLive } from "./catalog.js"
 import { DashboardHandlersLive } from "./dashboard.js"
+import { McpLive } from "./mcp.js"
 import { ApiKeyAuthLive, IdTokenAuthLive, JsonBodyLive } from "./security.js"
+
+/** `GET /openapi.json` and `GET /docs` (the API reference, with its script inline: it works offline). */
+export const DocsLive = Layer.mergeAll(
+  HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" }),
+  HttpApiScalar.layer({ path: "/docs" })
+)
 
 /** The API, built: handlers, middlewares, error envelopes. Needs the gateway services. */
 export const ApiLive = HttpApiBuilder.api(Api).pipe(
-  Layer.provide(Layer.mergeAll(HandlersLive, DashboardHandlersLive, CatalogLive)),
+  Layer.provide(Layer.mergeAll(HandlersLive, DashboardHandlersLive, CatalogLive, ArtifactsLive)),
   Layer.provide(Layer.mergeAll(ApiKeyAuthLive, IdTokenAuthLive, JsonBodyLive)),
   Layer.provide(EnvelopeMiddlewareLive)
 )
@@ -46,6 +54,8 @@ export const makeNodeServer = () => {
 
 /** Serve the API on `HOST:PORT` (port 0 picks a free one; `HttpServer.HttpServer` tells which). */
 export const HttpServerLive = HttpApiBuilder.serve().pipe(
+  Layer.provide(DocsLive),
+  Layer.provide(McpLive),
   Layer.provide(ApiLive),
   HttpServer.withLogAddress,
   Layer.provideMerge(

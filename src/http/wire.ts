@@ -53,6 +53,7 @@ export const wireErrors = [
   wireOf(E.IdempotencyKeyReused),
   wireOf(E.IdempotencyReplayUnavailable),
   wireOf(E.PayloadTooLarge),
+  wireOf(E.RangeNotSatisfiable),
   wireOf(E.InvalidKey),
   wireOf(E.InvalidToken),
   wireOf(E.CredentialRequired),

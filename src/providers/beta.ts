@@ -6,7 +6,7 @@ import { Effect, Option, Redacted, Schema } from "effect"
 import { ProviderNotConfigured } from "../domain/errors.js"
 import { DEFAULT_MAX_CHARS, DEFAULT_MAX_RESULTS, type ToolInput, type ToolOutput } from "../domain/tools.js"
 import { GatewayConfig, type ProviderEndpoint } from "../services/GatewayConfig.js"
-import { decodeUpstream, type ProviderTool, requestJson } from "./common.js"
+import { decodeUpstream, keepFile, type ProviderTool, requestJson } from "./common.js"
 import { truncate } from "./text.js"
 
 export const PROVIDER = "beta"
@@ -25,10 +25,12 @@ export const JinaSearchAnswer = Schema.Struct({
 
 export const JinaReadAnswer = Schema.Struct({
   data: Schema.Struct({
+    screenshotUrl: NullableString,
+    pageshotUrl: NullableString,
     title: NullableString,
     description: NullableString,
     url: NullableString,
-    content: Schema.String,
+    content: Schema.optional(Schema.NullOr(Schema.String)),
     publishedTime: NullableString,
     usage: Schema.optional(Schema.Struct({ tokens: Schema.optional(Schema.Number) }))
   })
@@ -86,18 +88,35 @@ export const betaSearch: ProviderTool<ToolInput<"beta_search">, undefined, ToolO
     }))
 }
 
-/** `beta_read`: `format` is the Reader's `X-Return-Format` (markdown, html, text, …). */
+/** The screenshot or pageshot URL of a Reader answer, if it has one. */
+const ShotUrl = Schema.Struct({
+  data: Schema.Struct({ screenshotUrl: NullableString, pageshotUrl: NullableString })
+})
+
+/**
+ * `beta_read`: `format` is the Reader's `X-Return-Format` (markdown, html, text, screenshot, pageshot). A
+ * screenshot or pageshot is kept as an artifact.
+ */
 export const betaRead: ProviderTool<ToolInput<"beta_read">, undefined, ToolOutput<"beta_read">> = {
-  fetch: (input) => read(input.url, input.format),
+  fetch: (input) =>
+    Effect.gen(function* () {
+      const raw = yield* read(input.url, input.format)
+      const shot = Schema.decodeUnknownOption(ShotUrl)(raw.body).pipe(
+        Option.flatMap(({ data }) => Option.fromNullable(data.screenshotUrl ?? data.pageshotUrl))
+      )
+      if (Option.isNone(shot)) return raw
+      return { ...raw, artifacts: { file: yield* keepFile(PROVIDER, shot.value) } }
+    }),
   normalize: (input, raw) =>
     Effect.map(decodeUpstream(PROVIDER, JinaReadAnswer, "beta_read")(raw.body), ({ data }) => ({
       provider: PROVIDER,
       url: data.url ?? input.url,
       title: data.title ?? null,
       description: data.description ?? null,
-      content: data.content,
+      content: data.content ?? "",
       published_time: data.publishedTime ?? null,
-      tokens: data.usage?.tokens ?? null
+      tokens: data.usage?.tokens ?? null,
+      artifact: raw.artifacts?.["file"] ?? null
     }))
 }
 
@@ -120,14 +139,15 @@ export const curatedRead: ProviderTool<ToolInput<"read">, undefined, ToolOutput<
   fetch: (input) => read(input.url, "markdown"),
   normalize: (input, raw) =>
     Effect.map(decodeUpstream(PROVIDER, JinaReadAnswer, "read")(raw.body), ({ data }) => {
-      const { text, truncated } = truncate(data.content, input.max_chars ?? DEFAULT_MAX_CHARS)
+      const { text, truncated } = truncate(data.content ?? "", input.max_chars ?? DEFAULT_MAX_CHARS)
       return {
         provider: PROVIDER,
         url: data.url ?? input.url,
         title: data.title ?? null,
         content: text,
         chars: text.length,
-        truncated
+        truncated,
+        artifact: null
       }
     })
 }

@@ -9,6 +9,7 @@
 import { Effect, Schema } from "effect"
 import { InvalidRequest, NormalizationFailed, type ProviderError, ProviderUnavailable } from "../domain/errors.js"
 import { describeParseError } from "../domain/parse.js"
+import { type ArtifactRef, ArtifactSink } from "../services/Artifacts.js"
 import type { GatewayConfig } from "../services/GatewayConfig.js"
 import { bodyText, ProviderClient, type UpstreamRequest, type UpstreamResponse } from "../services/ProviderClient.js"
 
@@ -17,7 +18,7 @@ export type ProviderCallError = ProviderError | NormalizationFailed | InvalidReq
 
 export { describeParseError } from "../domain/parse.js"
 
-export type ProviderEffect<A> = Effect.Effect<A, ProviderCallError, ProviderClient | GatewayConfig>
+export type ProviderEffect<A> = Effect.Effect<A, ProviderCallError, ProviderClient | GatewayConfig | ArtifactSink>
 
 /** An upstream's answer, before normalization. */
 export interface Raw {
@@ -28,6 +29,8 @@ export interface Raw {
   /** The final URL (after redirects). */
   readonly url: string
   readonly contentType: string
+  /** Files the call kept (a screenshot, say), by the name the normalization looks them up with. */
+  readonly artifacts?: Readonly<Record<string, ArtifactRef>>
 }
 
 /** A tool's answer together with the provider that produced it. */
@@ -99,3 +102,33 @@ export const requestText = (request: UpstreamRequest): ProviderEffect<Raw> =>
     }))
 
 export const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+
+const parseDataUrl = (url: string): { readonly contentType: string; readonly data: Uint8Array } | undefined => {
+  const match = /^data:([^;,]*)(;base64)?,(.*)$/s.exec(url)
+  if (match === null) return undefined
+  const data = match[2] === ";base64" ? Buffer.from(match[3] ?? "", "base64") : Buffer.from(decodeURIComponent(match[3] ?? ""))
+  return { contentType: match[1] || "application/octet-stream", data }
+}
+
+/**
+ * Keep a file a provider pointed to — a `data:` URL, or an http(s) URL fetched through the SSRF guard —
+ * as an artifact of the current call's org.
+ */
+export const keepFile = (provider: string, url: string): ProviderEffect<ArtifactRef> =>
+  Effect.gen(function* () {
+    const sink = yield* ArtifactSink
+    const inline = parseDataUrl(url)
+    if (inline !== undefined) return yield* sink.store(inline.contentType, inline.data)
+    const client = yield* ProviderClient
+    const response = yield* client.request({
+      provider,
+      method: "GET",
+      url,
+      headers: { accept: "*/*" },
+      idempotent: true,
+      guarded: true,
+      maxBytes: sink.maxBytes
+    })
+    const contentType = (response.headers["content-type"] ?? "application/octet-stream").split(";")[0]?.trim() ?? ""
+    return yield* sink.store(contentType || "application/octet-stream", response.body)
+  })

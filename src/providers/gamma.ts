@@ -6,7 +6,7 @@ import { Effect, Option, Redacted, Schema } from "effect"
 import { ProviderNotConfigured } from "../domain/errors.js"
 import { DEFAULT_MAX_CHARS, DEFAULT_MAX_RESULTS, type ToolInput, type ToolOutput } from "../domain/tools.js"
 import { GatewayConfig } from "../services/GatewayConfig.js"
-import { decodeUpstream, JsonObject, type ProviderTool, requestJson } from "./common.js"
+import { decodeUpstream, JsonObject, keepFile, type ProviderTool, requestJson } from "./common.js"
 import { truncate } from "./text.js"
 
 export const PROVIDER = "gamma"
@@ -59,9 +59,17 @@ const post = (path: string, body: Readonly<Record<string, unknown>>) =>
     })
   })
 
-/** `gamma_scrape`: the input is Firecrawl's scrape body, extra properties included. */
+const Screenshot = Schema.Struct({ data: Schema.Struct({ screenshot: Schema.String }) })
+
+/** `gamma_scrape`: the input is Firecrawl's scrape body, extra properties included; a screenshot is kept as an artifact. */
 export const gammaScrape: ProviderTool<ToolInput<"gamma_scrape">, undefined, ToolOutput<"gamma_scrape">> = {
-  fetch: (input) => post("/v1/scrape", input),
+  fetch: (input) =>
+    Effect.gen(function* () {
+      const raw = yield* post("/v1/scrape", input)
+      const shot = Schema.decodeUnknownOption(Screenshot)(raw.body)
+      if (Option.isNone(shot)) return raw
+      return { ...raw, artifacts: { screenshot: yield* keepFile(PROVIDER, shot.value.data.screenshot) } }
+    }),
   normalize: (input, raw) =>
     Effect.map(decodeUpstream(PROVIDER, FirecrawlScrapeAnswer, "gamma_scrape")(raw.body), ({ data }) => {
       const { sourceURL, statusCode, title, url, ...rest } = data.metadata ?? {}
@@ -74,7 +82,7 @@ export const gammaScrape: ProviderTool<ToolInput<"gamma_scrape">, undefined, Too
         html: data.html ?? null,
         raw_html: data.rawHtml ?? null,
         links: data.links ?? null,
-        screenshot: data.screenshot ?? null,
+        screenshot: raw.artifacts?.["screenshot"] ?? null,
         metadata: { ...rest, ...(sourceURL !== undefined ? { sourceURL } : {}) }
       }
     })
@@ -129,7 +137,8 @@ export const curatedRead: ProviderTool<ToolInput<"read">, undefined, ToolOutput<
         title: data.metadata?.title ?? null,
         content: text,
         chars: text.length,
-        truncated
+        truncated,
+        artifact: null
       }
     })
 }

@@ -9,7 +9,10 @@ import { parseHTML } from "linkedom"
 import TurndownService from "turndown"
 import { DEFAULT_MAX_CHARS, type ToolInput, type ToolOutput } from "../domain/tools.js"
 import { ProviderClient } from "../services/ProviderClient.js"
-import { invalid, type ProviderEffect, type ProviderTool, type Raw } from "./common.js"
+import { ProviderResponseTooLarge } from "../domain/errors.js"
+import { ArtifactSink } from "../services/Artifacts.js"
+import { GatewayConfig } from "../services/GatewayConfig.js"
+import type { ProviderEffect, ProviderTool, Raw } from "./common.js"
 import { truncate } from "./text.js"
 
 export const PROVIDER = "builtin"
@@ -51,26 +54,41 @@ export const extractHtml = (html: string): { readonly title: string | null; read
   return { title: article?.title?.trim() || fallbackTitle, markdown }
 }
 
-/** The page, as text in its own charset (the raw answer of `read` on the built-in reader). */
+const isText = (type: string) =>
+  type === "" || type.startsWith("text/") || type === "application/json" || type.endsWith("+json") ||
+  type === "application/xml" || type.endsWith("+xml")
+
+/**
+ * The page, as text in its own charset (the raw answer of `read` on the built-in reader); a file (a PDF, an
+ * image) is kept as an artifact instead, and the raw answer is `{artifact}`.
+ */
 const fetchPage = (input: ToolInput<"read">): ProviderEffect<Raw> =>
   Effect.gen(function* () {
     const client = yield* ProviderClient
+    const config = yield* GatewayConfig
+    const sink = yield* ArtifactSink
     const response = yield* client.request({
       provider: "the page's server",
       method: "GET",
       url: input.url,
       headers: { accept: ACCEPT },
       idempotent: true,
-      guarded: true
+      guarded: true,
+      maxBytes: Math.max(config.providerMaxResponseBytes, sink.maxBytes)
     })
-    const { charset } = contentTypeOf(response.headers["content-type"] ?? "")
-    return {
-      provider: PROVIDER,
-      status: response.status,
-      body: decode(response.body, charset),
-      url: response.url,
-      contentType: response.headers["content-type"] ?? ""
+    const header = response.headers["content-type"] ?? ""
+    const { charset, type } = contentTypeOf(header)
+    const base = { provider: PROVIDER, status: response.status, url: response.url, contentType: header }
+    if (!isText(type)) {
+      const artifact = yield* sink.store(type, response.body)
+      return { ...base, body: { artifact }, artifacts: { file: artifact } }
     }
+    if (response.body.length > config.providerMaxResponseBytes) {
+      return yield* new ProviderResponseTooLarge({
+        message: `The page is larger than the ${config.providerMaxResponseBytes}-byte limit.`
+      })
+    }
+    return { ...base, body: decode(response.body, charset) }
   })
 
 const toText = (raw: Raw) => (typeof raw.body === "string" ? raw.body : JSON.stringify(raw.body))
@@ -79,6 +97,10 @@ export const builtinRead: ProviderTool<ToolInput<"read">, undefined, ToolOutput<
   fetch: fetchPage,
   normalize: (input, raw) =>
     Effect.gen(function* () {
+      const file = raw.artifacts?.["file"]
+      if (file !== undefined) {
+        return { provider: PROVIDER, url: raw.url, title: null, content: "", chars: 0, truncated: false, artifact: file }
+      }
       const { type } = contentTypeOf(raw.contentType)
       const text = toText(raw)
       let title: string | null = null
@@ -92,7 +114,7 @@ export const builtinRead: ProviderTool<ToolInput<"read">, undefined, ToolOutput<
       } else if (type === "application/json" || type.endsWith("+json")) {
         content = "```json\n" + text + "\n```"
       } else {
-        return yield* invalid(`The page is ${type}, which the reader cannot turn into text.`)
+        content = text
       }
       const cut = truncate(content, input.max_chars ?? DEFAULT_MAX_CHARS)
       return {
@@ -101,7 +123,8 @@ export const builtinRead: ProviderTool<ToolInput<"read">, undefined, ToolOutput<
         title,
         content: cut.text,
         chars: cut.text.length,
-        truncated: cut.truncated
+        truncated: cut.truncated,
+        artifact: null
       }
     })
 }

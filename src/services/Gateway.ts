@@ -43,6 +43,7 @@ import {
 } from "../domain/tools.js"
 import { type Answered, callProvider, callProviderRaw, type ProviderEffect } from "../providers/index.js"
 import { describeParseError } from "../domain/parse.js"
+import { Artifacts, ArtifactSink } from "./Artifacts.js"
 import { Betas } from "./Betas.js"
 import { Connections } from "./Connections.js"
 import { Pricing } from "./Pricing.js"
@@ -178,6 +179,13 @@ export class Gateway extends Context.Tag("Gateway")<Gateway, {
     input: ToolInput<T>,
     options?: CallOptions
   ) => Effect.Effect<Outcome<ToolOutput<T>>, ToolError<T>>
+  /** As `run`, for an input not yet validated (MCP arguments, say): `invalid_request` names the field. */
+  readonly runUnknown: <T extends ToolName>(
+    caller: Caller,
+    tool: T,
+    input: unknown,
+    options?: CallOptions
+  ) => Effect.Effect<Outcome<ToolOutput<T>>, ToolError<T>>
   /**
    * `POST /v1/run`: validate `input` against the tool's schema, then the same pipeline, answering the
    * provider's raw answer instead of the normalized one.
@@ -209,6 +217,7 @@ export const make = Effect.gen(function* () {
   const connections = yield* Connections
   const usage = yield* Usage
   const pricing = yield* Pricing
+  const artifacts = yield* Artifacts
   const providerContext = Context.make(GatewayConfig, config).pipe(Context.add(ProviderClient, yield* ProviderClient))
 
   const minimumCharge = (label: string) => {
@@ -288,8 +297,13 @@ export const make = Effect.gen(function* () {
           leaseMs
         })
         // 8. the provider call, in a fiber of its own: only its deadline can interrupt it
+        const sink = ArtifactSink.of({
+          store: (contentType, data) => artifacts.store(caller.orgId, contentType, data),
+          maxBytes: config.artifactMaxBytes
+        })
         const providerCall = mode.invoke(credentials).pipe(
           Effect.provide(providerContext),
+          Effect.provideService(ArtifactSink, sink),
           Effect.interruptible,
           Effect.timeoutFail({
             duration: callTimeoutMs,
@@ -365,6 +379,14 @@ export const make = Effect.gen(function* () {
       units: (answered) => def.units(answered.output)
     })
   }
+
+  const runUnknown = <T extends ToolName>(
+    caller: Caller,
+    tool: T,
+    rawInput: unknown,
+    options: CallOptions = {}
+  ): Effect.Effect<Outcome<ToolOutput<T>>, ToolError<T>> =>
+    Effect.flatMap(decodeInput(tool, rawInput), (input) => run(caller, tool, input, options))
 
   const runRaw = <T extends ToolName>(
     caller: Caller,
@@ -458,7 +480,7 @@ export const make = Effect.gen(function* () {
       return yield* new NormalizationFailed({ message: stored.error.message })
     })
 
-  return Gateway.of({ authenticate, run, runRaw, call })
+  return Gateway.of({ authenticate, run, runUnknown, runRaw, call })
 })
 
 const StoredEnvelope = Schema.Struct({ error: Schema.Struct({ message: Schema.String }) })

@@ -69,6 +69,11 @@ export interface GatewayConfigShape {
   readonly encryptionKey: Option.Option<Redacted.Redacted>
   /** Earlier keys, still used to read rows written with them. */
   readonly encryptionOldKeys: ReadonlyArray<Redacted.Redacted>
+  /** Files kept from tool answers (screenshots, PDFs): largest size, and how long they are kept. */
+  readonly artifactMaxBytes: number
+  readonly artifactRetentionMs: number
+  /** The gateway's public base URL, for absolute artifact URLs (else they are paths). */
+  readonly publicUrl: Option.Option<string>
   /** A JSON file of tool prices that replace the catalog's. */
   readonly pricesFile: Option.Option<string>
   /** Create a `default` org and print a key on first start of an empty embedded database. */
@@ -122,6 +127,9 @@ export class GatewayConfig extends Context.Tag("GatewayConfig")<GatewayConfig, G
     encryptionKey: Option.none(),
     encryptionOldKeys: [],
     pricesFile: Option.none(),
+    artifactMaxBytes: 10 * 1024 * 1024,
+    artifactRetentionMs: 7 * 24 * 60 * 60 * 1000,
+    publicUrl: Option.none(),
     bootstrap: true
   }
 
@@ -220,6 +228,11 @@ export const fromEnv: Config.Config<GatewayConfigShape> = Config.all({
   }),
   encryptionKey: Config.option(Config.redacted("GATEWAY_ENCRYPTION_KEY")),
   pricesFile: Config.option(Config.string("PRICES_FILE")),
+  artifactMaxBytes: positiveInt("ARTIFACT_MAX_BYTES", d.artifactMaxBytes),
+  artifactRetentionMs: positiveInt("ARTIFACT_RETENTION_SECONDS", d.artifactRetentionMs / 1000).pipe(
+    Config.map((s) => s * 1000)
+  ),
+  publicUrl: Config.option(Config.string("PUBLIC_URL").pipe(Config.map(trimSlash))),
   encryptionOldKeys: Config.string("GATEWAY_ENCRYPTION_OLD_KEYS").pipe(
     Config.map((s) => s.split(",").map((x) => x.trim()).filter((x) => x.length > 0).map((x) => Redacted.make(x))),
     Config.withDefault([])
@@ -266,6 +279,9 @@ export const fromEnv: Config.Config<GatewayConfigShape> = Config.all({
       encryptionKey: c.encryptionKey,
       encryptionOldKeys: c.encryptionOldKeys,
       pricesFile: c.pricesFile,
+      artifactMaxBytes: c.artifactMaxBytes,
+      artifactRetentionMs: c.artifactRetentionMs,
+      publicUrl: c.publicUrl,
       bootstrap: c.bootstrap
     }
   })

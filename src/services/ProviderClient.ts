@@ -39,6 +39,8 @@ export interface UpstreamRequest {
   readonly guarded?: boolean
   /** Overrides the configured deadline, in milliseconds. */
   readonly timeoutMs?: number
+  /** Overrides the configured cap on the answer's size (files kept as artifacts have their own). */
+  readonly maxBytes?: number
 }
 
 export interface UpstreamResponse {
@@ -116,8 +118,7 @@ export const make = Effect.gen(function* () {
   )
   const guarded = NodeHttpClient.makeUndici(guardedAgent)
 
-  const readBody = (provider: string, response: HttpClientResponse.HttpClientResponse) => {
-    const max = config.providerMaxResponseBytes
+  const readBody = (provider: string, response: HttpClientResponse.HttpClientResponse, max: number) => {
     const tooLarge = () =>
       new ProviderResponseTooLarge({ message: `The ${provider} answer is larger than the ${max}-byte limit.` })
     const declared = Number(response.headers["content-length"] ?? "NaN")
@@ -160,7 +161,7 @@ export const make = Effect.gen(function* () {
             )
         })
       )
-      const body = yield* readBody(request.provider, response)
+      const body = yield* readBody(request.provider, response, request.maxBytes ?? config.providerMaxResponseBytes)
       return { status: response.status, headers: response.headers, url, body }
     }).pipe(Effect.scoped)
 

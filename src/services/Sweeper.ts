@@ -1,9 +1,10 @@
 /**
  * Housekeeping for the life of the server: every `SWEEP_INTERVAL_MS`, void the holds whose request died
- * (their lease expired) and delete Idempotency-Key records past their retention. Safe on many processes:
+ * (their lease expired) and delete Idempotency-Key records and artifacts past their retention. Safe on many processes:
  * one sweep at a time holds the lock, the others skip. A failed sweep is logged and tried again next time.
  */
 import { Duration, Effect, Layer, Schedule } from "effect"
+import { Artifacts } from "./Artifacts.js"
 import { GatewayConfig } from "./GatewayConfig.js"
 import { Idempotency } from "./Idempotency.js"
 import { Ledger } from "./Ledger.js"
@@ -11,9 +12,11 @@ import { Ledger } from "./Ledger.js"
 export const sweepOnce = Effect.gen(function* () {
   const ledger = yield* Ledger
   const idempotency = yield* Idempotency
+  const artifacts = yield* Artifacts
   const voided = yield* ledger.sweep
   if (voided > 0) yield* Effect.logInfo(`voided ${voided} holds whose request died`)
   yield* idempotency.purgeExpired
+  yield* artifacts.purgeExpired
 })
 
 export const SweeperLive = Layer.scopedDiscard(

@@ -3,10 +3,15 @@
  * `{success:false, error}` failures.
  */
 import { json, type RecordedRequest, type Reply, upstream } from "./harness.js"
+import { PNG } from "./pages.js"
 
 export const FIRECRAWL_KEY = "fc-test-key"
 
 export const handleFirecrawl = (req: RecordedRequest): Reply => {
+  // Firecrawl hosts the screenshots it takes; the URL it answers points there.
+  if (req.method === "GET" && req.path.startsWith("/screenshots/")) {
+    return { status: 200, body: PNG.toString("latin1"), raw: true, binary: true, headers: { "content-type": "image/png" } }
+  }
   if (req.headers["authorization"] !== `Bearer ${FIRECRAWL_KEY}`) return json(401, { success: false, error: "Unauthorized: Invalid token" })
   if (req.method !== "POST") return json(404, { success: false, error: "Not found" })
   const body = req.json
@@ -20,9 +25,15 @@ export const handleFirecrawl = (req: RecordedRequest): Reply => {
   }
   if (req.path === "/v1/scrape") {
     if (!("url" in body) || typeof body.url !== "string") return json(400, { success: false, error: "url is required" })
+    const formats = "formats" in body && Array.isArray(body.formats) ? body.formats : ["markdown"]
+    const origin = `http://${req.headers["host"] ?? "127.0.0.1"}`
     return json(200, {
       success: true,
-      data: { markdown: `# Scraped\n\n${body.url}`, metadata: { title: "Scraped page", sourceURL: body.url, statusCode: 200 } }
+      data: {
+        markdown: `# Scraped\n\n${body.url}`,
+        ...(formats.includes("screenshot") ? { screenshot: `${origin}/screenshots/shot-1.png` } : {}),
+        metadata: { title: "Scraped page", sourceURL: body.url, statusCode: 200 }
+      }
     })
   }
   return json(404, { success: false, error: "Not found" })

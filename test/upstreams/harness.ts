@@ -21,6 +21,8 @@ export interface Reply {
   readonly headers?: Readonly<Record<string, string>>
   /** Send `body` as is (a string), not as JSON. */
   readonly raw?: boolean
+  /** `body` is bytes, one per character (latin1). */
+  readonly binary?: boolean
 }
 
 export interface Fault {
@@ -127,7 +129,7 @@ export const startUpstream = (handler: Handler, host = "127.0.0.1"): Promise<Ups
             : handler(recorded)
           const text = reply.raw === true && typeof reply.body === "string" ? reply.body : JSON.stringify(reply.body)
           res.writeHead(reply.status, { "content-type": "application/json", ...reply.headers })
-          res.end(text)
+          res.end(reply.binary === true ? Buffer.from(text, "latin1") : text)
         }
         if (fault?.delayMs !== undefined) setTimeout(answer, fault.delayMs)
         else answer()

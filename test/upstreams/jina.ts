@@ -3,10 +3,14 @@
  * `{code, status, data}` answers when asked for JSON.
  */
 import { json, type RecordedRequest, type Reply, upstream } from "./harness.js"
+import { PNG } from "./pages.js"
 
 export const JINA_KEY = "jina-test-key"
 
 export const handleJina = (req: RecordedRequest): Reply => {
+  if (req.method === "GET" && req.path.startsWith("/screenshots/")) {
+    return { status: 200, body: PNG.toString("latin1"), raw: true, binary: true, headers: { "content-type": "image/png" } }
+  }
   if (req.headers["authorization"] !== `Bearer ${JINA_KEY}`) {
     return json(401, { data: null, code: 401, name: "AuthenticationRequiredError", status: 40103, message: "Invalid API key" })
   }
@@ -30,6 +34,15 @@ export const handleJina = (req: RecordedRequest): Reply => {
   }
   if (req.method === "GET" && /^\/https?:\/\//.test(req.path)) {
     const url = req.path.slice(1)
+    const format = req.headers["x-return-format"]
+    if (format === "screenshot" || format === "pageshot") {
+      const shot = `http://${req.headers["host"] ?? "127.0.0.1"}/screenshots/page.png`
+      return json(200, {
+        code: 200,
+        status: 20000,
+        data: { title: "Jina read", url, ...(format === "screenshot" ? { screenshotUrl: shot } : { pageshotUrl: shot }), usage: { tokens: 1 } }
+      })
+    }
     return json(200, {
       code: 200,
       status: 20000,

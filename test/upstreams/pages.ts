@@ -20,6 +20,13 @@ export const ARTICLE = `<!doctype html>
   <script>var tracking = true;</script>
 </body></html>`
 
+/** A small PNG and a PDF, byte for byte what the tests expect back. */
+export const PNG = Buffer.from(
+  "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c4890000000d4944415478da63f8cfc0f01f0005fe02fea72d3a0d0000000049454e44ae426082",
+  "hex"
+)
+export const PDF = Buffer.concat([Buffer.from("%PDF-1.4\n"), Buffer.from(Array.from({ length: 4096 }, (_, i) => (i * 37) % 256)), Buffer.from("\n%%EOF\n")])
+
 export const handlePages = (req: RecordedRequest): Reply => {
   switch (req.path) {
     case "/article":
@@ -28,6 +35,10 @@ export const handlePages = (req: RecordedRequest): Reply => {
       return { status: 200, body: "Just some plain text.", raw: true, headers: { "content-type": "text/plain" } }
     case "/data.json":
       return { status: 200, body: { hello: "world" } }
+    case "/doc.pdf":
+      return { status: 200, body: PDF.toString("latin1"), raw: true, binary: true, headers: { "content-type": "application/pdf" } }
+    case "/shot.png":
+      return { status: 200, body: PNG.toString("latin1"), raw: true, binary: true, headers: { "content-type": "image/png" } }
     case "/file.bin":
       return { status: 200, body: "\u0000\u0001binary", raw: true, headers: { "content-type": "application/octet-stream" } }
     case "/redirect": {

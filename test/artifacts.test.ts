@@ -1,0 +1,138 @@
+/**
+ * Exact file artifacts: files in tool answers (a PDF read, a page screenshot) are kept byte for byte and
+ * answered as `{artifact: {id, content_type, bytes, sha256, url}}`; `GET /v1/artifacts/{id}` returns the
+ * same bytes, with `Range`, to the org that owns them only; they expire (TestClock).
+ */
+import { expect, layer } from "@effect/vitest"
+import { Effect, Schema, TestClock } from "effect"
+import * as Crypto from "node:crypto"
+import { ArtifactRef } from "../src/domain/schemas.js"
+import { Artifacts } from "../src/services/Artifacts.js"
+import { expectEnvelope, expectOk } from "./support/assert.js"
+import { baseUrl, callTool, gatewayLayer, givenOrg, servicesLayer, TestUpstreams } from "./support/gateway.js"
+import { PDF, PNG } from "./upstreams/pages.js"
+
+const sha256 = (data: Uint8Array) => Crypto.createHash("sha256").update(data).digest("hex")
+
+const download = (path: string, key: string, headers: Record<string, string> = {}) =>
+  Effect.gen(function* () {
+    const base = yield* baseUrl
+    return yield* Effect.promise(async () => {
+      const response = await fetch(`${base}${path}`, { headers: { "x-api-key": key, ...headers } })
+      const bytes = new Uint8Array(await response.arrayBuffer())
+      return { status: response.status, headers: response.headers, bytes, text: new TextDecoder().decode(bytes) }
+    })
+  })
+
+const artifactOf = (body: unknown, field: string) =>
+  Schema.decodeUnknownSync(Schema.Struct({ [field]: ArtifactRef }))(body)[field]
+
+layer(gatewayLayer({ ssrfAllow: ["127.0.0.0/8"] }), { excludeTestServices: true })("artifacts", (it) => {
+  it.effect("read of a PDF keeps the file; its bytes come back exactly", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      const { key } = yield* givenOrg()
+      const result = yield* callTool("read", { url: `${u.pages.url}/doc.pdf` }, { key })
+      expectOk(result)
+      expect(result.body).toMatchObject({ provider: "builtin", content: "", chars: 0, truncated: false })
+      const artifact = artifactOf(result.body, "artifact")
+      expect(artifact).toMatchObject({ content_type: "application/pdf", bytes: PDF.length, sha256: sha256(PDF) })
+      expect(artifact?.url).toBe(`/v1/artifacts/${artifact?.id}`)
+      expect(result.text).not.toContain(PDF.toString("base64").slice(0, 40))
+
+      const file = yield* download(artifact?.url ?? "", key)
+      expect(file.status).toBe(200)
+      expect(sha256(file.bytes)).toBe(sha256(PDF))
+      expect(Buffer.from(file.bytes).equals(PDF)).toBe(true)
+      expect(file.headers.get("content-type")).toBe("application/pdf")
+      expect(file.headers.get("content-length")).toBe(String(PDF.length))
+      expect(file.headers.get("etag")).toBe(`"${sha256(PDF)}"`)
+      expect(file.headers.get("accept-ranges")).toBe("bytes")
+    }))
+
+  it.effect("Range: a slice, a suffix, an open end, an unsatisfiable range; If-None-Match", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      const { key } = yield* givenOrg()
+      const result = yield* callTool("read", { url: `${u.pages.url}/doc.pdf` }, { key })
+      const url = artifactOf(result.body, "artifact")?.url ?? ""
+      const slice = yield* download(url, key, { range: "bytes=0-8" })
+      expect(slice.status).toBe(206)
+      expect(slice.text).toBe("%PDF-1.4\n")
+      expect(slice.headers.get("content-range")).toBe(`bytes 0-8/${PDF.length}`)
+      expect(slice.headers.get("content-length")).toBe("9")
+      const suffix = yield* download(url, key, { range: "bytes=-7" })
+      expect(suffix.status).toBe(206)
+      expect(suffix.text).toBe("%%EOF\n".padStart(7, "\n"))
+      const open = yield* download(url, key, { range: `bytes=${PDF.length - 3}-` })
+      expect(Buffer.from(open.bytes).equals(PDF.subarray(PDF.length - 3))).toBe(true)
+      const beyond = yield* download(url, key, { range: `bytes=${PDF.length + 10}-` })
+      expect(beyond.status).toBe(416)
+      expect(beyond.headers.get("content-range")).toBe(`bytes */${PDF.length}`)
+      expect(JSON.parse(beyond.text)).toMatchObject({ error: { code: "range_not_satisfiable", type: "validation" } })
+      const cached = yield* download(url, key, { "if-none-match": `"${sha256(PDF)}"` })
+      expect(cached.status).toBe(304)
+    }))
+
+  it.effect("another org's key gets 404, as for an artifact that does not exist", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      const owner = yield* givenOrg()
+      const other = yield* givenOrg()
+      const result = yield* callTool("read", { url: `${u.pages.url}/doc.pdf` }, { key: owner.key })
+      const url = artifactOf(result.body, "artifact")?.url ?? ""
+      const denied = yield* download(url, other.key)
+      expect(denied.status).toBe(404)
+      expect(JSON.parse(denied.text)).toMatchObject({ error: { code: "not_found", type: "not_found" } })
+      expect((yield* download("/v1/artifacts/art_nope", owner.key)).status).toBe(404)
+      expect((yield* download(url, "tg_" + "x".repeat(32))).status).toBe(401)
+    }))
+
+  it.effect("gamma_scrape keeps the page screenshot instead of a URL or base64", () =>
+    Effect.gen(function* () {
+      const { key } = yield* givenOrg()
+      const result = yield* callTool("gamma_scrape", { url: "https://example.com/page", formats: ["markdown", "screenshot"] }, { key })
+      expectOk(result)
+      const shot = artifactOf(result.body, "screenshot")
+      expect(shot).toMatchObject({ content_type: "image/png", bytes: PNG.length, sha256: sha256(PNG) })
+      const file = yield* download(shot?.url ?? "", key)
+      expect(Buffer.from(file.bytes).equals(PNG)).toBe(true)
+    }))
+
+  it.effect("beta_read with the screenshot format keeps the screenshot", () =>
+    Effect.gen(function* () {
+      const { key } = yield* givenOrg()
+      const result = yield* callTool("beta_read", { url: "https://example.com/page", format: "screenshot" }, { key })
+      expectOk(result)
+      const shot = artifactOf(result.body, "artifact")
+      expect(shot).toMatchObject({ content_type: "image/png", sha256: sha256(PNG) })
+      expect(Buffer.from((yield* download(shot?.url ?? "", key)).bytes).equals(PNG)).toBe(true)
+    }))
+})
+
+layer(gatewayLayer({ ssrfAllow: ["127.0.0.0/8"], artifactMaxBytes: 1024 }), { excludeTestServices: true })("artifact size cap", (it) => {
+  it.effect("a file over ARTIFACT_MAX_BYTES is refused, not billed", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      const { key } = yield* givenOrg()
+      const result = yield* callTool("read", { url: `${u.pages.url}/doc.pdf` }, { key })
+      expectEnvelope(result, { status: 502, type: "provider", code: "provider_response_too_large", retryable: false, billable: false })
+    }))
+})
+
+layer(servicesLayer())("artifact retention, on TestClock", (it) => {
+  it.effect("an artifact expires after ARTIFACT_RETENTION_SECONDS and is purged", () =>
+    Effect.gen(function* () {
+      yield* TestClock.setTime(Date.parse("2026-03-01T00:00:00Z"))
+      const artifacts = yield* Artifacts
+      const { orgId } = yield* givenOrg()
+      const ref = yield* artifacts.store(orgId, "image/png", PNG)
+      expect((yield* artifacts.get(orgId, ref.id)).ref.sha256).toBe(sha256(PNG))
+      yield* TestClock.adjust("6 days")
+      yield* artifacts.get(orgId, ref.id)
+      yield* TestClock.adjust("2 days")
+      const gone = yield* Effect.flip(artifacts.get(orgId, ref.id))
+      expect(gone._tag).toBe("NotFound")
+      expect(yield* artifacts.purgeExpired).toBeGreaterThanOrEqual(1)
+    }))
+})

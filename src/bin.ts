@@ -8,7 +8,11 @@ import { cli } from "./cli/main.js"
 import { describeStartupError } from "./cli/errors.js"
 
 const level = (process.env["LOG_LEVEL"] ?? "info").toLowerCase()
-const minimum = LogLevel.allLevels.find((l) => l.label.toLowerCase() === level) ?? LogLevel.Info
+const aliases: Record<string, string> = { warning: "warn", none: "off", silent: "off" }
+const minimum = LogLevel.allLevels.find((l) => l.label.toLowerCase() === (aliases[level] ?? level)) ?? LogLevel.Info
+// One JSON object per line for log collectors; readable lines on a terminal.
+const format = process.env["LOG_FORMAT"] ?? (process.stdout.isTTY ? "pretty" : "json")
+const logger = format === "pretty" ? Logger.pretty : Logger.json
 
 cli(process.argv).pipe(
   // Configuration mistakes, an unreachable database: one clear line, no stack trace.
@@ -21,6 +25,6 @@ cli(process.argv).pipe(
       })
     )
   }),
-  Effect.provide(Layer.mergeAll(NodeContext.layer, Logger.minimumLogLevel(minimum))),
-  NodeRuntime.runMain({ disableErrorReporting: false })
+  Effect.provide(Layer.mergeAll(NodeContext.layer, logger, Logger.minimumLogLevel(minimum))),
+  NodeRuntime.runMain({ disableErrorReporting: false, disablePrettyLogger: true })
 )

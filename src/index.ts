@@ -18,3 +18,4 @@ export { KeyStore, type Caller, type KeyInfo, type CreatedKey } from "./services
 export { Ledger, type Org, type Hold } from "./services/Ledger.js"
 export { ProviderClient } from "./services/ProviderClient.js"
 export { RateLimit } from "./services/RateLimit.js"
+export { startEmbedded, type EmbeddedDatabase, EmbeddedPostgresError } from "./db/embedded.js"

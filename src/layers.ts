@@ -16,6 +16,7 @@ import { KeyStoreLive } from "./services/KeyStore.js"
 import { LedgerLive } from "./services/Ledger.js"
 import { PricingLive } from "./services/Pricing.js"
 import { ProviderClientLive } from "./services/ProviderClient.js"
+import { MetricsExporterLive, TracingLive } from "./services/Observability.js"
 import { RateLimitLive } from "./services/RateLimit.js"
 import { SweeperLive } from "./services/Sweeper.js"
 
@@ -33,10 +34,18 @@ export const ServicesLive = GatewayServiceLive.pipe(
       EncryptionLive,
       UsageLive,
       PricingLive,
-      ArtifactsLive
+      ArtifactsLive,
+      MetricsExporterLive
     )
   )
 )
 
-/** The services, the sweeper, and the database (configured, or embedded), migrated. */
-export const GatewayLive = SweeperLive.pipe(Layer.provideMerge(ServicesLive), Layer.provideMerge(DatabaseLive))
+/**
+ * The services, the sweeper, and the database (configured, or embedded), migrated; traced over OTLP when
+ * `otlpEndpoint` is set (tracing is off otherwise).
+ */
+export const GatewayLive = SweeperLive.pipe(
+  Layer.provideMerge(ServicesLive),
+  Layer.provideMerge(DatabaseLive),
+  Layer.provideMerge(TracingLive)
+)

@@ -5,14 +5,12 @@
 import { SqlClient } from "@effect/sql"
 import { afterAll, describe, expect, layer } from "@effect/vitest"
 import { Effect, Fiber, Layer, Redacted } from "effect"
-import Pg from "pg"
-import { inject } from "vitest"
 import { envelopeOf } from "../src/domain/errors.js"
 import { fingerprint } from "../src/services/Idempotency.js"
 import { KeyStore } from "../src/services/KeyStore.js"
 import { toDate } from "../src/services/time.js"
 import { type ExpectedError, expectEnvelope } from "./support/assert.js"
-import { TestDatabaseUrl } from "./support/database.js"
+import { blockDatabase } from "./support/database.js"
 import {
   books,
   callTool,
@@ -294,24 +292,6 @@ layer(gatewayLayer({ maxBodyBytes: 64 * 1024, rateLimitPerSecond: 5, rateLimitBu
 )
 
 // A database that goes away: internal_error, retryable, no detail leaked; the gateway recovers on its own.
-const blockDatabase = (allow: boolean) =>
-  Effect.gen(function* () {
-    const { url } = yield* TestDatabaseUrl
-    const name = new URL(url).pathname.slice(1)
-    yield* Effect.promise(async () => {
-      const client = new Pg.Client({ connectionString: inject("adminDatabaseUrl") })
-      await client.connect()
-      try {
-        await client.query(`ALTER DATABASE ${name} WITH ALLOW_CONNECTIONS ${allow}`)
-        if (!allow) {
-          await client.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", [name])
-        }
-      } finally {
-        await client.end()
-      }
-    })
-  })
-
 layer(Layer.fresh(gatewayLayer()), { excludeTestServices: true })("internal_error", (it) => {
   it.effect("a database outage is internal_error (retryable), then the gateway recovers", () =>
     Effect.gen(function* () {

@@ -59,9 +59,14 @@ const admin = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     Effect.provide(AdminLive)
   )
 
-const serve = Command.make("serve", {}, () =>
+const workers = Options.integer("workers").pipe(
+  Options.withDefault(1),
+  Options.withDescription("Server processes sharing the port and the database (one per core is a good start)")
+)
+
+const serve = Command.make("serve", { workers }, ({ workers }) =>
   // Loaded on demand: the admin commands do not need the HTTP server and the providers.
-  Effect.flatMap(Effect.promise(() => import("./serve.js")), (m) => m.serve)
+  Effect.flatMap(Effect.promise(() => import("./serve.js")), (m) => m.serve(workers))
 ).pipe(Command.withDescription("Run the gateway (HOST, PORT; DATABASE_URL or the embedded database)"))
 
 const migrateCommand = Command.make("migrate", { json }, ({ json }) =>

@@ -1,11 +1,19 @@
 /**
  * `tool-gateway serve`: the HTTP server over the services and the database; on the first start of an
  * empty embedded database, a `default` org and a key, printed once.
+ *
+ * `--workers N` (N > 1) runs N server processes with Node's cluster module: they share the port (the
+ * primary hands out connections round-robin) and one PostgreSQL. The primary starts the embedded database
+ * if there is one, migrates and bootstraps once, then starts the workers with `DATABASE_URL` pointing at
+ * it, restarts a worker that dies, and on SIGTERM or SIGINT stops them all (each drains its in-flight
+ * calls) before it stops the database and exits.
  */
 import { HttpServer } from "@effect/platform"
-import { Console, Effect, Layer, Option, Redacted } from "effect"
+import { Console, Duration, Effect, Layer, Option, Redacted } from "effect"
+import Cluster from "node:cluster"
+import { databaseUrl, MigrationsLive, pgLayer } from "../db/Database.js"
 import { HttpServerLive } from "../http/server.js"
-import { GatewayLive } from "../layers.js"
+import { GatewayLive, ServicesLive } from "../layers.js"
 import { GatewayConfig, GatewayConfigFromEnv } from "../services/GatewayConfig.js"
 import { KeyStore } from "../services/KeyStore.js"
 import { Ledger } from "../services/Ledger.js"
@@ -14,36 +22,82 @@ const curlExample = (base: string, key: string) =>
   `curl -s ${base}/v1/weather -H "X-API-Key: ${key}" -H "Content-Type: application/json" -d '{"q":"Berlin"}'`
 
 /** First start on an empty embedded database: a `default` org with 1000 credits and one key, printed once. */
-const bootstrap = Effect.gen(function* () {
-  const config = yield* GatewayConfig
-  if (!config.bootstrap || Option.isSome(config.databaseUrl)) return
-  const ledger = yield* Ledger
-  if ((yield* ledger.countOrgs) > 0) return
-  const org = yield* ledger.createOrg({ name: "default", credits: 1000 })
-  const key = yield* Effect.orDie(KeyStore.pipe(Effect.flatMap((keys) => keys.create(org.id, { name: "default" }))))
-  const server = yield* HttpServer.HttpServer
+const bootstrap = (base: string) =>
+  Effect.gen(function* () {
+    const config = yield* GatewayConfig
+    if (!config.bootstrap || Option.isSome(config.databaseUrl)) return
+    const ledger = yield* Ledger
+    if ((yield* ledger.countOrgs) > 0) return
+    const org = yield* ledger.createOrg({ name: "default", credits: 1000 })
+    const key = yield* Effect.orDie(KeyStore.pipe(Effect.flatMap((keys) => keys.create(org.id, { name: "default" }))))
+    yield* Console.log(
+      [
+        "",
+        `Created org "default" (${org.id}) with 1000 credits and an API key. It is shown only this once:`,
+        "",
+        `  ${Redacted.value(key.key)}`,
+        "",
+        "Try it:",
+        `  ${curlExample(base, Redacted.value(key.key))}`,
+        ""
+      ].join("\n")
+    )
+  })
+
+const serverBase = Effect.map(HttpServer.HttpServer, (server) => {
   const address = server.address
-  const base = address._tag === "TcpAddress" ? `http://${address.hostname}:${address.port}` : "http://localhost"
-  yield* Console.log(
-    [
-      "",
-      `Created org "default" (${org.id}) with 1000 credits and an API key. It is shown only this once:`,
-      "",
-      `  ${Redacted.value(key.key)}`,
-      "",
-      "Try it:",
-      `  ${curlExample(base, Redacted.value(key.key))}`,
-      ""
-    ].join("\n")
-  )
+  return address._tag === "TcpAddress" ? `http://${address.hostname}:${address.port}` : "http://localhost"
 })
 
-/** Run the gateway until interrupted (SIGINT, SIGTERM). */
-export const serve = Layer.launch(
-  Layer.effectDiscard(bootstrap).pipe(
+/** One server process until interrupted (SIGINT, SIGTERM). */
+const single = Layer.launch(
+  Layer.effectDiscard(Effect.flatMap(serverBase, bootstrap)).pipe(
     Layer.provideMerge(HttpServerLive),
     Layer.provideMerge(GatewayLive),
     Layer.provideMerge(GatewayConfigFromEnv)
   )
 )
 
+// A worker that keeps dying right after it starts is not restarted faster than this.
+const RESTART_DELAY = Duration.seconds(1)
+
+/** The primary of `--workers N`: database, migrations and bootstrap once, then N workers, supervised. */
+const primary = (count: number) =>
+  Effect.gen(function* () {
+    const config = yield* GatewayConfig
+    const url = yield* databaseUrl
+    yield* bootstrap(`http://${config.host}:${config.port}`).pipe(
+      Effect.provide(ServicesLive.pipe(Layer.provideMerge(MigrationsLive), Layer.provideMerge(pgLayer(url, { maxConnections: 2 }))))
+    )
+    const env = { DATABASE_URL: Redacted.value(url), GATEWAY_BOOTSTRAP: "false" }
+    let stopping = false
+    const fork = () => Cluster.fork(env)
+    Cluster.on("exit", (worker, code, signal) => {
+      if (stopping) return
+      console.error(`worker ${worker.process.pid} exited (${signal ?? code}); starting another`)
+      setTimeout(() => {
+        if (!stopping) fork()
+      }, Duration.toMillis(RESTART_DELAY))
+    })
+    yield* Effect.acquireRelease(
+      Effect.sync(() => Array.from({ length: count }, fork)),
+      () =>
+        Effect.async<void>((resume) => {
+          stopping = true
+          const alive = Object.values(Cluster.workers ?? {}).filter((w) => w !== undefined && !w.isDead())
+          if (alive.length === 0) return resume(Effect.void)
+          let left = alive.length
+          for (const worker of alive) {
+            worker?.once("exit", () => {
+              if (--left === 0) resume(Effect.void)
+            })
+            worker?.process.kill("SIGTERM")
+          }
+        })
+    )
+    console.error(`Started ${count} workers on http://${config.host}:${config.port}`)
+    return yield* Effect.never
+  }).pipe(Effect.scoped, Effect.provide(GatewayConfigFromEnv))
+
+/** Run the gateway: one process, or a primary and `workers` server processes. */
+export const serve = (workers: number) => (workers > 1 && Cluster.isPrimary ? primary(workers) : single)

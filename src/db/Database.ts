@@ -4,9 +4,9 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import type { SqlClient } from "@effect/sql"
-import type { SqlError } from "@effect/sql/SqlError"
+import { SqlError } from "@effect/sql/SqlError"
 import type { MigrationError } from "@effect/sql/Migrator"
-import { Duration, Effect, Layer, Option, type Redacted } from "effect"
+import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import Pg from "pg"
 import { GatewayConfig } from "../services/GatewayConfig.js"
 import { type EmbeddedPostgresError, startEmbedded } from "./embedded.js"
@@ -22,16 +22,59 @@ export interface PoolOptions {
   readonly maxConnections?: number
 }
 
-/** A PgClient for a given URL, with the gateway's settings. */
-export const pgLayer = (url: Redacted.Redacted, options: PoolOptions = {}) =>
-  PgClient.layer({
-    url,
-    types,
-    applicationName: "tool-gateway",
-    maxConnections: options.maxConnections ?? 20,
-    idleTimeout: Duration.seconds(30),
-    connectTimeout: Duration.seconds(5)
-  })
+/** The connection pool's state, for `/metrics`. */
+export interface PoolStats {
+  readonly total: number
+  readonly idle: number
+  /** Queries waiting for a connection. */
+  readonly waiting: number
+}
+
+export class DatabasePool extends Context.Tag("DatabasePool")<DatabasePool, {
+  readonly stats: () => PoolStats
+}>() {}
+
+const CONNECT_TIMEOUT = Duration.seconds(5)
+
+/** A PgClient for a given URL, with the gateway's settings, over a pool whose state `DatabasePool` reports. */
+export const pgLayer = (
+  url: Redacted.Redacted,
+  options: PoolOptions = {}
+): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient | DatabasePool, SqlError> =>
+  Layer.scopedContext(Effect.gen(function* () {
+    const pool = yield* Effect.acquireRelease(
+      Effect.sync(() => {
+        const pool = new Pg.Pool({
+          connectionString: Redacted.value(url),
+          types,
+          application_name: "tool-gateway",
+          max: options.maxConnections ?? 20,
+          idleTimeoutMillis: 30_000,
+          connectionTimeoutMillis: Duration.toMillis(CONNECT_TIMEOUT)
+        })
+        // A connection that breaks while idle is dropped by the pool; the next query opens another.
+        pool.on("error", () => {})
+        return pool
+      }),
+      (pool) => Effect.promise(() => pool.end()).pipe(Effect.timeoutOption(Duration.seconds(1)))
+    )
+    // Fail fast at start-up when the database cannot be reached.
+    yield* Effect.tryPromise({
+      try: () => pool.query("SELECT 1"),
+      catch: (cause) => new SqlError({ cause, message: "PgClient: Failed to connect" })
+    }).pipe(
+      Effect.timeoutFail({
+        duration: CONNECT_TIMEOUT,
+        onTimeout: () => new SqlError({ cause: new Error("Connection timed out"), message: "PgClient: Connection timed out" })
+      })
+    )
+    const client = yield* Layer.build(
+      PgClient.layerFromPool({ acquire: Effect.succeed(pool), applicationName: "tool-gateway", types })
+    )
+    return Context.add(client, DatabasePool, {
+      stats: () => ({ total: pool.totalCount, idle: pool.idleCount, waiting: pool.waitingCount })
+    })
+  }))
 
 /** The database URL: the configured one, or the embedded server's (started for the life of the scope). */
 export const databaseUrl = Effect.gen(function* () {
@@ -47,7 +90,7 @@ export const MigrationsLive: Layer.Layer<never, SqlError | MigrationError, SqlCl
 
 /** The connection pool, migrated, for the configured (or embedded) database. */
 export const DatabaseLive: Layer.Layer<
-  PgClient.PgClient | SqlClient.SqlClient,
+  PgClient.PgClient | SqlClient.SqlClient | DatabasePool,
   SqlError | MigrationError | EmbeddedPostgresError,
   GatewayConfig
 > = Layer.provideMerge(MigrationsLive, Layer.unwrapScoped(Effect.map(databaseUrl, (url) => pgLayer(url))))

@@ -271,12 +271,104 @@ const artifacts = Effect.gen(function* () {
   yield* sql`CREATE INDEX artifacts_expiry ON artifacts (expires_at)`
 })
 
-export const loader = Migrator.fromRecord({
+
+// The reservation also confirms the key (a key verified from a process's cache is checked here, in the
+// same statement), and reservations and voids commit without waiting for the WAL flush: neither moves a
+// credit, so a database crash that loses one loses nothing (a lost hold has nothing to settle, and a lost
+// void leaves a pending hold that the sweeper voids). Settlements, which charge, still wait for it.
+const ledgerFastPath = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`DROP FUNCTION gateway_reserve(text, text, text, text, bigint, timestamptz, integer, timestamptz)`
+  yield* sql`
+    CREATE FUNCTION gateway_reserve(
+      p_org text, p_key text, p_tool text, p_request text, p_amount bigint,
+      p_now timestamptz, p_month integer, p_lease timestamptz)
+    RETURNS TABLE (hold_id bigint, refusal text, balance bigint, held bigint, month_spend bigint,
+                   spend_cap bigint, key_month_spend bigint, key_held bigint, key_limit bigint)
+    LANGUAGE plpgsql AS $$
+    DECLARE
+      o orgs%ROWTYPE;
+      k api_keys%ROWTYPE;
+      h bigint;
+    BEGIN
+      PERFORM set_config('synchronous_commit', 'off', true);
+      PERFORM 1 FROM api_keys WHERE api_keys.id = p_key AND api_keys.revoked_at IS NULL;
+      IF NOT FOUND THEN
+        RETURN QUERY SELECT NULL::bigint, 'invalid_key', NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint,
+          NULL::bigint, NULL::bigint, NULL::bigint;
+        RETURN;
+      END IF;
+      -- The org: one conditional update, so the check and the write cannot be separated.
+      UPDATE orgs
+         SET held = orgs.held + p_amount,
+             month_spend = CASE WHEN orgs.spend_month = p_month THEN orgs.month_spend ELSE 0 END,
+             spend_month = p_month
+       WHERE orgs.id = p_org
+         AND orgs.balance - orgs.held >= p_amount
+         AND (orgs.spend_cap IS NULL
+              OR (CASE WHEN orgs.spend_month = p_month THEN orgs.month_spend ELSE 0 END) + orgs.held + p_amount
+                 <= orgs.spend_cap)
+      RETURNING * INTO o;
+      IF NOT FOUND THEN
+        SELECT * INTO o FROM orgs WHERE orgs.id = p_org;
+        RETURN QUERY SELECT NULL::bigint,
+          CASE WHEN o.balance - o.held < p_amount THEN 'insufficient_credits' ELSE 'spend_cap_exceeded' END,
+          o.balance, o.held, CASE WHEN o.spend_month = p_month THEN o.month_spend ELSE 0 END, o.spend_cap,
+          NULL::bigint, NULL::bigint, NULL::bigint;
+        RETURN;
+      END IF;
+      -- The key's own monthly limit, under the org's row lock (a key belongs to one org).
+      UPDATE api_keys
+         SET held = api_keys.held + p_amount,
+             month_spend = CASE WHEN api_keys.spend_month = p_month THEN api_keys.month_spend ELSE 0 END,
+             spend_month = p_month
+       WHERE api_keys.id = p_key
+         AND (api_keys.spend_limit IS NULL
+              OR (CASE WHEN api_keys.spend_month = p_month THEN api_keys.month_spend ELSE 0 END)
+                 + api_keys.held + p_amount <= api_keys.spend_limit)
+      RETURNING * INTO k;
+      IF NOT FOUND THEN
+        SELECT * INTO k FROM api_keys WHERE api_keys.id = p_key;
+        UPDATE orgs SET held = orgs.held - p_amount WHERE orgs.id = p_org;
+        RETURN QUERY SELECT NULL::bigint, 'key_spend_limit_exceeded', o.balance, o.held - p_amount, o.month_spend,
+          o.spend_cap, CASE WHEN k.spend_month = p_month THEN k.month_spend ELSE 0 END, k.held, k.spend_limit;
+        RETURN;
+      END IF;
+      INSERT INTO holds (org_id, key_id, tool, request_id, amount, created_at, lease_until)
+      VALUES (p_org, p_key, p_tool, p_request, p_amount, p_now, p_lease)
+      RETURNING id INTO h;
+      RETURN QUERY SELECT h, NULL::text, o.balance, o.held, o.month_spend, o.spend_cap,
+        k.month_spend, k.held, k.spend_limit;
+    END $$`
+  yield* sql`
+    CREATE OR REPLACE FUNCTION gateway_void(p_hold bigint, p_now timestamptz)
+    RETURNS boolean LANGUAGE plpgsql AS $$
+    DECLARE
+      h holds%ROWTYPE;
+    BEGIN
+      PERFORM set_config('synchronous_commit', 'off', true);
+      UPDATE holds SET status = 'voided', resolved_at = p_now
+       WHERE holds.id = p_hold AND holds.status = 'pending'
+      RETURNING * INTO h;
+      IF NOT FOUND THEN RETURN false; END IF;
+      UPDATE orgs SET held = orgs.held - h.amount WHERE orgs.id = h.org_id;
+      UPDATE api_keys SET held = GREATEST(api_keys.held - h.amount, 0) WHERE api_keys.id = h.key_id;
+      RETURN true;
+    END $$`
+})
+
+const migrations = {
   "0001_init": init,
   "0002_journal_append_only": journalAppendOnly,
   "0003_accounts": accounts,
-  "0004_artifacts": artifacts
-})
+  "0004_artifacts": artifacts,
+  "0005_ledger_fast_path": ledgerFastPath
+}
+
+export const loader = Migrator.fromRecord(migrations)
+
+/** How many migrations this build applies (`/readyz` checks that the database has them all). */
+export const migrationCount = Object.keys(migrations).length
 
 /** Apply every pending migration; safe to run from many processes at once. */
 export const migrate = Migrator.make({})({ loader, table: "gateway_migrations" }).pipe(

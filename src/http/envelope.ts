@@ -14,7 +14,7 @@ import {
   HttpServerRequest,
   HttpServerResponse
 } from "@effect/platform"
-import { Cause, Context, Effect, Option } from "effect"
+import { Cause, Context, Effect, LogLevel, Option } from "effect"
 import {
   envelope,
   envelopeOf,
@@ -29,19 +29,24 @@ import {
 } from "../domain/errors.js"
 import { formatPath } from "../domain/parse.js"
 import { GatewayConfig } from "../services/GatewayConfig.js"
+import { KeyStore } from "../services/KeyStore.js"
 import type { RateLimitState } from "../services/RateLimit.js"
 import { base62 } from "../services/random.js"
+import { preciseMillis } from "../services/time.js"
+import { type CallFacts, CurrentCallFacts, newCallFacts, recordStatus } from "../services/Telemetry.js"
 import { Api } from "./Api.js"
 import { routeTable } from "./routes.js"
 
-/** Per-request facts that end up in response headers. */
+/** Per-request facts that end up in response headers and in the request log line. */
 export interface RequestState {
   readonly requestId: string
   rateLimit: RateLimitState | undefined
+  /** The envelope's code when the answer is an error. */
+  code: string | undefined
 }
 
 export class CurrentRequest extends Context.Reference<CurrentRequest>()("CurrentRequest", {
-  defaultValue: (): RequestState => ({ requestId: "", rateLimit: undefined })
+  defaultValue: (): RequestState => ({ requestId: "", rateLimit: undefined, code: undefined })
 }) {}
 
 export const newRequestId = () => `req_${base62(20)}`
@@ -116,7 +121,11 @@ export const renderCause = (
   const failure = Option.getOrUndefined(Cause.failureOption(cause))
   const defect = Option.getOrUndefined(Cause.dieOption(cause))
   const known = toGatewayError(failure ?? defect, request, maxBodyBytes)
-  if (known !== undefined) return Effect.succeed(respond(known))
+  if (known !== undefined) {
+    state.code = envelopeOf[known._tag].code
+    return Effect.succeed(respond(known))
+  }
+  state.code = envelopeOf.InternalError.code
   if (Cause.isInterruptedOnly(cause)) {
     return Effect.succeed(respond(new InternalError({ message: "The request was interrupted." })))
   }
@@ -130,20 +139,79 @@ export const renderCause = (
   )
 }
 
+const round = (ms: number) => Math.round(ms * 1000) / 1000
+
+/**
+ * One structured line per request: what was called, by which org and key, how it ended, what it cost and
+ * how long it took. Never a header, a body or a credential. Errors of the server are logged at ERROR,
+ * refusals (4xx) at WARNING, the rest at INFO.
+ */
+const logRequest = (
+  request: HttpServerRequest.HttpServerRequest,
+  response: HttpServerResponse.HttpServerResponse,
+  state: RequestState,
+  facts: CallFacts,
+  latencyMs: number
+) => {
+  const status = response.status
+  const level = status >= 500 ? LogLevel.Error : status >= 400 ? LogLevel.Warning : LogLevel.Info
+  const path = request.url.split("?")[0] ?? "/"
+  return Effect.logWithLevel(level, "request").pipe(
+    Effect.annotateLogs({
+      request_id: state.requestId,
+      method: request.method,
+      path: path.length > 200 ? `${path.slice(0, 200)}…` : path,
+      status,
+      code: state.code ?? (response.headers["idempotent-replayed"] === "true" ? "replayed" : "ok"),
+      org_id: facts.orgId ?? null,
+      key_id: facts.keyId ?? null,
+      tool: facts.tool ?? null,
+      credits: facts.credits,
+      provider: facts.provider ?? null,
+      latency_ms: round(latencyMs),
+      provider_latency_ms: facts.providerMs === undefined ? null : round(facts.providerMs)
+    })
+  )
+}
+
 export const EnvelopeMiddlewareLive = HttpApiBuilder.middleware(
   Api,
   Effect.gen(function* () {
     const config = yield* GatewayConfig
+    const keys = yield* KeyStore
+    /** An error answer to a caller whose cached key nothing confirmed yet: a revoked key gets `invalid_key`. */
+    const confirmKey = (response: HttpServerResponse.HttpServerResponse, state: RequestState, facts: CallFacts) => {
+      const caller = facts.unconfirmed
+      // A refusal (4xx) is confirmed; a server error says nothing about the key, and is answered as it is.
+      if (caller === undefined || response.status < 400 || response.status >= 500 || state.code === "invalid_key") {
+        return Effect.succeed(response)
+      }
+      return keys.confirm(caller).pipe(
+        Effect.as(response),
+        Effect.catchAllDefect(() => Effect.succeed(response)),
+        Effect.catchTag("InvalidKey", (error) =>
+          Effect.sync(() => {
+            state.code = envelopeOf.InvalidKey.code
+            return respond(error)
+          }))
+      )
+    }
     const maxBody = Option.some(FileSystem.Size(config.maxBodyBytes))
     return (app: HttpApp.Default) =>
       Effect.gen(function* () {
         const request = yield* HttpServerRequest.HttpServerRequest
-        const state: RequestState = { requestId: newRequestId(), rateLimit: undefined }
+        const started = yield* preciseMillis
+        const state: RequestState = { requestId: newRequestId(), rateLimit: undefined, code: undefined }
+        const facts = newCallFacts()
         const response = yield* app.pipe(
           Effect.provideService(CurrentRequest, state),
+          Effect.provideService(CurrentCallFacts, facts),
           Effect.provideService(HttpIncomingMessage.MaxBodySize, maxBody),
-          Effect.catchAllCause((cause) => renderCause(cause, request, state, config.maxBodyBytes))
+          Effect.catchAllCause((cause) => renderCause(cause, request, state, config.maxBodyBytes)),
+          Effect.flatMap((response) => confirmKey(response, state, facts))
         )
+        yield* recordStatus(response.status)
+        yield* logRequest(request, response, state, facts, (yield* preciseMillis) - started)
         return HttpServerResponse.setHeader(response, "x-request-id", state.requestId)
       })
   })

@@ -10,9 +10,7 @@
  * The transport is the official MCP SDK's web-standard one, fed the request the gateway already parsed.
  */
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Server } from "@modelcontextprotocol/sdk/server/index.js"
-import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js"
-import { CallToolRequestSchema, type CallToolResult, ListToolsRequestSchema, type Tool } from "@modelcontextprotocol/sdk/types.js"
+import type { CallToolResult, Tool } from "@modelcontextprotocol/sdk/types.js"
 import { Cause, Effect, Exit, Option, Runtime } from "effect"
 import { envelope, InternalError, isGatewayError, MalformedJson, UnknownTool } from "../domain/errors.js"
 import type { Price } from "../domain/pricing.js"
@@ -112,6 +110,22 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
         return errorResult(Option.getOrUndefined(Cause.failureOption(exit.cause)))
       })
 
+    // The MCP SDK (and the schemas it brings) is loaded on the first MCP request: a gateway that serves
+    // only the REST API does not carry it (about 25 MB of a process's memory).
+    const sdk = yield* Effect.cached(Effect.promise(async () => {
+      const [server, transport, types] = await Promise.all([
+        import("@modelcontextprotocol/sdk/server/index.js"),
+        import("@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js"),
+        import("@modelcontextprotocol/sdk/types.js")
+      ])
+      return {
+        Server: server.Server,
+        WebStandardStreamableHTTPServerTransport: transport.WebStandardStreamableHTTPServerTransport,
+        CallToolRequestSchema: types.CallToolRequestSchema,
+        ListToolsRequestSchema: types.ListToolsRequestSchema
+      }
+    }))
+
     const handle = Effect.gen(function* () {
       const request = yield* HttpServerRequest.HttpServerRequest
       const { requestId } = yield* CurrentRequest
@@ -122,6 +136,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
         : undefined
       const enabledBetas = yield* betas.list(caller.orgId)
 
+      const { Server, WebStandardStreamableHTTPServerTransport, CallToolRequestSchema, ListToolsRequestSchema } = yield* sdk
       const server = new Server({ name: "tool-gateway", version: VERSION }, { capabilities: { tools: {} } })
       server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: visibleTools(caller, enabledBetas) }))
       server.setRequestHandler(CallToolRequestSchema, (call) => {

@@ -21,7 +21,11 @@ export const ApiKeyAuthLive = Layer.effect(
       apiKey: (key) =>
         Effect.gen(function* () {
           const request = yield* HttpServerRequest.HttpServerRequest
-          const authenticated = yield* gateway.authenticate(Redacted.value(key), request.headers["authorization"])
+          // Tool calls (the POST routes) may take the key from this process's cache: the reservation, or
+          // the envelope middleware for an error answer, confirms it in the database. Reads never do.
+          const authenticated = yield* gateway.authenticate(Redacted.value(key), request.headers["authorization"], {
+            cached: request.method === "POST"
+          })
           const state = yield* CurrentRequest
           state.rateLimit = authenticated.rateLimit
           return authenticated.caller

@@ -12,6 +12,7 @@ import { HandlersLive } from "./handlers.js"
 import { ArtifactsLive } from "./artifacts.js"
 import { CatalogLive } from "./catalog.js"
 import { DashboardHandlersLive } from "./dashboard.js"
+import { OperationsLive } from "./operations.js"
 import { McpLive } from "./mcp.js"
 import { ApiKeyAuthLive, IdTokenAuthLive, JsonBodyLive } from "./security.js"
 
@@ -56,6 +57,7 @@ export const makeNodeServer = () => {
 export const HttpServerLive = HttpApiBuilder.serve().pipe(
   Layer.provide(DocsLive),
   Layer.provide(McpLive),
+  Layer.provide(OperationsLive),
   Layer.provide(ApiLive),
   HttpServer.withLogAddress,
   Layer.provideMerge(

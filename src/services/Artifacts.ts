@@ -11,6 +11,7 @@ import type { OrgId } from "../domain/ids.js"
 import { GatewayConfig } from "./GatewayConfig.js"
 import { randomId } from "./random.js"
 import { nowMillis, toDate } from "./time.js"
+import { traced } from "./tracing.js"
 
 export interface ArtifactRef {
   readonly id: string
@@ -65,7 +66,7 @@ export const make = Effect.gen(function* () {
         VALUES (${id}, ${orgId}, ${contentType}, ${data.length}, ${sha256}, ${data}, ${toDate(now)},
                 ${toDate(now + config.artifactRetentionMs)})`.pipe(Effect.orDie)
       return { id, content_type: contentType, bytes: data.length, sha256, url: urlOf(id) }
-    }).pipe(Effect.withSpan("Artifacts.store"))
+    }).pipe(traced("Artifacts.store"))
 
   const get = (orgId: OrgId, id: string) =>
     Effect.gen(function* () {

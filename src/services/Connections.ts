@@ -17,6 +17,7 @@ import { describeParseError } from "../domain/parse.js"
 import { Encryption } from "./Encryption.js"
 import { randomId } from "./random.js"
 import { nowMillis, toDate } from "./time.js"
+import { traced } from "./tracing.js"
 
 export interface Connection {
   readonly id: string
@@ -101,7 +102,7 @@ export const make = Effect.gen(function* () {
       const row = rows[0]
       if (row === undefined) return yield* Effect.dieMessage("connection upsert returned no row")
       return toConnection(row, provider)
-    }).pipe(Effect.catchTag("SqlError", Effect.die), Effect.withSpan("Connections.connect", { attributes: { provider } }))
+    }).pipe(Effect.catchTag("SqlError", Effect.die), traced("Connections.connect", { attributes: { provider } }))
 
   const list = (orgId: OrgId) =>
     sql<ConnectionRow>`
@@ -137,7 +138,7 @@ export const make = Effect.gen(function* () {
       )
       const schema: Schema.Schema<Credentials[P], CredentialsEncoded[P]> = credentialSchemas[provider]
       return yield* Schema.decodeUnknown(Schema.parseJson(schema))(plaintext).pipe(Effect.orDie)
-    }).pipe(Effect.catchTag("SqlError", Effect.die), Effect.withSpan("Connections.credentials", { attributes: { provider } }))
+    }).pipe(Effect.catchTag("SqlError", Effect.die), traced("Connections.credentials", { attributes: { provider } }))
 
   const markRejected = (orgId: OrgId, provider: AccountProvider) =>
     Effect.flatMap(nowMillis, (now) =>

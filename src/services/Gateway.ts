@@ -6,7 +6,7 @@
  * Everything after the Idempotency-Key is claimed runs uninterruptibly: a client that hangs up does not
  * abandon a hold or a claim, and a provider call that was started is finished, charged and stored for replay.
  */
-import { Cause, Context, Effect, Exit, Fiber, Layer, Option, Redacted, Schema } from "effect"
+import { Cause, Context, Effect, Exit, Layer, Metric, Option, Redacted, Schema } from "effect"
 import {
   BetaUnavailable,
   CredentialRequired,
@@ -21,7 +21,6 @@ import {
   InvalidToken,
   NormalizationFailed,
   type ProviderError,
-  ProviderTimeout,
   RateLimitExceeded,
   RequestInProgress,
   SpendCapExceeded,
@@ -48,17 +47,20 @@ import { Betas } from "./Betas.js"
 import { Connections } from "./Connections.js"
 import { Pricing } from "./Pricing.js"
 import { Usage } from "./Usage.js"
-import { nowMillis } from "./time.js"
+import { nowMillis, preciseMillis } from "./time.js"
 import { GatewayConfig } from "./GatewayConfig.js"
 import { fingerprint, Idempotency, validateKey } from "./Idempotency.js"
 import { type Caller, KeyStore } from "./KeyStore.js"
 import { Ledger } from "./Ledger.js"
-import { ProviderClient } from "./ProviderClient.js"
+import { CallDeadline, ProviderClient } from "./ProviderClient.js"
 import { RateLimit, type RateLimitState } from "./RateLimit.js"
 import { randomId } from "./random.js"
+import { CurrentCallFacts, rateLimitRejections, recordCall, recordProvider } from "./Telemetry.js"
+import { traced } from "./tracing.js"
 
 /** Errors every tool call can end in. */
 export type CallError =
+  | InvalidKey
   | InvalidIdempotencyKey
   | IdempotencyKeyReused
   | IdempotencyReplayUnavailable
@@ -128,6 +130,14 @@ export interface Authenticated {
   readonly rateLimit: RateLimitState | undefined
 }
 
+export interface AuthenticateOptions {
+  /**
+   * Take a key this process verified before from its cache (the reservation confirms it; see KeyStore).
+   * Only for tool calls: every other use of a key reads it from the database.
+   */
+  readonly cached?: boolean
+}
+
 export interface CallOptions {
   readonly idempotencyKey?: string | undefined
   readonly requestId?: string | undefined
@@ -170,7 +180,8 @@ export class Gateway extends Context.Tag("Gateway")<Gateway, {
    */
   readonly authenticate: (
     apiKey: string | undefined,
-    authorization?: string | undefined
+    authorization?: string | undefined,
+    options?: AuthenticateOptions
   ) => Effect.Effect<Authenticated, AuthError>
   /** Steps 4 to 8 for an authenticated caller and a decoded input. */
   readonly run: <T extends ToolName>(
@@ -229,7 +240,7 @@ export const make = Effect.gen(function* () {
   const callTimeoutMs = config.providerTimeoutMs * 3
   const leaseMs = callTimeoutMs + config.holdLeaseGraceMs
 
-  const authenticate = (apiKey: string | undefined, authorization?: string) =>
+  const authenticate = (apiKey: string | undefined, authorization?: string | undefined, options?: AuthenticateOptions) =>
     Effect.gen(function* () {
       const bearer = authorization?.match(/^\s*bearer\s+(\S+)/i)?.[1]
       if (bearer !== undefined && looksLikeApiKey(bearer)) {
@@ -237,10 +248,16 @@ export const make = Effect.gen(function* () {
           message: "API keys are never accepted in the Authorization header. Send the key in X-API-Key."
         })
       }
-      const caller = yield* keys.verify(apiKey?.trim() ?? "")
-      const state = yield* rateLimit.consume(caller.keyId)
+      const caller = yield* keys.verify(apiKey?.trim() ?? "", { cached: options?.cached === true })
+      const facts = yield* CurrentCallFacts
+      facts.orgId = caller.orgId
+      facts.keyId = caller.keyId
+      facts.unconfirmed = caller.confirmed ? undefined : caller
+      const state = yield* rateLimit.consume(caller.keyId).pipe(
+        Effect.tapError(() => Metric.increment(rateLimitRejections))
+      )
       return { caller, rateLimit: state }
-    })
+    }).pipe(traced("Gateway.authenticate"))
 
   /**
    * Steps 4 to 8, shared by tool calls and raw runs: `invoke` is the provider phase, `encode` the 200 body,
@@ -257,8 +274,17 @@ export const make = Effect.gen(function* () {
       readonly encode: (answered: Answered<A>) => Effect.Effect<string>
       readonly units: (answered: Answered<A>) => number
     }
-  ): Effect.Effect<Outcome<A>, ToolError<T>> =>
-    Effect.gen(function* () {
+  ): Effect.Effect<Outcome<A>, ToolError<T>> => {
+    // A key taken from the cache is confirmed by the reservation statement; any other answer confirms it first.
+    let confirmed = caller.confirmed
+    const confirmOnFailure = (error: ToolError<T>): Effect.Effect<never, ToolError<T>> =>
+      confirmed || error._tag === "InvalidKey"
+        ? Effect.fail(error)
+        : keys.confirm(caller).pipe(
+          Effect.tap(() => Effect.sync(() => (confirmed = true))),
+          Effect.zipRight(Effect.fail(error))
+        )
+    return Effect.gen(function* () {
       const def = catalog[tool]
       const price = pricing.priceOf(tool)
       const reservation = reserveFor(price, def.maxUnits(input))
@@ -275,6 +301,8 @@ export const make = Effect.gen(function* () {
           leaseMs
         })
         if (claim._tag === "Replay") {
+          if (!confirmed) yield* keys.confirm(caller)
+          confirmed = true
           return { _tag: "Replayed", requestId, ...claim.response } satisfies Replayed
         }
       }
@@ -295,24 +323,36 @@ export const make = Effect.gen(function* () {
           requestId,
           amount: reservation,
           leaseMs
-        })
-        // 8. the provider call, in a fiber of its own: only its deadline can interrupt it
+        }).pipe(
+          Effect.tapError((e) => e._tag === "InvalidKey" ? keys.forget(caller.keyId) : Effect.sync(() => (confirmed = true)))
+        )
+        confirmed = true
+        // 8. the provider call, under the call's deadline (abort signals end it; nothing interrupts it, so a
+        // client that hangs up cannot abandon a call the provider may already be serving)
         const sink = ArtifactSink.of({
           store: (contentType, data) => artifacts.store(caller.orgId, contentType, data),
           maxBytes: config.artifactMaxBytes
         })
-        const providerCall = mode.invoke(credentials).pipe(
-          Effect.provide(providerContext),
-          Effect.provideService(ArtifactSink, sink),
-          Effect.interruptible,
-          Effect.timeoutFail({
-            duration: callTimeoutMs,
-            onTimeout: () => new ProviderTimeout({ message: `${tool} did not complete within ${callTimeoutMs} ms.` })
+        const started = yield* preciseMillis
+        // one context for the provider phase (each provide copies the fiber's whole context)
+        const callContext = providerContext.pipe(
+          Context.add(ArtifactSink, sink),
+          Context.add(CallDeadline, {
+            at: (yield* nowMillis) + callTimeoutMs,
+            describe: `${tool} did not complete within ${callTimeoutMs} ms.`
           })
         )
-        const fiber = yield* Effect.forkDaemon(providerCall)
-        const exit = yield* Fiber.await(fiber)
+        const exit = yield* mode.invoke(credentials).pipe(
+          Effect.provide(callContext),
+          traced("Gateway.provider", { attributes: { tool } }),
+          Effect.exit
+        )
+        const providerMs = (yield* preciseMillis) - started
+        const facts = yield* CurrentCallFacts
+        facts.providerMs = providerMs
+        yield* recordProvider(mode.label, providerMs / 1000)
         if (Exit.isSuccess(exit)) {
+          facts.provider = exit.value.provider
           const answered = exit.value
           const charged = chargeFor(price, mode.units(answered), reservation)
           const body = yield* mode.encode(answered)
@@ -359,10 +399,16 @@ export const make = Effect.gen(function* () {
         })
       )
     }).pipe(
+      Effect.catchAll(confirmOnFailure),
+      Effect.ensuring(Effect.flatMap(CurrentCallFacts, (facts) =>
+        Effect.sync(() => {
+          if (confirmed) facts.unconfirmed = undefined
+        }))),
       Effect.uninterruptible,
       logUsage(caller, mode.label, options.requestId),
-      Effect.withSpan("Gateway.run", { attributes: { tool: mode.label, org: caller.orgId } })
+      traced("Gateway.run", { attributes: { tool: mode.label, org: caller.orgId } })
     )
+  }
 
   const run = <T extends ToolName>(
     caller: Caller,
@@ -426,25 +472,36 @@ export const make = Effect.gen(function* () {
       const exit = yield* Effect.exit(self)
       const ended = yield* nowMillis
       const base = { orgId: caller.orgId, keyId: caller.keyId, tool, latencyMs: ended - started, at: started }
+      const facts = yield* CurrentCallFacts
+      facts.orgId = caller.orgId
+      facts.keyId = caller.keyId
+      facts.tool = tool
       if (Exit.isSuccess(exit)) {
         const outcome = exit.value
+        const code = outcome._tag === "Fresh" ? "ok" : "replayed"
+        const credits = outcome._tag === "Fresh" ? outcome.charged : 0
+        facts.credits = credits
+        yield* recordCall(tool, code, credits, base.latencyMs / 1000)
         yield* usage.record({
           ...base,
           requestId: outcome.requestId,
           status: outcome._tag === "Fresh" ? 200 : outcome.status,
-          code: outcome._tag === "Fresh" ? "ok" : "replayed",
-          credits: outcome._tag === "Fresh" ? outcome.charged : 0,
+          code,
+          credits,
           provider: outcome._tag === "Fresh" ? outcome.provider : null
         })
       } else {
         const failure = failureOf(exit)
         const spec = failure === undefined ? envelopeOf.InternalError : envelopeOf[failure._tag]
+        const credits = failure?._tag === "NormalizationFailed" ? minimumCharge(tool) : 0
+        facts.credits = credits
+        yield* recordCall(tool, spec.code, credits, base.latencyMs / 1000)
         yield* usage.record({
           ...base,
           requestId: requestId ?? "",
           status: spec.status,
           code: spec.code,
-          credits: failure?._tag === "NormalizationFailed" ? minimumCharge(tool) : 0,
+          credits,
           provider: null
         })
       }

@@ -78,6 +78,12 @@ export interface GatewayConfigShape {
   readonly pricesFile: Option.Option<string>
   /** Create a `default` org and print a key on first start of an empty embedded database. */
   readonly bootstrap: boolean
+  /** OTLP/HTTP collector base URL (`…/v1/traces` is appended); none: tracing is off, at no cost. */
+  readonly otlpEndpoint: Option.Option<string>
+  /** The `service.name` of exported spans. */
+  readonly serviceName: string
+  /** When set, `GET /metrics` requires `Authorization: Bearer <token>`. */
+  readonly metricsToken: Option.Option<Redacted.Redacted>
 }
 
 export class GatewayConfig extends Context.Tag("GatewayConfig")<GatewayConfig, GatewayConfigShape>() {
@@ -130,7 +136,10 @@ export class GatewayConfig extends Context.Tag("GatewayConfig")<GatewayConfig, G
     artifactMaxBytes: 10 * 1024 * 1024,
     artifactRetentionMs: 7 * 24 * 60 * 60 * 1000,
     publicUrl: Option.none(),
-    bootstrap: true
+    bootstrap: true,
+    otlpEndpoint: Option.none(),
+    serviceName: "tool-gateway",
+    metricsToken: Option.none()
   }
 
   /** A configuration from the defaults and the given overrides (tests, in-process use). */
@@ -236,7 +245,15 @@ export const fromEnv: Config.Config<GatewayConfigShape> = Config.all({
   encryptionOldKeys: Config.string("GATEWAY_ENCRYPTION_OLD_KEYS").pipe(
     Config.map((s) => s.split(",").map((x) => x.trim()).filter((x) => x.length > 0).map((x) => Redacted.make(x))),
     Config.withDefault([])
-  )
+  ),
+  otlpEndpoint: Config.option(
+    Config.string("OTEL_EXPORTER_OTLP_ENDPOINT").pipe(
+      Config.map(trimSlash),
+      Config.validate({ message: "OTEL_EXPORTER_OTLP_ENDPOINT must be an http(s) URL", validation: (s) => /^https?:\/\//.test(s) })
+    )
+  ),
+  serviceName: Config.string("OTEL_SERVICE_NAME").pipe(Config.withDefault(d.serviceName)),
+  metricsToken: Config.option(Config.redacted("METRICS_TOKEN"))
 }).pipe(
   Config.map((c): GatewayConfigShape => {
     // BETA_BASE_URL points both Jina hosts at one server; the specific names win over it.
@@ -282,7 +299,10 @@ export const fromEnv: Config.Config<GatewayConfigShape> = Config.all({
       artifactMaxBytes: c.artifactMaxBytes,
       artifactRetentionMs: c.artifactRetentionMs,
       publicUrl: c.publicUrl,
-      bootstrap: c.bootstrap
+      bootstrap: c.bootstrap,
+      otlpEndpoint: c.otlpEndpoint,
+      serviceName: c.serviceName,
+      metricsToken: c.metricsToken
     }
   })
 )

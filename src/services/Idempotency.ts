@@ -16,6 +16,7 @@ import { GatewayConfig } from "./GatewayConfig.js"
 import { Ledger } from "./Ledger.js"
 import { sha256Hex } from "./random.js"
 import { nowMillis, toDate } from "./time.js"
+import { traced } from "./tracing.js"
 
 /** A stored outcome, replayed byte for byte. */
 export interface StoredResponse {
@@ -136,20 +137,20 @@ export const make = Effect.gen(function* () {
         message: "This Idempotency-Key was used for a request that never completed, so there is nothing to " +
           "replay. Use a new key."
       })
-    }).pipe(Effect.catchTag("SqlError", Effect.die), Effect.withSpan("Idempotency.claim"))
+    }).pipe(Effect.catchTag("SqlError", Effect.die), traced("Idempotency.claim"))
 
   const complete = (orgId: OrgId, key: string, response: StoredResponse) =>
     sql`
       UPDATE idempotency
          SET status = 'completed', response_status = ${response.status}, response_body = ${response.body},
              charged = ${response.charged}
-       WHERE org_id = ${orgId} AND key = ${key}`.pipe(Effect.asVoid, Effect.orDie, Effect.withSpan("Idempotency.complete"))
+       WHERE org_id = ${orgId} AND key = ${key}`.pipe(Effect.asVoid, Effect.orDie, traced("Idempotency.complete"))
 
   const release = (orgId: OrgId, key: string) =>
     sql`DELETE FROM idempotency WHERE org_id = ${orgId} AND key = ${key} AND status = 'running'`.pipe(
       Effect.asVoid,
       Effect.orDie,
-      Effect.withSpan("Idempotency.release")
+      traced("Idempotency.release")
     )
 
   const purgeExpired = Effect.flatMap(nowMillis, (now) =>

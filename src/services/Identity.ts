@@ -31,6 +31,7 @@ import { InvalidToken } from "../domain/errors.js"
 import { GatewayConfig } from "./GatewayConfig.js"
 import { base62 } from "./random.js"
 import { nowMillis, toDate } from "./time.js"
+import { traced } from "./tracing.js"
 
 export const DEV_ISSUER = "tool-gateway-dev"
 export const DEV_AUDIENCE = "tool-gateway-dev"
@@ -181,7 +182,7 @@ export const make = Effect.gen(function* () {
       const sub = claims.payload.sub ?? ""
       if (sub.length === 0 || sub.length > 128) return yield* invalid("The ID token's \"sub\" claim is not valid here.")
       return { uid: sub, issuer: verified }
-    }).pipe(Effect.withSpan("Identity.verify"))
+    }).pipe(traced("Identity.verify"))
 
   return Identity.of({ verify, devJwks: Option.map(dev, (d) => d.jwks) })
 })

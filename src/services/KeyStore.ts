@@ -2,6 +2,12 @@
  * API keys. The full key exists only in the answer to `create`; the database keeps its SHA-256 and a
  * short display prefix. Verification is one indexed lookup by hash, so a revocation is seen by the very
  * next request on every process.
+ *
+ * A tool call may skip that lookup (`verify(key, { cached: true })`): a key this process verified before
+ * is taken from its cache, and the caller is marked unconfirmed. The reservation statement then confirms
+ * the key in the same statement that reserves credits, and every answer that does not pass through it (a
+ * refusal before the reservation, a replay) confirms it first with `confirm`. So a revoked key is still
+ * refused on its very next request, on every process, and the common call costs one round trip less.
  */
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer, Redacted } from "effect"
@@ -9,6 +15,7 @@ import { InvalidKey, NotFound } from "../domain/errors.js"
 import { API_KEY_PATTERN, API_KEY_PREFIX, KeyId, OrgId } from "../domain/ids.js"
 import { base62, randomId, sha256 } from "./random.js"
 import { monthOf, nowMillis, toDate } from "./time.js"
+import { traced } from "./tracing.js"
 
 /** The authenticated caller of a tool: the key, the org it belongs to, and the key's tool allow-list. */
 export interface Caller {
@@ -16,6 +23,8 @@ export interface Caller {
   readonly orgId: OrgId
   /** The only tools this key may call; null: every tool. */
   readonly allowedTools: ReadonlyArray<string> | null
+  /** Whether the key was found valid in the database for this request (else it came from the cache). */
+  readonly confirmed: boolean
 }
 
 export interface KeyInfo {
@@ -47,7 +56,11 @@ export interface CreatedKey extends KeyInfo {
 
 export class KeyStore extends Context.Tag("KeyStore")<KeyStore, {
   readonly create: (orgId: OrgId, options: KeyOptions) => Effect.Effect<CreatedKey, NotFound>
-  readonly verify: (key: string) => Effect.Effect<Caller, InvalidKey>
+  readonly verify: (key: string, options?: { readonly cached?: boolean }) => Effect.Effect<Caller, InvalidKey>
+  /** For an unconfirmed caller: the key is still valid in the database (else `invalid_key`). */
+  readonly confirm: (caller: Caller) => Effect.Effect<Caller, InvalidKey>
+  /** Drop a key from this process's cache (it was found revoked). */
+  readonly forget: (keyId: KeyId) => Effect.Effect<void>
   readonly list: (orgId: OrgId) => Effect.Effect<ReadonlyArray<KeyInfo>>
   /** Revoke a key; with `orgId`, only a key of that org (another org's key is not found). */
   readonly revoke: (keyId: KeyId, orgId?: OrgId) => Effect.Effect<KeyInfo, NotFound>
@@ -88,9 +101,35 @@ const LAST_USED_RESOLUTION_MS = 60_000
 
 const INVALID = "Missing or invalid API key. Send it in the X-API-Key header."
 
+// How long, and how many, verified keys a process remembers. Validity is confirmed in the database on
+// every request anyway (see above); the cache only saves the lookup of the key's id, org and tools.
+const CACHE_TTL_MS = 5 * 60_000
+const CACHE_SIZE = 10_000
+
+interface CachedKey {
+  readonly keyId: KeyId
+  readonly orgId: OrgId
+  readonly allowedTools: ReadonlyArray<string> | null
+  readonly at: number
+}
+
 export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const lastUsedWritten = new Map<string, number>()
+  const cache = new Map<string, CachedKey>()
+
+  const remember = (hash: string, entry: CachedKey) => {
+    if (cache.size >= CACHE_SIZE) {
+      const oldest = cache.keys().next()
+      if (oldest.done !== true) cache.delete(oldest.value)
+    }
+    cache.set(hash, entry)
+  }
+
+  const forget = (keyId: KeyId) =>
+    Effect.sync(() => {
+      for (const [hash, entry] of cache) if (entry.keyId === keyId) cache.delete(hash)
+    })
 
   const create = (orgId: OrgId, options: KeyOptions) =>
     Effect.gen(function* () {
@@ -108,7 +147,7 @@ export const make = Effect.gen(function* () {
       const row = rows[0]
       if (row === undefined) return yield* new NotFound({ message: `no org with id ${orgId}` })
       return { ...toInfo(row, monthOf(now)), key: Redacted.make(key) }
-    }).pipe(Effect.catchTag("SqlError", Effect.die), Effect.withSpan("KeyStore.create"))
+    }).pipe(Effect.catchTag("SqlError", Effect.die), traced("KeyStore.create"))
 
   const touch = (id: string, now: number) => {
     const last = lastUsedWritten.get(id)
@@ -121,16 +160,43 @@ export const make = Effect.gen(function* () {
     )
   }
 
-  const verify = (key: string) =>
+  const verify = (key: string, options: { readonly cached?: boolean } = {}) =>
     Effect.gen(function* () {
       if (!API_KEY_PATTERN.test(key)) return yield* new InvalidKey({ message: INVALID })
+      const hash = sha256(key)
+      const cacheKey = hash.toString("base64")
+      const now = yield* nowMillis
+      if (options.cached === true) {
+        const hit = cache.get(cacheKey)
+        if (hit !== undefined && now - hit.at < CACHE_TTL_MS) {
+          yield* touch(hit.keyId, now)
+          return { keyId: hit.keyId, orgId: hit.orgId, allowedTools: hit.allowedTools, confirmed: false }
+        }
+      }
       const rows = yield* sql<{ readonly id: string; readonly org_id: string; readonly allowed_tools: ReadonlyArray<string> | null }>`
-        SELECT id, org_id, allowed_tools FROM api_keys WHERE key_hash = ${sha256(key)} AND revoked_at IS NULL`
+        SELECT id, org_id, allowed_tools FROM api_keys WHERE key_hash = ${hash} AND revoked_at IS NULL`
       const row = rows[0]
-      if (row === undefined) return yield* new InvalidKey({ message: INVALID })
-      yield* touch(row.id, yield* nowMillis)
-      return { keyId: KeyId.make(row.id), orgId: OrgId.make(row.org_id), allowedTools: row.allowed_tools }
-    }).pipe(Effect.catchTag("SqlError", Effect.die), Effect.withSpan("KeyStore.verify"))
+      if (row === undefined) {
+        cache.delete(cacheKey)
+        return yield* new InvalidKey({ message: INVALID })
+      }
+      const caller = { keyId: KeyId.make(row.id), orgId: OrgId.make(row.org_id), allowedTools: row.allowed_tools }
+      remember(cacheKey, { ...caller, at: now })
+      yield* touch(row.id, now)
+      return { ...caller, confirmed: true }
+    }).pipe(Effect.catchTag("SqlError", Effect.die), traced("KeyStore.verify"))
+
+  const confirm = (caller: Caller) =>
+    Effect.gen(function* () {
+      if (caller.confirmed) return caller
+      const rows = yield* sql<{ readonly id: string }>`
+        SELECT id FROM api_keys WHERE id = ${caller.keyId} AND revoked_at IS NULL`
+      if (rows.length === 0) {
+        yield* forget(caller.keyId)
+        return yield* new InvalidKey({ message: INVALID })
+      }
+      return { ...caller, confirmed: true }
+    }).pipe(Effect.catchTag("SqlError", Effect.die), traced("KeyStore.confirm"))
 
   const list = (orgId: OrgId) =>
     Effect.gen(function* () {
@@ -149,10 +215,11 @@ export const make = Effect.gen(function* () {
         RETURNING ${sql.unsafe(COLUMNS)}`
       const row = rows[0]
       if (row === undefined) return yield* new NotFound({ message: `no key with id ${keyId}` })
+      yield* forget(keyId)
       return toInfo(row, monthOf(now))
-    }).pipe(Effect.catchTag("SqlError", Effect.die), Effect.withSpan("KeyStore.revoke"))
+    }).pipe(Effect.catchTag("SqlError", Effect.die), traced("KeyStore.revoke"))
 
-  return KeyStore.of({ create, verify, list, revoke })
+  return KeyStore.of({ create, verify, confirm, forget, list, revoke })
 })
 
 export const KeyStoreLive = Layer.effect(KeyStore, make)

@@ -5,11 +5,13 @@
  * journal whose sum is the balance.
  */
 import { SqlClient } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Layer } from "effect"
-import { InsufficientCredits, KeySpendLimitExceeded, NotFound, SpendCapExceeded } from "../domain/errors.js"
+import { InsufficientCredits, InvalidKey, KeySpendLimitExceeded, NotFound, SpendCapExceeded } from "../domain/errors.js"
 import { type KeyId, OrgId } from "../domain/ids.js"
 import { randomId } from "./random.js"
 import { millisToNextMonth, monthOf, nowMillis, toDate } from "./time.js"
+import { traced } from "./tracing.js"
 
 export interface Org {
   readonly id: OrgId
@@ -51,18 +53,20 @@ export class Ledger extends Context.Tag("Ledger")<Ledger, {
   readonly setSpendCap: (id: OrgId, cap: number | null) => Effect.Effect<Org, NotFound>
   readonly reserve: (
     request: ReserveRequest
-  ) => Effect.Effect<Hold, InsufficientCredits | SpendCapExceeded | KeySpendLimitExceeded>
+  ) => Effect.Effect<Hold, InvalidKey | InsufficientCredits | SpendCapExceeded | KeySpendLimitExceeded>
   readonly settle: (hold: Hold, charge: number) => Effect.Effect<boolean>
   readonly void: (hold: Hold) => Effect.Effect<boolean>
   /** Void the pending hold of a request (one whose process died), if it is still pending. */
   readonly voidRequest: (orgId: OrgId, requestId: string) => Effect.Effect<number>
   /** Void every pending hold whose lease has expired; returns how many. */
   readonly sweep: Effect.Effect<number>
+  /** Pending holds across every process: how many, and the credits they reserve. */
+  readonly pendingHolds: Effect.Effect<{ readonly count: number; readonly amount: number }, SqlError>
 }>() {}
 
 interface ReserveRow {
   readonly hold_id: number | null
-  readonly refusal: "insufficient_credits" | "spend_cap_exceeded" | "key_spend_limit_exceeded" | null
+  readonly refusal: "invalid_key" | "insufficient_credits" | "spend_cap_exceeded" | "key_spend_limit_exceeded" | null
   readonly balance: number
   readonly held: number
   readonly month_spend: number
@@ -130,7 +134,7 @@ export const make = Effect.gen(function* () {
         }
       }))
       return yield* readOrg(id)
-    }).pipe(Effect.orDie, Effect.withSpan("Ledger.createOrg"))
+    }).pipe(Effect.orDie, traced("Ledger.createOrg"))
 
   const countOrgs = sql<{ readonly n: number }>`SELECT count(*)::int AS n FROM orgs`.pipe(
     Effect.map((rows) => rows[0]?.n ?? 0),
@@ -151,7 +155,7 @@ export const make = Effect.gen(function* () {
       }))
       if (!updated) return yield* new NotFound({ message: `no org with id ${id}` })
       return yield* readOrg(id)
-    }).pipe(Effect.catchTag("SqlError", Effect.die), Effect.withSpan("Ledger.grant"))
+    }).pipe(Effect.catchTag("SqlError", Effect.die), traced("Ledger.grant"))
 
   const setSpendCap = (id: OrgId, cap: number | null) =>
     Effect.gen(function* () {
@@ -172,6 +176,9 @@ export const make = Effect.gen(function* () {
       if (row.hold_id !== null) return { id: row.hold_id, orgId: request.orgId, amount }
       const nextMonth = Math.ceil(millisToNextMonth(now) / 1000)
       switch (row.refusal) {
+        case "invalid_key":
+          // The key was revoked after this process cached it.
+          return yield* new InvalidKey({ message: "Missing or invalid API key. Send it in the X-API-Key header." })
         case "insufficient_credits":
           return yield* new InsufficientCredits({
             message: `This call reserves up to ${amount} credits and the org has ${row.balance - row.held} available ` +
@@ -192,7 +199,7 @@ export const make = Effect.gen(function* () {
             retryAfter: nextMonth
           })
       }
-    }).pipe(Effect.catchTag("SqlError", Effect.die), Effect.withSpan("Ledger.reserve"))
+    }).pipe(Effect.catchTag("SqlError", Effect.die), traced("Ledger.reserve"))
 
   const settle = (hold: Hold, charge: number) =>
     Effect.gen(function* () {
@@ -201,14 +208,14 @@ export const make = Effect.gen(function* () {
       const rows = yield* sql<{ readonly settled: boolean }>`
         SELECT gateway_settle(${hold.id}, ${amount}, ${toDate(now)}, ${monthOf(now)}) AS settled`
       return rows[0]?.settled === true
-    }).pipe(Effect.catchTag("SqlError", Effect.die), Effect.withSpan("Ledger.settle"))
+    }).pipe(Effect.catchTag("SqlError", Effect.die), traced("Ledger.settle"))
 
   const voidHold = (hold: Hold) =>
     Effect.gen(function* () {
       const now = yield* nowMillis
       const rows = yield* sql<{ readonly voided: boolean }>`SELECT gateway_void(${hold.id}, ${toDate(now)}) AS voided`
       return rows[0]?.voided === true
-    }).pipe(Effect.catchTag("SqlError", Effect.die), Effect.withSpan("Ledger.void"))
+    }).pipe(Effect.catchTag("SqlError", Effect.die), traced("Ledger.void"))
 
   const voidWhere = (now: number, filter: "expired" | { readonly orgId: OrgId; readonly requestId: string }) =>
     Effect.gen(function* () {
@@ -232,9 +239,15 @@ export const make = Effect.gen(function* () {
       if (locked[0]?.locked !== true) return 0
       return yield* voidWhere(now, "expired")
     }))
-  }).pipe(Effect.orDie, Effect.withSpan("Ledger.sweep"))
+  }).pipe(Effect.orDie, traced("Ledger.sweep"))
+
+  const pendingHolds = sql<{ readonly count: number; readonly amount: number }>`
+    SELECT count(*)::int AS count, coalesce(sum(amount), 0)::bigint AS amount FROM holds WHERE status = 'pending'`.pipe(
+    Effect.map((rows) => ({ count: rows[0]?.count ?? 0, amount: rows[0]?.amount ?? 0 }))
+  )
 
   return Ledger.of({
+    pendingHolds,
     createOrg,
     getOrg,
     countOrgs,

@@ -1,9 +1,15 @@
 /**
  * The per-call log an org reads in the dashboard: time, key, tool, outcome code, credits, latency and
- * request id of every authenticated tool call. Written after the answer is decided, off the caller's path.
+ * request id of every authenticated tool call.
+ *
+ * Records are written off the caller's path, in batches: `record` appends to an in-memory buffer that is
+ * written with one multi-row INSERT every `FLUSH_INTERVAL` (or as soon as `FLUSH_SIZE` records wait), and
+ * on shutdown. A page read flushes first, so a process sees its own calls at once; other processes' calls
+ * appear within the interval. The usage log is an activity record, not the ledger: a process that is
+ * killed can lose its last interval of records, never a credit (the journal is the ledger).
  */
 import { SqlClient } from "@effect/sql"
-import { Context, Effect, Layer } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Schedule } from "effect"
 import type { KeyId, OrgId } from "../domain/ids.js"
 import { toDate } from "./time.js"
 
@@ -43,6 +49,8 @@ export interface UsagePage {
 export class Usage extends Context.Tag("Usage")<Usage, {
   /** Log a call without making the caller wait for the write. */
   readonly record: (entry: UsageEntry) => Effect.Effect<void>
+  /** Write the records that are waiting. */
+  readonly flush: Effect.Effect<void>
   /** Newest first. */
   readonly page: (
     orgId: OrgId,
@@ -63,24 +71,58 @@ interface UsageRow {
   readonly request_id: string
 }
 
+const FLUSH_INTERVAL = Duration.millis(100)
+const FLUSH_SIZE = 500
+
 export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
+  let pending: Array<UsageEntry> = []
 
-  const record = (e: UsageEntry) =>
-    sql`
-      INSERT INTO usage (org_id, key_id, tool, request_id, status, code, credits, latency_ms, provider, created_at)
-      VALUES (${e.orgId}, ${e.keyId}, ${e.tool}, ${e.requestId}, ${e.status}, ${e.code}, ${e.credits},
-              ${Math.round(e.latencyMs)}, ${e.provider}, ${toDate(e.at)})`.pipe(
-      Effect.catchAllCause((cause) => Effect.logWarning("could not write a usage record", cause)),
-      Effect.forkDaemon,
+  const write = (batch: ReadonlyArray<UsageEntry>) =>
+    sql`INSERT INTO usage ${
+      sql.insert(batch.map((e) => ({
+        org_id: e.orgId,
+        key_id: e.keyId,
+        tool: e.tool,
+        request_id: e.requestId,
+        status: e.status,
+        code: e.code,
+        credits: e.credits,
+        latency_ms: Math.round(e.latencyMs),
+        provider: e.provider,
+        created_at: toDate(e.at)
+      })))
+    }`.pipe(
+      Effect.catchAllCause((cause) => Effect.logWarning(`could not write ${batch.length} usage records`, cause)),
       Effect.asVoid
     )
+
+  // One writer at a time, so that batches land in the order they were taken.
+  const lock = yield* Effect.makeSemaphore(1)
+  const flush = lock.withPermits(1)(Effect.suspend(() => {
+    if (pending.length === 0) return Effect.void
+    const batch = pending
+    pending = []
+    return write(batch)
+  }))
+
+  yield* Effect.addFinalizer(() => flush)
+  // Batching is not a rule that depends on time: the writer runs on the real clock even under TestClock,
+  // whose jumps of hours would otherwise replay one flush per interval.
+  yield* flush.pipe(Effect.repeat(Schedule.spaced(FLUSH_INTERVAL)), Effect.withClock(Clock.make()), Effect.forkScoped)
+
+  const record = (e: UsageEntry) =>
+    Effect.suspend(() => {
+      pending.push(e)
+      return pending.length >= FLUSH_SIZE ? Effect.asVoid(Effect.forkDaemon(flush)) : Effect.void
+    })
 
   const page = (
     orgId: OrgId,
     options: { readonly limit: number; readonly cursor?: number | undefined; readonly keyId?: string | undefined; readonly tool?: string | undefined }
   ) =>
     Effect.gen(function* () {
+      yield* flush
       const rows = yield* sql<UsageRow>`
         SELECT id, created_at, key_id, tool, status, code, credits, latency_ms, provider, request_id
           FROM usage
@@ -106,7 +148,7 @@ export const make = Effect.gen(function* () {
       return { records, nextCursor: rows.length > options.limit && last !== undefined ? String(last.id) : null }
     }).pipe(Effect.orDie)
 
-  return Usage.of({ record, page })
+  return Usage.of({ record, flush, page })
 })
 
-export const UsageLive = Layer.effect(Usage, make)
+export const UsageLive = Layer.scoped(Usage, make)

@@ -21,3 +21,6 @@ export const millisToNextMonth = (millis: number): number => {
   const next = DateTime.unsafeMake({ year: parts.year, month: parts.month + 1, day: 1 })
   return DateTime.toEpochMillis(next) - millis
 }
+
+/** A monotonic-precision Clock reading in milliseconds (fractional), for measuring durations. */
+export const preciseMillis: Effect.Effect<number> = Effect.map(Clock.currentTimeNanos, (ns) => Number(ns) / 1e6)

@@ -45,3 +45,23 @@ export const TestDatabaseLive = Layer.unwrapScoped(
 ).pipe(Layer.provideMerge(TestDatabaseUrl.Default))
 
 export const sqlOf = SqlClient.SqlClient
+
+/**
+ * Make this file's database refuse connections (and end the open ones), or accept them again: a database
+ * outage as the gateway sees it.
+ */
+export const blockDatabase = (allow: boolean) =>
+  Effect.gen(function* () {
+    const { url } = yield* TestDatabaseUrl
+    const name = new URL(url).pathname.slice(1)
+    yield* Effect.promise(async () => {
+      const client = new Pg.Client({ connectionString: inject("adminDatabaseUrl") })
+      await client.connect()
+      try {
+        await client.query(`ALTER DATABASE ${name} WITH ALLOW_CONNECTIONS ${allow}`)
+        if (!allow) await client.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", [name])
+      } finally {
+        await client.end()
+      }
+    })
+  })

@@ -4,12 +4,13 @@
  */
 import { HttpServer } from "@effect/platform"
 import { SqlClient } from "@effect/sql"
-import { Clock, Context, Effect, Layer, Option, Redacted } from "effect"
+import { Clock, Context, Effect, Layer, Logger, LogLevel, Option, Redacted } from "effect"
 import { devKey, mintDevToken } from "../../src/services/Identity.js"
 import { Members } from "../../src/services/Members.js"
 import type { KeyId, OrgId } from "../../src/domain/ids.js"
 import * as Http from "node:http"
 import { HttpServerLive } from "../../src/http/server.js"
+import { TracingLive } from "../../src/services/Observability.js"
 import { ServicesLive } from "../../src/layers.js"
 import { GatewayConfig, type GatewayConfigShape } from "../../src/services/GatewayConfig.js"
 import { KeyStore } from "../../src/services/KeyStore.js"
@@ -148,17 +149,40 @@ export const testConfig = (u: Upstreams, overrides: Partial<GatewayConfigShape> 
     ...overrides
   })
 
-/** Services and database only (no HTTP), for in-process tests. */
-export const servicesLayer = (overrides: Partial<GatewayConfigShape> = {}) =>
+/**
+ * Every log line of the test run's gateways, JSON-formatted, kept in memory (tests assert on them);
+ * only errors are printed.
+ */
+export const capturedLogs: Array<string> = []
+
+export const CapturingLoggerLive = Logger.replace(
+  Logger.defaultLogger,
+  Logger.make((options) => {
+    const line = Logger.jsonLogger.log(options)
+    capturedLogs.push(line)
+    if (LogLevel.greaterThanEqual(options.logLevel, LogLevel.Error)) console.error(line)
+  })
+)
+
+const servicesWith = <ROut>(overrides: Partial<GatewayConfigShape>, tracing: Layer.Layer<ROut, never, GatewayConfig>) =>
   ServicesLive.pipe(
     Layer.provideMerge(TestDatabaseLive),
+    Layer.provideMerge(tracing),
+    Layer.provideMerge(CapturingLoggerLive),
     Layer.provideMerge(Layer.effect(GatewayConfig, Effect.map(TestUpstreams, (u) => testConfig(u, overrides)))),
     Layer.provideMerge(TestUpstreamsLive)
   )
 
+/** Services and database only (no HTTP), for in-process tests. */
+export const servicesLayer = (overrides: Partial<GatewayConfigShape> = {}) => servicesWith(overrides, TracingLive)
+
 /** The whole gateway over HTTP on a free port. */
 export const gatewayLayer = (overrides: Partial<GatewayConfigShape> = {}) =>
   HttpServerLive.pipe(Layer.provideMerge(servicesLayer(overrides)))
+
+/** The whole gateway with its own tracing layer (an in-memory exporter, say) in place of the configured one. */
+export const gatewayLayerTracedBy = <ROut>(tracing: Layer.Layer<ROut, never, GatewayConfig>, overrides: Partial<GatewayConfigShape> = {}) =>
+  HttpServerLive.pipe(Layer.provideMerge(servicesWith(overrides, tracing)))
 
 export const baseUrl = Effect.map(HttpServer.HttpServer, (server) => {
   const address = server.address

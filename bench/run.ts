@@ -1,0 +1,613 @@
+/**
+ * `npm run bench`: the gateway against the physical baseline, in one run on one machine.
+ *
+ * Starts a fixed-JSON upstream, a bare `node:http` pass-through proxy (the floor), the framework's own
+ * ceilings (`HttpRouter` and `HttpApi` answering constant JSON) and the gateway on PostgreSQL (embedded in
+ * `bench/.data` by default, `BENCH_DATABASE_URL` for a server; a fresh database either way), then loads
+ * each scenario three ways with autocannon in a process of its own: one request at a time (sequential),
+ * as fast as it answers (closed loop), and at a fixed rate. Writes a markdown table and JSON to
+ * `bench/results/`.
+ *
+ *   npm run bench                      the full run (about 10 minutes)
+ *   npm run bench -- --quick           every scenario briefly (under a minute): checks that all produce figures
+ *   npm run bench -- --only gateway    scenarios whose name contains a word
+ *   npm run bench -- --profile         the gateway runs with --cpu-prof (profiles in bench/results/profiles)
+ */
+import { Effect, Exit, Layer, Option, Redacted, Scope } from "effect"
+import * as ChildProcess from "node:child_process"
+import * as Fs from "node:fs"
+import * as Net from "node:net"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import * as Readline from "node:readline"
+import { fileURLToPath } from "node:url"
+import Pg from "pg"
+import { DatabaseLive, GatewayConfig, KeyStore, Ledger, ServicesLive, startEmbedded } from "tool-gateway"
+import type { LoadPlan, LoadResult } from "./load.js"
+
+const here = Path.dirname(fileURLToPath(import.meta.url))
+const root = Path.resolve(here, "..", "..")
+const resultsDir = Path.join(root, "bench", "results")
+const args = process.argv.slice(2)
+const flag = (name: string) => args.includes(name)
+const option = (name: string) => {
+  const i = args.indexOf(name)
+  return i >= 0 ? args[i + 1] : undefined
+}
+
+const quick = flag("--quick")
+const only = option("--only")
+const profile = flag("--profile")
+const seconds = Number(option("--duration") ?? (quick ? "0.6" : "10"))
+const warmupSeconds = quick ? 0.3 : 3
+const connections = Number(option("--connections") ?? "32")
+const fixedRate = Number(option("--rate") ?? "300")
+const rssSeconds = Number(option("--rss-seconds") ?? (quick ? "0" : "60"))
+// A fresh gateway runs its hot path thousands of times before V8 has optimized it (its CPU per call falls by
+// a third over the first ~5,000 calls); the full run warms each gateway up before measuring it.
+const jitWarmupSeconds = Number(option("--jit-warmup") ?? (quick ? "0" : "15"))
+// The V8 heap limit of the bounded-heap scenario (`NODE_OPTIONS=--max-old-space-size=…`).
+const boundedHeapMb = 128
+
+// ---------------------------------------------------------------------------------------------------------
+// processes
+
+interface Proc {
+  readonly name: string
+  readonly child: ChildProcess.ChildProcess
+  readonly port: number
+}
+
+const children: Array<ChildProcess.ChildProcess> = []
+
+const stopAll = () => {
+  for (const child of children) if (child.exitCode === null) child.kill("SIGTERM")
+}
+process.on("exit", stopAll)
+process.on("SIGINT", () => {
+  stopAll()
+  process.exit(130)
+})
+
+const script = (name: string) => Path.join(here, `${name}.js`)
+
+/** Start a bench server script; resolves with the port it prints. */
+const startServer = (name: string, file: string, extra: ReadonlyArray<string> = []) =>
+  new Promise<Proc>((resolve, reject) => {
+    const child = ChildProcess.spawn(process.execPath, [file, ...extra], { stdio: ["ignore", "pipe", "inherit"] })
+    children.push(child)
+    const lines = Readline.createInterface({ input: child.stdout })
+    lines.once("line", (line) => {
+      const parsed: unknown = JSON.parse(line)
+      const port = typeof parsed === "object" && parsed !== null && "port" in parsed ? Number(parsed.port) : NaN
+      if (Number.isFinite(port)) resolve({ name, child, port })
+      else reject(new Error(`${name} printed ${line}`))
+    })
+    child.once("exit", (code) => reject(new Error(`${name} exited with ${code}`)))
+  })
+
+const freePort = () =>
+  new Promise<number>((resolve, reject) => {
+    const server = Net.createServer()
+    server.once("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address()
+      const port = typeof address === "object" && address !== null ? address.port : 0
+      server.close(() => resolve(port))
+    })
+  })
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+const waitReady = async (port: number, child: ChildProcess.ChildProcess, name: string) => {
+  for (let i = 0; i < 600; i++) {
+    if (child.exitCode !== null) throw new Error(`${name} exited with ${child.exitCode}`)
+    const ok = await fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.ok, () => false)
+    if (ok) return
+    await sleep(100)
+  }
+  throw new Error(`${name} did not become ready`)
+}
+
+/** The built gateway (`tool-gateway serve`), on the benchmark's database. */
+const startGateway = async (name: string, env: Readonly<Record<string, string>>, workers = 1): Promise<Proc> => {
+  const port = await freePort()
+  const nodeArgs = profile ? ["--cpu-prof", "--cpu-prof-dir", Path.join(resultsDir, "profiles")] : []
+  const child = ChildProcess.spawn(
+    process.execPath,
+    [...nodeArgs, Path.join(root, "dist", "bin.js"), "serve", ...(workers > 1 ? ["--workers", String(workers)] : [])],
+    {
+      stdio: ["ignore", "ignore", "inherit"],
+      env: { ...process.env, ...env, PORT: String(port), HOST: "127.0.0.1", GATEWAY_BOOTSTRAP: "false" }
+    }
+  )
+  children.push(child)
+  await waitReady(port, child, name)
+  return { name, child, port }
+}
+
+const stop = (proc: Proc) =>
+  new Promise<void>((resolve) => {
+    if (proc.child.exitCode !== null) return resolve()
+    proc.child.once("exit", () => resolve())
+    proc.child.kill("SIGTERM")
+  })
+
+/** Resident memory of a process and its children (cluster workers), in MB. */
+const rssOf = (pid: number): number => {
+  const pids = [pid, ...childPids(pid)]
+  let kb = 0
+  for (const p of pids) {
+    try {
+      const status = Fs.readFileSync(`/proc/${p}/status`, "utf8")
+      kb += Number(status.match(/VmRSS:\s+(\d+)/)?.[1] ?? "0")
+    } catch {
+      // the process ended
+    }
+  }
+  return Math.round(kb / 1024)
+}
+
+const childPids = (pid: number): ReadonlyArray<number> => {
+  try {
+    return Fs.readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim().split(/\s+/).filter((s) => s !== "")
+      .map(Number)
+  } catch {
+    return []
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// load
+
+/** Load plans run one after the other in one load-generator process; a result per plan. */
+const loadAll = (plans: ReadonlyArray<LoadPlan>) =>
+  new Promise<ReadonlyArray<LoadResult>>((resolve, reject) => {
+    const child = ChildProcess.spawn(process.execPath, [script("load"), JSON.stringify(plans)], {
+      stdio: ["ignore", "pipe", "inherit"]
+    })
+    let out = ""
+    child.stdout.on("data", (chunk: Buffer) => (out += chunk.toString("utf8")))
+    child.once("exit", (code) => {
+      if (code !== 0) return reject(new Error(`load generator exited with ${code}`))
+      const results: Array<LoadResult> = out.trim().split("\n").filter((l) => l !== "").map((l) => JSON.parse(l))
+      if (results.length !== plans.length) return reject(new Error(`load generator gave ${results.length} of ${plans.length} results`))
+      resolve(results)
+    })
+  })
+
+const load = (plan: LoadPlan) =>
+  loadAll([plan]).then((results) => {
+    const [result] = results
+    if (result === undefined) throw new Error("no load result")
+    return result
+  })
+
+interface Target {
+  readonly url: string
+  readonly body?: string
+  readonly headers?: Readonly<Record<string, string>>
+  readonly keys?: ReadonlyArray<string>
+  readonly uniqueIdempotencyKey?: boolean
+  readonly expectStatus: number
+}
+
+interface Figures {
+  readonly sequential: LoadResult
+  readonly max: LoadResult
+  readonly rate: LoadResult
+  /** Highest RSS seen during the closed-loop run, in MB (gateway scenarios). */
+  readonly rssMb?: number
+}
+
+const measure = async (name: string, target: Target, pid?: number | undefined): Promise<Figures> => {
+  const plan = (c: number, durationSec: number, rate?: number): LoadPlan => ({
+    url: target.url,
+    connections: c,
+    durationSec,
+    expectStatus: target.expectStatus,
+    ...(target.body !== undefined ? { body: target.body } : {}),
+    ...(target.headers !== undefined ? { headers: target.headers } : {}),
+    ...(target.keys !== undefined ? { keys: target.keys } : {}),
+    ...(target.uniqueIdempotencyKey === true ? { uniqueIdempotencyKey: true } : {}),
+    ...(rate !== undefined ? { rate } : {})
+  })
+  // warm-up, sequential, max throughput, fixed rate: one load-generator process (RSS: the largest seen
+  // while it runs, which the closed-loop phases set)
+  let rssMb = 0
+  const sampler = pid === undefined ? undefined : setInterval(() => (rssMb = Math.max(rssMb, rssOf(pid))), 250)
+  const [, sequential, max, rate] = await loadAll([
+    plan(connections, warmupSeconds),
+    plan(1, seconds),
+    plan(connections, seconds),
+    plan(64, seconds, fixedRate)
+  ])
+  if (sampler !== undefined) clearInterval(sampler)
+  if (sequential === undefined || max === undefined || rate === undefined) throw new Error("missing load results")
+  for (const [label, r] of [["sequential", sequential], ["max", max], ["rate", rate]] as const) {
+    if (r.requests === 0 || r.unexpected > 0) {
+      console.error(`  ${name} ${label}: ${r.requests} answers, ${r.unexpected} unexpected ${JSON.stringify(r.statuses)}`)
+    }
+  }
+  console.error(
+    `  ${name.padEnd(28)} seq p50 ${r3(sequential.p50)} ms · max ${max.rps} req/s · @${fixedRate}/s p50 ${
+      r3(rate.p50)
+    } p99 ${r3(rate.p99)} ms${pid !== undefined ? ` · rss ${rssMb} MB` : ""}`
+  )
+  return { sequential, max, rate, ...(pid !== undefined ? { rssMb } : {}) }
+}
+
+const r3 = (n: number) => n.toFixed(3)
+
+// ---------------------------------------------------------------------------------------------------------
+// database
+
+/** A fresh database for this run, on the server of `BENCH_DATABASE_URL` or on the embedded one. */
+const prepareDatabase = async (scope: Scope.CloseableScope) => {
+  const external = process.env["BENCH_DATABASE_URL"]
+  const serverUrl = external !== undefined && external !== ""
+    ? external
+    : Redacted.value(
+      (await Effect.runPromise(Scope.extend(startEmbedded(Path.join(root, "bench", ".data")), scope))).url
+    )
+  const name = `bench_${Date.now().toString(36)}`
+  const admin = new Pg.Client({ connectionString: serverUrl })
+  await admin.connect()
+  await admin.query(`CREATE DATABASE ${name}`)
+  await admin.end()
+  const url = new URL(serverUrl)
+  url.pathname = `/${name}`
+  const drop = async () => {
+    const client = new Pg.Client({ connectionString: serverUrl })
+    await client.connect()
+    await client.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+    await client.end()
+  }
+  return { url: url.toString(), kind: external !== undefined && external !== "" ? "server" : "embedded", drop }
+}
+
+interface Provisioned {
+  readonly hotKey: string
+  readonly spreadKeys: ReadonlyArray<string>
+  readonly brokeKey: string
+}
+
+/** Orgs and keys, through the gateway's own services. */
+const provision = (url: string): Promise<Provisioned> =>
+  Effect.runPromise(
+    Effect.gen(function* () {
+      const ledger = yield* Ledger
+      const keys = yield* KeyStore
+      const credits = 1_000_000_000_000
+      const keyFor = (orgId: Parameters<typeof keys.create>[0], name: string) =>
+        Effect.map(Effect.orDie(keys.create(orgId, { name })), (k) => Redacted.value(k.key))
+      const hot = yield* ledger.createOrg({ name: "bench-hot", credits })
+      const hotKey = yield* keyFor(hot.id, "hot")
+      const spreadKeys = yield* Effect.forEach(
+        Array.from({ length: 100 }, (_, i) => i),
+        (i) => Effect.flatMap(ledger.createOrg({ name: `bench-${i}`, credits }), (org) => keyFor(org.id, `spread-${i}`)),
+        { concurrency: 10 }
+      )
+      const broke = yield* ledger.createOrg({ name: "bench-broke", credits: 0 })
+      const brokeKey = yield* keyFor(broke.id, "broke")
+      return { hotKey, spreadKeys, brokeKey }
+    }).pipe(
+      Effect.provide(
+        ServicesLive.pipe(
+          Layer.provideMerge(DatabaseLive),
+          Layer.provideMerge(GatewayConfig.layerWith({ databaseUrl: Option.some(Redacted.make(url)) }))
+        )
+      )
+    )
+  )
+
+// ---------------------------------------------------------------------------------------------------------
+// report
+
+interface Row {
+  readonly name: string
+  readonly what: string
+  readonly figures: Figures
+}
+
+const machine = () => ({
+  cores: Os.cpus().length,
+  cpu: Os.cpus()[0]?.model ?? "unknown",
+  memoryGb: Math.round(Os.totalmem() / 2 ** 30),
+  node: process.version,
+  platform: `${Os.type()} ${Os.release()}`
+})
+
+const main = async () => {
+  const scope = Effect.runSync(Scope.make())
+  const started = new Date()
+  const selected = (name: string) => only === undefined || name.includes(only)
+  console.error(`bench: ${quick ? "quick" : "full"} run, ${seconds} s per measurement, ${connections} connections`)
+  const db = await prepareDatabase(scope)
+  const rows: Array<Row> = []
+  const notes: Array<string> = []
+  try {
+    // independent set-up steps run side by side
+    const [keys, upstream] = await Promise.all([provision(db.url), startServer("upstream", script("upstream"))])
+    const env = {
+      DATABASE_URL: db.url,
+      APPSTORE_BASE_URL: `http://127.0.0.1:${upstream.port}`,
+      RATE_LIMIT_PER_SECOND: "0",
+      LOG_LEVEL: process.env["LOG_LEVEL"] ?? "info"
+    }
+    const [proxy, router, api, gateway] = await Promise.all([
+      startServer("proxy", script("proxy"), ["--upstream", String(upstream.port)]),
+      startServer("router", script("ceiling"), ["--mode", "router"]),
+      startServer("api", script("ceiling"), ["--mode", "api"]),
+      startGateway("gateway", env)
+    ])
+    const body = JSON.stringify({ query: "notes", limit: 3 })
+    const tool = `http://127.0.0.1:${gateway.port}/v1/mobile_app_search`
+    const jitWarmup = (port: number) =>
+      jitWarmupSeconds > 0 && (only === undefined || only.startsWith("gateway") || only === "workers" || only === "heap")
+        ? load({
+          url: `http://127.0.0.1:${port}/v1/mobile_app_search`,
+          body,
+          keys: keys.spreadKeys,
+          connections,
+          durationSec: jitWarmupSeconds,
+          expectStatus: 200
+        })
+        : Promise.resolve(undefined)
+    await jitWarmup(gateway.port)
+    const withKey = (key: string) => ({ "x-api-key": key })
+    const scenarios: ReadonlyArray<{ name: string; what: string; target: Target; pid?: number | undefined }> = [
+      {
+        name: "upstream",
+        what: "the fake provider alone (`node:http`, fixed JSON)",
+        target: { url: `http://127.0.0.1:${upstream.port}/search?term=notes`, body, expectStatus: 200 }
+      },
+      {
+        name: "bare-proxy",
+        what: "`node:http` proxy: checks a key header, forwards over keep-alive (the floor)",
+        target: {
+          url: `http://127.0.0.1:${proxy.port}/v1/mobile_app_search`,
+          body,
+          headers: { "x-api-key": "bench-key" },
+          expectStatus: 200
+        }
+      },
+      {
+        name: "ceiling-router",
+        what: "`HttpRouter` on `NodeHttpServer`, constant JSON (no upstream)",
+        target: { url: `http://127.0.0.1:${router.port}/v1/mobile_app_search`, body, expectStatus: 200 }
+      },
+      {
+        name: "ceiling-httpapi",
+        what: "`HttpApi` endpoint decoding the tool's payload, constant JSON (no upstream)",
+        target: { url: `http://127.0.0.1:${api.port}/v1/mobile_app_search`, body, expectStatus: 200 }
+      },
+      {
+        name: "gateway",
+        what: "tool call (`mobile_app_search`), billed: every call on one org (hot row)",
+        target: { url: tool, body, headers: withKey(keys.hotKey), expectStatus: 200 },
+        pid: gateway.child.pid
+      },
+      {
+        name: "gateway-100-orgs",
+        what: "the same, calls spread over 100 orgs (one key each)",
+        target: { url: tool, body, keys: keys.spreadKeys, expectStatus: 200 },
+        pid: gateway.child.pid
+      },
+      {
+        name: "gateway-idempotency",
+        what: "tool call with a unique `Idempotency-Key` per call (one org)",
+        target: { url: tool, body, headers: withKey(keys.hotKey), uniqueIdempotencyKey: true, expectStatus: 200 },
+        pid: gateway.child.pid
+      },
+      {
+        name: "gateway-run",
+        what: "`POST /v1/run` (raw provider answer), one org",
+        target: {
+          url: `http://127.0.0.1:${gateway.port}/v1/run`,
+          body: JSON.stringify({ tool: "mobile_app_search", input: { query: "notes", limit: 3 } }),
+          headers: withKey(keys.hotKey),
+          expectStatus: 200
+        },
+        pid: gateway.child.pid
+      },
+      {
+        name: "gateway-402",
+        what: "`402 insufficient_credits` storm (rejections only, no provider call)",
+        target: { url: tool, body, headers: withKey(keys.brokeKey), expectStatus: 402 },
+        pid: gateway.child.pid
+      }
+    ]
+    for (const s of scenarios) {
+      if (!selected(s.name)) continue
+      rows.push({ name: s.name, what: s.what, figures: await measure(s.name, s.target, s.pid) })
+    }
+
+    // RSS, sampled every second over a long closed-loop run: does it level off?
+    const rssRun = async (proc: Proc, label: string) => {
+      const samples: Array<number> = []
+      const pid = proc.child.pid
+      const sampler = setInterval(() => pid !== undefined && samples.push(rssOf(pid)), 1000)
+      const run = await load({
+        url: `http://127.0.0.1:${proc.port}/v1/mobile_app_search`,
+        body,
+        keys: keys.spreadKeys,
+        connections,
+        durationSec: rssSeconds,
+        expectStatus: 200
+      })
+      clearInterval(sampler)
+      const avg = (xs: ReadonlyArray<number>) => Math.round(xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length))
+      const tenth = Math.max(1, Math.floor(samples.length / 6))
+      notes.push(
+        `RSS over a ${rssSeconds} s closed-loop run${label} (${run.rps} req/s, ${run.requests} calls): ` +
+          `first ${tenth} s average ${avg(samples.slice(0, tenth))} MB, last ${tenth} s average ${
+            avg(samples.slice(-tenth))
+          } MB, highest ${Math.max(...samples)} MB.`
+      )
+      console.error(`  ${notes[notes.length - 1]}`)
+    }
+
+    if (rssSeconds > 0 && selected("rss")) await rssRun(gateway, "")
+    await stop(gateway)
+
+    if (selected("gateway-heap")) {
+      const bounded = await startGateway("gateway-heap", { ...env, NODE_OPTIONS: `--max-old-space-size=${boundedHeapMb}` })
+      await jitWarmup(bounded.port)
+      rows.push({
+        name: "gateway-heap-128",
+        what: `the same as gateway-100-orgs, V8 heap limited to ${boundedHeapMb} MB (\`NODE_OPTIONS=--max-old-space-size=${boundedHeapMb}\`)`,
+        figures: await measure(
+          "gateway-heap-128",
+          { url: `http://127.0.0.1:${bounded.port}/v1/mobile_app_search`, body, keys: keys.spreadKeys, expectStatus: 200 },
+          bounded.child.pid
+        )
+      })
+      if (rssSeconds > 0) await rssRun(bounded, ` with the heap limited to ${boundedHeapMb} MB`)
+      await stop(bounded)
+    }
+
+    if (selected("workers")) {
+      const two = await startGateway("gateway-2-workers", env, 2)
+      await jitWarmup(two.port)
+      rows.push({
+        name: "gateway-2-workers",
+        what: "`serve --workers 2`, calls spread over 100 orgs",
+        figures: await measure(
+          "gateway-2-workers",
+          {
+            url: `http://127.0.0.1:${two.port}/v1/mobile_app_search`,
+            body,
+            keys: keys.spreadKeys,
+            expectStatus: 200
+          },
+          two.child.pid
+        )
+      })
+      await stop(two)
+    }
+  } finally {
+    stopAll()
+    await sleep(300)
+    await db.drop().catch(() => undefined)
+    await Effect.runPromise(Scope.close(scope, Exit.void))
+  }
+  report(rows, notes, started, db.kind)
+}
+
+const report = (rows: ReadonlyArray<Row>, notes: ReadonlyArray<string>, started: Date, database: string) => {
+  const m = machine()
+  const get = (name: string) => rows.find((r) => r.name === name)?.figures
+  const proxy = get("bare-proxy")
+  const targets: Array<{ target: string; measured: string; met: boolean }> = []
+  const gw = get("gateway")
+  const spread = get("gateway-100-orgs")
+  const api = get("ceiling-httpapi")
+  if (proxy !== undefined && gw !== undefined) {
+    const seq = gw.sequential.p50 - proxy.sequential.p50
+    targets.push({ target: "sequential added p50 ≤ 1 ms", measured: `${r3(seq)} ms`, met: seq <= 1 })
+    const p50 = gw.rate.p50 - proxy.rate.p50
+    const p99 = gw.rate.p99 - proxy.rate.p99
+    targets.push({ target: `added p50 at ${fixedRate} req/s ≤ 1 ms`, measured: `${r3(p50)} ms`, met: p50 <= 1 })
+    targets.push({ target: `added p99 at ${fixedRate} req/s ≤ 5 ms`, measured: `${r3(p99)} ms`, met: p99 <= 5 })
+    targets.push({ target: "one org (hot row) ≥ 1,000 calls/s", measured: `${gw.max.rps} calls/s`, met: gw.max.rps >= 1000 })
+  }
+  if (spread !== undefined && api !== undefined) {
+    const ratio = spread.max.rps / api.max.rps
+    targets.push({
+      target: "billed throughput ≥ 60% of the `HttpApi` ceiling",
+      measured: `${spread.max.rps} / ${api.max.rps} = ${Math.round(ratio * 100)}%`,
+      met: ratio >= 0.6
+    })
+  }
+  const two = get("gateway-2-workers")
+  if (two !== undefined && spread !== undefined) {
+    targets.push({
+      target: "throughput grows with workers (1 → 2)",
+      measured: `${spread.max.rps} → ${two.max.rps} calls/s (×${(two.max.rps / spread.max.rps).toFixed(2)})`,
+      met: two.max.rps > spread.max.rps
+    })
+  }
+  const rss = Math.max(0, ...rows.filter((r) => r.name.startsWith("gateway") && r.name !== "gateway-2-workers" && r.name !== "gateway-heap-128")
+    .map((r) => r.figures.rssMb ?? 0))
+  if (rss > 0) targets.push({ target: "RSS under max throughput ≤ 200 MB (V8 defaults)", measured: `${rss} MB`, met: rss <= 200 })
+  const bounded = get("gateway-heap-128")?.rssMb
+  if (bounded !== undefined) {
+    targets.push({ target: `RSS under max throughput ≤ 200 MB (heap limited to ${boundedHeapMb} MB)`, measured: `${bounded} MB`, met: bounded <= 200 })
+  }
+
+  const line = (cells: ReadonlyArray<string | number>) => `| ${cells.join(" | ")} |`
+  const md = [
+    `# Benchmark, ${started.toISOString()}`,
+    "",
+    `${m.cores} cores (${m.cpu}), ${m.memoryGb} GB, ${m.platform}, Node ${m.node}; database: ${database} PostgreSQL.`,
+    `Load generator: autocannon in its own process on the same machine; ${seconds} s per measurement after a ` +
+    `${warmupSeconds} s warm-up; closed loop with ${connections} connections; fixed rate ${fixedRate} req/s.` +
+    (quick ? " **Quick run: figures are indicative only.**" : ""),
+    "",
+    line(["scenario", "sequential p50 ms", "sequential p99 ms", "max req/s", `p50 ms @${fixedRate}/s`, `p99 ms @${fixedRate}/s`, "RSS MB", "what"]),
+    line(["---", "---:", "---:", "---:", "---:", "---:", "---:", "---"]),
+    ...rows.map((r) =>
+      line([
+        r.name,
+        r3(r.figures.sequential.p50),
+        r3(r.figures.sequential.p99),
+        r.figures.max.rps,
+        r3(r.figures.rate.p50),
+        r3(r.figures.rate.p99),
+        r.figures.rssMb ?? "",
+        r.what
+      ])
+    ),
+    "",
+    ...(proxy !== undefined
+      ? [
+        "Overhead (gateway − bare proxy, same run):",
+        "",
+        line(["scenario", "sequential p50", `p50 @${fixedRate}/s`, `p99 @${fixedRate}/s`]),
+        line(["---", "---:", "---:", "---:"]),
+        ...rows.filter((r) => r.name.startsWith("gateway")).map((r) =>
+          line([
+            r.name,
+            `+${r3(r.figures.sequential.p50 - proxy.sequential.p50)} ms`,
+            `+${r3(r.figures.rate.p50 - proxy.rate.p50)} ms`,
+            `+${r3(r.figures.rate.p99 - proxy.rate.p99)} ms`
+          ])
+        ),
+        ""
+      ]
+      : []),
+    ...(targets.length > 0
+      ? [
+        line(["target", "measured", "met"]),
+        line(["---", "---", "---"]),
+        ...targets.map((t) => line([t.target, t.measured, t.met ? "yes" : "**no**"])),
+        ""
+      ]
+      : []),
+    ...notes.map((n) => `${n}\n`)
+  ].join("\n")
+
+  Fs.mkdirSync(resultsDir, { recursive: true })
+  const stamp = started.toISOString().replace(/[:.]/g, "-")
+  const base = Path.join(resultsDir, `${quick ? "quick-" : ""}${stamp}`)
+  Fs.writeFileSync(`${base}.md`, md)
+  Fs.writeFileSync(
+    `${base}.json`,
+    JSON.stringify({ started: started.toISOString(), quick, machine: m, database, seconds, connections, fixedRate, rows, targets, notes }, null, 2)
+  )
+  process.stdout.write(`${md}\nWritten: ${Path.relative(root, base)}.md and .json\n`)
+
+  const missing = rows.filter((r) =>
+    [r.figures.sequential, r.figures.max, r.figures.rate].some((x) => x.requests === 0 || x.unexpected > 0)
+  )
+  if (missing.length > 0) {
+    console.error(`bench: scenarios without clean figures: ${missing.map((r) => r.name).join(", ")}`)
+    process.exitCode = 1
+  }
+}
+
+main().catch((error: unknown) => {
+  console.error(error)
+  process.exitCode = 1
+})

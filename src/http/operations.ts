@@ -1,0 +1,92 @@
+/**
+ * Operations endpoints, outside the API key: `GET /healthz` (the process answers), `GET /readyz` (the
+ * database answers and every migration this build knows is applied; a load balancer sends traffic only
+ * to a ready process, and `/readyz` answers 503 while the database is unreachable) and `GET /metrics`
+ * (Prometheus text; behind `Authorization: Bearer $METRICS_TOKEN` when that is set).
+ */
+import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { SqlClient } from "@effect/sql"
+import { Duration, Effect, Metric, Option, Redacted } from "effect"
+import { DatabasePool } from "../db/Database.js"
+import { migrationCount } from "../db/migrations.js"
+import { InvalidToken } from "../domain/errors.js"
+import { GatewayConfig } from "../services/GatewayConfig.js"
+import { Ledger } from "../services/Ledger.js"
+import { MetricsExporter } from "../services/Observability.js"
+import { creditsHeld, holdsOutstanding, poolConnections } from "../services/Telemetry.js"
+
+const READY_TIMEOUT = Duration.seconds(2)
+
+const poolGauge = (state: string) => Metric.tagged(poolConnections, "state", state)
+
+export const OperationsLive = HttpApiBuilder.Router.use((router) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const config = yield* GatewayConfig
+    const exporter = yield* MetricsExporter
+    const ledger = yield* Ledger
+    const pool = yield* DatabasePool
+
+    const checkDatabase = sql<{ readonly applied: number }>`SELECT count(*)::int AS applied FROM gateway_migrations`.pipe(
+      Effect.map((rows) => {
+        const applied = rows[0]?.applied ?? 0
+        return applied >= migrationCount
+          ? { ok: true, database: "ok", migrations: `${applied} applied` }
+          : { ok: false, database: "ok", migrations: `${applied} of ${migrationCount} applied` }
+      }),
+      Effect.timeoutFail({ duration: READY_TIMEOUT, onTimeout: () => "timed out" }),
+      Effect.catchAll((e) =>
+        Effect.succeed({
+          ok: false,
+          database: `unreachable (${typeof e === "string" ? e : "connection failed"})`,
+          migrations: "unknown"
+        })
+      )
+    )
+
+    yield* router.get("/healthz", Effect.succeed(HttpServerResponse.unsafeJson({ status: "ok" })))
+    yield* router.get(
+      "/readyz",
+      Effect.map(checkDatabase, (check) =>
+        HttpServerResponse.unsafeJson(
+          {
+            status: check.ok ? "ready" : "not_ready",
+            checks: { database: check.database, migrations: check.migrations }
+          },
+          { status: check.ok ? 200 : 503 }
+        ))
+    )
+
+    // Gauges that describe shared state are read when scraped (the database may be down: then they keep
+    // their last value and the scrape still answers).
+    const refreshGauges = Effect.gen(function* () {
+      const stats = pool.stats()
+      yield* Metric.set(poolGauge("total"), stats.total)
+      yield* Metric.set(poolGauge("idle"), stats.idle)
+      yield* Metric.set(poolGauge("waiting"), stats.waiting)
+      const holds = yield* ledger.pendingHolds.pipe(Effect.timeout(READY_TIMEOUT), Effect.option)
+      if (Option.isSome(holds)) {
+        yield* Metric.set(holdsOutstanding, holds.value.count)
+        yield* Metric.set(creditsHeld, holds.value.amount)
+      }
+    })
+
+    const authorized = Effect.gen(function* () {
+      if (Option.isNone(config.metricsToken)) return
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const bearer = request.headers["authorization"]?.match(/^\s*bearer\s+(\S+)/i)?.[1]
+      if (bearer !== Redacted.value(config.metricsToken.value)) {
+        return yield* new InvalidToken({ message: "GET /metrics needs Authorization: Bearer <METRICS_TOKEN>." })
+      }
+    })
+
+    yield* router.get(
+      "/metrics",
+      Effect.gen(function* () {
+        yield* authorized
+        yield* refreshGauges
+        const text = yield* exporter.scrape
+        return HttpServerResponse.text(text, { contentType: "text/plain; version=0.0.4; charset=utf-8" })
+      })
+    )
+  }))

@@ -1,0 +1,53 @@
+/**
+ * Export of what `Telemetry` records: metrics in Prometheus text (pulled at `GET /metrics`, nothing
+ * runs between scrapes), and traces over OTLP/HTTP when `OTEL_EXPORTER_OTLP_ENDPOINT` is set. Without an
+ * endpoint the tracer is disabled: spans become no-ops, so tracing costs nothing on the request path.
+ */
+import * as Metrics from "@effect/opentelemetry/Metrics"
+import * as OtlpSerialization from "@effect/opentelemetry/OtlpSerialization"
+import * as OtlpTracer from "@effect/opentelemetry/OtlpTracer"
+import * as Resource from "@effect/opentelemetry/Resource"
+import { NodeHttpClient } from "@effect/platform-node"
+import { PrometheusExporter, PrometheusSerializer } from "@opentelemetry/exporter-prometheus"
+import { Context, Duration, Effect, Layer, Option } from "effect"
+import { GatewayConfig } from "./GatewayConfig.js"
+
+export const SERVICE_VERSION = "0.1.0"
+
+export class MetricsExporter extends Context.Tag("MetricsExporter")<MetricsExporter, {
+  /** Every metric of the process, in Prometheus text exposition format. */
+  readonly scrape: Effect.Effect<string>
+}>() {}
+
+export const MetricsExporterLive = Layer.scoped(
+  MetricsExporter,
+  Effect.gen(function* () {
+    const exporter = new PrometheusExporter({ preventServerStart: true })
+    yield* Metrics.registerProducer(yield* Metrics.makeProducer, () => exporter)
+    const serializer = new PrometheusSerializer()
+    return MetricsExporter.of({
+      scrape: Effect.promise(() => exporter.collect()).pipe(
+        Effect.map(({ resourceMetrics }) => serializer.serialize(resourceMetrics))
+      )
+    })
+  })
+).pipe(
+  Layer.provide(Layer.unwrapEffect(Effect.map(GatewayConfig, (config) =>
+    Resource.layer({ serviceName: config.serviceName, serviceVersion: SERVICE_VERSION })
+  )))
+)
+
+/** OTLP/HTTP (JSON) export of every span when an endpoint is configured; otherwise the tracer is off. */
+export const TracingLive = Layer.unwrapEffect(
+  Effect.map(GatewayConfig, (config) =>
+    Option.match(config.otlpEndpoint, {
+      onNone: () => Layer.setTracerEnabled(false),
+      onSome: (endpoint) =>
+        OtlpTracer.layer({
+          url: `${endpoint}/v1/traces`,
+          resource: { serviceName: config.serviceName, serviceVersion: SERVICE_VERSION },
+          exportInterval: Duration.seconds(1)
+        }).pipe(Layer.provide(OtlpSerialization.layerJson), Layer.provide(NodeHttpClient.layerUndici))
+    })
+  )
+)

@@ -1,0 +1,126 @@
+/**
+ * What the gateway reports about itself: Effect `Metric` instruments (exported in Prometheus text at
+ * `GET /metrics`), and the per-call facts the request log line carries. Updating a metric is an
+ * in-memory operation; nothing is exported on the request path.
+ */
+import { Context, Effect, Metric, MetricBoundaries } from "effect"
+import type { Caller } from "./KeyStore.js"
+
+/** Seconds, from 0.5 ms to about 33 s: covers the gateway's own overhead and slow providers alike. */
+const latencyBoundaries = MetricBoundaries.exponential({ start: 0.0005, factor: 2, count: 17 })
+
+export const toolCalls = Metric.counter("tool_gateway_tool_calls_total", {
+  description: "Tool calls that reached the pipeline, by tool and outcome code (ok, replayed, or the error code)",
+  incremental: true
+})
+
+export const toolCallDuration = Metric.histogram(
+  "tool_gateway_tool_call_duration_seconds",
+  latencyBoundaries,
+  "Time from authentication to the answer of a tool call, by tool"
+)
+
+export const providerDuration = Metric.histogram(
+  "tool_gateway_provider_duration_seconds",
+  latencyBoundaries,
+  "Time spent in the provider call (fallbacks included), by tool"
+)
+
+export const creditsCharged = Metric.counter("tool_gateway_credits_charged_total", {
+  description: "Credits charged, by tool",
+  incremental: true
+})
+
+export const idempotencyReplays = Metric.counter("tool_gateway_idempotency_replays_total", {
+  description: "Answers replayed from an earlier call with the same Idempotency-Key",
+  incremental: true
+})
+
+export const rateLimitRejections = Metric.counter("tool_gateway_rate_limit_rejections_total", {
+  description: "Requests refused by a key's rate limit",
+  incremental: true
+})
+
+export const httpRequests = Metric.counter("tool_gateway_http_requests_total", {
+  description: "HTTP requests answered, by status class (2xx, 4xx, 5xx)",
+  incremental: true
+})
+
+export const holdsOutstanding = Metric.gauge("tool_gateway_holds_outstanding", {
+  description: "Pending credit holds (calls in flight) across every process sharing the database"
+})
+
+export const creditsHeld = Metric.gauge("tool_gateway_credits_held", {
+  description: "Credits reserved by pending holds across every process sharing the database"
+})
+
+export const poolConnections = Metric.gauge("tool_gateway_db_pool_connections", {
+  description: "This process's database connections, by state (total, idle, waiting requests)"
+})
+
+/** A metric tagged once per distinct label value: tagging allocates, so each combination is kept. */
+const tagCache = <M>(tag: (labels: string) => M) => {
+  const cache = new Map<string, M>()
+  return (labels: string): M => {
+    let metric = cache.get(labels)
+    if (metric === undefined) {
+      metric = tag(labels)
+      cache.set(labels, metric)
+    }
+    return metric
+  }
+}
+
+const callsBy = tagCache((labels) => {
+  const [tool = "", code = ""] = labels.split("\u0000")
+  return toolCalls.pipe(Metric.tagged("tool", tool), Metric.tagged("code", code))
+})
+const durationBy = tagCache((tool) => Metric.tagged(toolCallDuration, "tool", tool))
+const providerBy = tagCache((tool) => Metric.tagged(providerDuration, "tool", tool))
+const creditsBy = tagCache((tool) => Metric.tagged(creditsCharged, "tool", tool))
+const statusBy = tagCache((status) => Metric.tagged(httpRequests, "status", status))
+
+/** Count one tool call and its latency. */
+export const recordCall = (tool: string, code: string, credits: number, seconds: number) =>
+  Effect.all([
+    Metric.increment(callsBy(`${tool}\u0000${code}`)),
+    Metric.update(durationBy(tool), seconds),
+    credits > 0 ? Metric.incrementBy(creditsBy(tool), credits) : Effect.void,
+    code === "replayed" ? Metric.increment(idempotencyReplays) : Effect.void
+  ], { discard: true })
+
+export const recordProvider = (tool: string, seconds: number) => Metric.update(providerBy(tool), seconds)
+
+export const recordStatus = (status: number) => Metric.increment(statusBy(`${Math.floor(status / 100)}xx`))
+
+/**
+ * The facts of one call, filled in as the pipeline learns them, read by the request log line. The HTTP
+ * layer provides a fresh one per request; elsewhere (in-process calls) the default is written and dropped.
+ */
+export interface CallFacts {
+  /**
+   * The caller, while its key came from the cache and no statement has confirmed it yet: an error answer
+   * confirms it before it is sent (a revoked key gets `invalid_key`, whatever else was wrong).
+   */
+  unconfirmed: Caller | undefined
+  orgId: string | undefined
+  keyId: string | undefined
+  tool: string | undefined
+  credits: number
+  provider: string | undefined
+  providerMs: number | undefined
+}
+
+export const newCallFacts = (): CallFacts => ({
+  unconfirmed: undefined,
+  orgId: undefined,
+  keyId: undefined,
+  tool: undefined,
+  credits: 0,
+  provider: undefined,
+  providerMs: undefined
+})
+
+export class CurrentCallFacts extends Context.Reference<CurrentCallFacts>()("CurrentCallFacts", {
+  defaultValue: newCallFacts
+}) {}

@@ -1,0 +1,511 @@
+/**
+ * What the gateway says about itself: `/healthz`, `/readyz` (and its 503 while the database is away),
+ * `/metrics` in Prometheus text with counters that move, one JSON log line per request from the built
+ * server, spans exported in a tree (in memory, and over OTLP/HTTP to a collector), the per-process key
+ * cache that never outlives a revocation, and `serve --workers`.
+ */
+import { NodeSdk } from "@effect/opentelemetry"
+import { SqlClient } from "@effect/sql"
+import { afterAll, expect, layer } from "@effect/vitest"
+import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
+import { Effect, Option, Redacted, Schema } from "effect"
+import * as Child from "node:child_process"
+import * as Http from "node:http"
+import * as Path from "node:path"
+import { expectEnvelope, expectOk } from "./support/assert.js"
+import { blockDatabase, TestDatabaseUrl } from "./support/database.js"
+import {
+  callTool,
+  capturedLogs,
+  gatewayLayer,
+  gatewayLayerTracedBy,
+  givenOrg,
+  request,
+  TestUpstreams
+} from "./support/gateway.js"
+
+const BIN = Path.resolve("dist/bin.js")
+
+// ---------------------------------------------------------------------------------------------------------
+// Prometheus text exposition format, parsed strictly: every line is a comment, a HELP/TYPE line or a sample.
+
+interface Sample {
+  readonly name: string
+  readonly labels: Readonly<Record<string, string>>
+  readonly value: number
+}
+
+const parsePrometheus = (text: string) => {
+  const types = new Map<string, string>()
+  const samples: Array<Sample> = []
+  const name = "[a-zA-Z_:][a-zA-Z0-9_:]*"
+  const sampleLine = new RegExp(`^(${name})(?:\\{(.*)\\})? (\\S+)(?: -?\\d+)?$`)
+  const labelPair = /([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(?:,|$)/g
+  for (const line of text.split("\n")) {
+    if (line === "") continue
+    const type = line.match(new RegExp(`^# TYPE (${name}) (counter|gauge|histogram|summary|untyped)$`))
+    if (type !== null) {
+      types.set(type[1] ?? "", type[2] ?? "")
+      continue
+    }
+    if (line.startsWith("#")) {
+      expect(line, "a comment line").toMatch(new RegExp(`^# (HELP|UNIT) ${name} .*$`))
+      continue
+    }
+    const sample = line.match(sampleLine)
+    expect(sample, `not a Prometheus sample: ${line}`).not.toBeNull()
+    if (sample === null) continue
+    const labels: Record<string, string> = {}
+    const rawLabels = sample[2] ?? ""
+    let consumed = 0
+    for (const pair of rawLabels.matchAll(labelPair)) {
+      labels[pair[1] ?? ""] = pair[2] ?? ""
+      consumed += pair[0].length
+    }
+    expect(consumed, `malformed labels: ${line}`).toBe(rawLabels.length)
+    const raw = sample[3] ?? ""
+    const value = raw === "+Inf" ? Infinity : raw === "-Inf" ? -Infinity : Number(raw)
+    expect(Number.isNaN(value) && raw !== "NaN", `not a number: ${line}`).toBe(false)
+    const family = (sample[1] ?? "").replace(/_(bucket|count|sum)$/, "")
+    expect(types.has(sample[1] ?? "") || types.has(family), `no # TYPE for ${sample[1]}`).toBe(true)
+    samples.push({ name: sample[1] ?? "", labels, value })
+  }
+  return { types, samples }
+}
+
+const valueOf = (samples: ReadonlyArray<Sample>, name: string, labels: Record<string, string> = {}) =>
+  samples
+    .filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v))
+    .reduce((sum, s) => sum + s.value, 0)
+
+const scrape = Effect.gen(function* () {
+  const result = yield* request("/metrics", { method: "GET" })
+  expect(result.status).toBe(200)
+  expect(result.headers.get("content-type")).toMatch(/^text\/plain; version=0\.0\.4/)
+  return parsePrometheus(result.text)
+})
+
+layer(gatewayLayer(), { excludeTestServices: true })("health and metrics", (it) => {
+  it.effect("/healthz answers while the process runs; /readyz checks the database and the migrations", () =>
+    Effect.gen(function* () {
+      const health = yield* request("/healthz", { method: "GET" })
+      expect(health.status).toBe(200)
+      expect(health.body).toEqual({ status: "ok" })
+      const ready = yield* request("/readyz", { method: "GET" })
+      expect(ready.status).toBe(200)
+      expect(ready.body).toEqual({ status: "ready", checks: { database: "ok", migrations: expect.stringMatching(/^\d+ applied$/) } })
+      expect(ready.headers.get("x-request-id")).toMatch(/^req_/)
+    }))
+
+  it.effect("/metrics is Prometheus text, and its counters move with calls", () =>
+    Effect.gen(function* () {
+      const { key } = yield* givenOrg({ credits: 100 })
+      const broke = yield* givenOrg({ credits: 0 })
+      const before = (yield* scrape).samples
+
+      expectOk(yield* callTool("weather", { q: "Berlin" }, { key }))
+      expectOk(yield* callTool("weather", { q: "Paris" }, { key, idempotencyKey: "metrics-1" }))
+      expectOk(yield* callTool("weather", { q: "Paris" }, { key, idempotencyKey: "metrics-1" }))
+      expect((yield* callTool("weather", { q: "Berlin" }, { key: broke.key })).status).toBe(402)
+      expect((yield* callTool("weather", { q: 5 }, { key })).status).toBe(400)
+
+      const { types, samples } = yield* scrape
+      const delta = (name: string, labels: Record<string, string> = {}) =>
+        valueOf(samples, name, labels) - valueOf(before, name, labels)
+
+      expect(types.get("tool_gateway_tool_calls_total")).toBe("counter")
+      expect(types.get("tool_gateway_tool_call_duration_seconds")).toBe("histogram")
+      expect(types.get("tool_gateway_provider_duration_seconds")).toBe("histogram")
+      expect(delta("tool_gateway_tool_calls_total", { tool: "weather", code: "ok" })).toBe(2)
+      expect(delta("tool_gateway_tool_calls_total", { tool: "weather", code: "replayed" })).toBe(1)
+      expect(delta("tool_gateway_tool_calls_total", { tool: "weather", code: "insufficient_credits" })).toBe(1)
+      expect(delta("tool_gateway_idempotency_replays_total")).toBe(1)
+      expect(delta("tool_gateway_credits_charged_total", { tool: "weather" })).toBe(2)
+      expect(delta("tool_gateway_tool_call_duration_seconds_count", { tool: "weather" })).toBe(4)
+      expect(delta("tool_gateway_provider_duration_seconds_count", { tool: "weather" })).toBe(2)
+      expect(delta("tool_gateway_provider_duration_seconds_sum", { tool: "weather" })).toBeGreaterThan(0)
+      expect(delta("tool_gateway_http_requests_total", { status: "2xx" })).toBeGreaterThanOrEqual(3)
+      expect(delta("tool_gateway_http_requests_total", { status: "4xx" })).toBe(2)
+      // buckets are cumulative and end at +Inf = count
+      const buckets = samples.filter((s) => s.name === "tool_gateway_tool_call_duration_seconds_bucket" && s.labels["tool"] === "weather")
+      expect(buckets.length).toBeGreaterThan(5)
+      for (let i = 1; i < buckets.length; i++) expect(buckets[i]?.value ?? 0).toBeGreaterThanOrEqual(buckets[i - 1]?.value ?? 0)
+      expect(buckets.at(-1)?.labels["le"]).toBe("+Inf")
+      expect(buckets.at(-1)?.value).toBe(valueOf(samples, "tool_gateway_tool_call_duration_seconds_count", { tool: "weather" }))
+      // shared state: no call in flight now, and this process's pool
+      expect(valueOf(samples, "tool_gateway_holds_outstanding")).toBe(0)
+      expect(valueOf(samples, "tool_gateway_db_pool_connections", { state: "total" })).toBeGreaterThan(0)
+    }))
+
+  it.effect("/metrics counts rate-limit rejections", () =>
+    Effect.gen(function* () {
+      const before = (yield* scrape).samples
+      const { key } = yield* givenOrg()
+      const results = yield* Effect.forEach(Array.from({ length: 30 }), () => callTool("weather", { q: 5 }, { key }), { concurrency: 30 })
+      const limited = results.filter((r) => r.status === 429).length
+      const after = (yield* scrape).samples
+      expect(valueOf(after, "tool_gateway_rate_limit_rejections_total") - valueOf(before, "tool_gateway_rate_limit_rejections_total")).toBe(limited)
+    }))
+
+  it.effect("/readyz is 503 while the database is unreachable, /healthz stays 200, and both recover", () =>
+    Effect.gen(function* () {
+      yield* blockDatabase(false)
+      const down = yield* request("/readyz", { method: "GET" }).pipe(Effect.ensuring(Effect.void))
+      const health = yield* request("/healthz", { method: "GET" })
+      yield* blockDatabase(true)
+      expect(down.status).toBe(503)
+      expect(down.body).toMatchObject({ status: "not_ready", checks: { database: expect.stringMatching(/^unreachable/) } })
+      expect(down.text).not.toMatch(/password|postgres:\/\//)
+      expect(health.status).toBe(200)
+      const up = yield* request("/readyz", { method: "GET" })
+      expect(up.status).toBe(200)
+    }))
+
+  it.effect("no request log line carries an API key", () =>
+    Effect.gen(function* () {
+      const { key } = yield* givenOrg()
+      expectOk(yield* callTool("weather", { q: "Berlin" }, { key }))
+      const lines = capturedLogs.filter((l) => l.includes(`"message":"request"`))
+      expect(lines.length).toBeGreaterThan(0)
+      expect(capturedLogs.some((l) => l.includes(key))).toBe(false)
+    }))
+})
+
+layer(gatewayLayer({ metricsToken: Option.some(Redacted.make("scrape-secret")) }), { excludeTestServices: true })(
+  "a metrics token",
+  (it) => {
+    it.effect("/metrics needs the bearer token when METRICS_TOKEN is set", () =>
+      Effect.gen(function* () {
+        expectEnvelope(yield* request("/metrics", { method: "GET" }), {
+          status: 401,
+          type: "auth",
+          code: "invalid_token",
+          retryable: false,
+          billable: false
+        })
+        const wrong = yield* request("/metrics", { method: "GET", headers: { authorization: "Bearer nope" } })
+        expect(wrong.status).toBe(401)
+        const right = yield* request("/metrics", { method: "GET", headers: { authorization: "Bearer scrape-secret" } })
+        expect(right.status).toBe(200)
+        expect(right.text).toContain("tool_gateway_")
+      }))
+  }
+)
+
+// ---------------------------------------------------------------------------------------------------------
+// The key cache: a key read from the cache is confirmed by the reservation (or, for any other answer, before
+// it is sent), so a revocation made by another process is seen on the very next request.
+
+const revokeElsewhere = (keyId: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) => sql`UPDATE api_keys SET revoked_at = now() WHERE id = ${keyId}`).pipe(Effect.orDie)
+
+const invalidKey = { status: 401, type: "auth", code: "invalid_key", retryable: false, billable: false } as const
+
+layer(gatewayLayer(), { excludeTestServices: true })("the key cache", (it) => {
+  it.effect("a key revoked by another process is refused on the next call, whatever the call", () =>
+    Effect.gen(function* () {
+      const a = yield* givenOrg()
+      expectOk(yield* callTool("weather", { q: "Berlin" }, { key: a.key }))
+      yield* revokeElsewhere(a.keyId)
+      expectEnvelope(yield* callTool("weather", { q: "Berlin" }, { key: a.key }), invalidKey)
+
+      // an invalid body, a replay, an unknown tool: never a sign that the key still works
+      const b = yield* givenOrg()
+      expectOk(yield* callTool("weather", { q: "Berlin" }, { key: b.key, idempotencyKey: "cache-1" }))
+      yield* revokeElsewhere(b.keyId)
+      expectEnvelope(yield* callTool("weather", { q: 5 }, { key: b.key }), invalidKey)
+      expectEnvelope(yield* callTool("weather", { q: "Berlin" }, { key: b.key, idempotencyKey: "cache-1" }), invalidKey)
+      expectEnvelope(yield* callTool("nonexistent_tool", {}, { key: b.key }), invalidKey)
+
+      // a broke org's revoked key: invalid_key, not insufficient_credits
+      const c = yield* givenOrg({ credits: 0 })
+      expect((yield* callTool("weather", { q: "Berlin" }, { key: c.key })).status).toBe(402)
+      yield* revokeElsewhere(c.keyId)
+      expectEnvelope(yield* callTool("weather", { q: "Berlin" }, { key: c.key }), invalidKey)
+    }))
+})
+
+// ---------------------------------------------------------------------------------------------------------
+// Traces: the span tree of one tool call.
+
+interface SpanRecord {
+  readonly name: string
+  readonly id: string
+  readonly parent: string | undefined
+  readonly traceId: string
+}
+
+const childrenOf = (spans: ReadonlyArray<SpanRecord>, parent: SpanRecord) =>
+  spans.filter((s) => s.parent === parent.id).map((s) => s.name)
+
+const expectToolCallTree = (spans: ReadonlyArray<SpanRecord>) => {
+  const root = spans.find((s) => s.name.startsWith("http.server POST") && s.parent === undefined)
+  expect(root, `spans: ${spans.map((s) => s.name).join(", ")}`).toBeDefined()
+  if (root === undefined) return
+  const inTrace = spans.filter((s) => s.traceId === root.traceId)
+  const named = (name: string) => {
+    const span = inTrace.find((s) => s.name === name)
+    expect(span, `no ${name} span in ${inTrace.map((s) => s.name).join(", ")}`).toBeDefined()
+    return span ?? root
+  }
+  expect(childrenOf(inTrace, root)).toEqual(expect.arrayContaining(["Gateway.authenticate", "Gateway.run"]))
+  expect(childrenOf(inTrace, named("Gateway.authenticate"))).toContain("KeyStore.verify")
+  expect(childrenOf(inTrace, named("Gateway.run"))).toEqual(
+    expect.arrayContaining(["Ledger.reserve", "Gateway.provider", "Ledger.settle"])
+  )
+  expect(childrenOf(inTrace, named("Gateway.provider"))).toContain("ProviderClient.request")
+}
+
+const memory = new InMemorySpanExporter()
+const InMemoryTracing = NodeSdk.layer(() => ({
+  resource: { serviceName: "tool-gateway-test" },
+  spanProcessor: new SimpleSpanProcessor(memory)
+}))
+
+layer(gatewayLayerTracedBy(InMemoryTracing), { excludeTestServices: true })("traces in memory", (it) => {
+  it.effect("one span per request, with auth, reservation, provider call and settlement below it", () =>
+    Effect.gen(function* () {
+      const { key } = yield* givenOrg()
+      memory.reset()
+      expectOk(yield* callTool("weather", { q: "Berlin" }, { key }))
+      const spans = memory.getFinishedSpans().map((s) => ({
+        name: s.name,
+        id: s.spanContext().spanId,
+        parent: s.parentSpanContext?.spanId,
+        traceId: s.spanContext().traceId
+      }))
+      expectToolCallTree(spans)
+    }))
+})
+
+// A collector that keeps what it receives over OTLP/HTTP (JSON).
+const collected: Array<SpanRecord> = []
+const collector = Http.createServer((req, res) => {
+  const parts: Array<Buffer> = []
+  req.on("data", (c: Buffer) => parts.push(c))
+  req.on("end", () => {
+    if (req.url === "/v1/traces") {
+      const body = Schema.decodeUnknownSync(OtlpTraces)(JSON.parse(Buffer.concat(parts).toString("utf8")))
+      for (const rs of body.resourceSpans) {
+        for (const ss of rs.scopeSpans) {
+          for (const s of ss.spans) {
+            collected.push({ name: s.name, id: s.spanId, parent: s.parentSpanId === "" ? undefined : s.parentSpanId, traceId: s.traceId })
+          }
+        }
+      }
+    }
+    res.writeHead(200, { "content-type": "application/json" }).end("{}")
+  })
+})
+const OtlpTraces = Schema.Struct({
+  resourceSpans: Schema.Array(Schema.Struct({
+    scopeSpans: Schema.Array(Schema.Struct({
+      spans: Schema.Array(Schema.Struct({
+        traceId: Schema.String,
+        spanId: Schema.String,
+        parentSpanId: Schema.optionalWith(Schema.String, { default: () => "" }),
+        name: Schema.String
+      }))
+    }))
+  }))
+})
+await new Promise<void>((done) => collector.listen(0, "127.0.0.1", done))
+const collectorAddress = collector.address()
+const collectorUrl = `http://127.0.0.1:${typeof collectorAddress === "object" && collectorAddress !== null ? collectorAddress.port : 0}`
+afterAll(() => new Promise<void>((done) => collector.close(() => done())))
+
+layer(gatewayLayer({ otlpEndpoint: Option.some(collectorUrl) }), { excludeTestServices: true })("traces over OTLP", (it) => {
+  it.effect("OTEL_EXPORTER_OTLP_ENDPOINT exports the same tree to a collector", () =>
+    Effect.gen(function* () {
+      const { key } = yield* givenOrg()
+      expectOk(yield* callTool("weather", { q: "Berlin" }, { key }))
+      // exported in batches, every second
+      for (let i = 0; i < 50 && !collected.some((s) => s.name === "Gateway.run"); i++) yield* Effect.sleep("100 millis")
+      yield* Effect.sleep("300 millis")
+      expectToolCallTree(collected)
+    }), 15_000)
+})
+
+// ---------------------------------------------------------------------------------------------------------
+// The built server: JSON log lines on stdout, and `serve --workers 2`.
+
+const baseEnv = () => {
+  const env: Record<string, string> = {}
+  for (const [k, v] of Object.entries(process.env)) {
+    if (v !== undefined && k !== "DATABASE_URL" && k !== "GATEWAY_DATA_DIR" && !k.startsWith("LOG_")) env[k] = v
+  }
+  return env
+}
+
+interface Served {
+  readonly base: string
+  readonly child: Child.ChildProcessWithoutNullStreams
+  readonly output: () => string
+}
+
+const freePort = Effect.async<number>((resume) => {
+  const probe = Http.createServer()
+  probe.listen(0, "127.0.0.1", () => {
+    const address = probe.address()
+    const port = typeof address === "object" && address !== null ? address.port : 0
+    probe.close(() => resume(Effect.succeed(port)))
+  })
+})
+
+/** The built `tool-gateway serve` in its own process, until `/healthz` answers; SIGTERM at the end. */
+const serve = (args: ReadonlyArray<string>, env: Record<string, string>) =>
+  Effect.acquireRelease(
+    Effect.gen(function* () {
+      const port = yield* freePort
+      const base = `http://127.0.0.1:${port}`
+      const child = Child.spawn("node", [BIN, "serve", ...args], { env: { ...baseEnv(), ...env, PORT: String(port) } })
+      let output = ""
+      child.stdout.on("data", (d: Buffer) => (output += d.toString()))
+      child.stderr.on("data", (d: Buffer) => (output += d.toString()))
+      const up = () => fetch(`${base}/healthz`).then((r) => r.status === 200, () => false)
+      for (let i = 0; i < 300 && !(yield* Effect.promise(up)); i++) {
+        if (child.exitCode !== null) break
+        yield* Effect.sleep("100 millis")
+      }
+      if (!(yield* Effect.promise(up))) return yield* Effect.dieMessage(`serve did not start:\n${output}`)
+      return { base, child, output: () => output } satisfies Served
+    }),
+    ({ child }) =>
+      Effect.promise(() =>
+        new Promise<void>((done) => {
+          if (child.exitCode !== null) return done()
+          const kill = setTimeout(() => child.kill("SIGKILL"), 10_000)
+          child.once("exit", () => {
+            clearTimeout(kill)
+            done()
+          })
+          child.kill("SIGTERM")
+        })
+      )
+  )
+
+const post = (base: string, path: string, key: string, body: unknown) =>
+  Effect.promise(() =>
+    fetch(`${base}${path}`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-api-key": key },
+      body: JSON.stringify(body)
+    }).then(async (r) => ({ status: r.status, requestId: r.headers.get("x-request-id"), text: await r.text() }))
+  )
+
+const LogLine = Schema.Struct({
+  message: Schema.String,
+  logLevel: Schema.String,
+  timestamp: Schema.String,
+  annotations: Schema.Record({ key: Schema.String, value: Schema.Unknown })
+})
+
+layer(gatewayLayer(), { excludeTestServices: true })("the built server", (it) => {
+  const envFor = Effect.gen(function* () {
+    const { url } = yield* TestDatabaseUrl
+    const u = yield* TestUpstreams
+    return { DATABASE_URL: url, WEATHER_BASE_URL: u.openMeteo.url, GEOCODING_BASE_URL: u.openMeteo.url, GATEWAY_BOOTSTRAP: "false" }
+  })
+
+  it.effect("one JSON log line per request, with its facts, at a level that follows the outcome", () =>
+    Effect.gen(function* () {
+      const env = yield* envFor
+      const { base, output } = yield* serve([], { ...env, LOG_FORMAT: "json", LOG_LEVEL: "info" })
+      const rich = yield* givenOrg({ credits: 10 })
+      const broke = yield* givenOrg({ credits: 0 })
+      const ok = yield* post(base, "/v1/weather", rich.key, { q: "Berlin" })
+      const invalid = yield* post(base, "/v1/weather", rich.key, { q: 5 })
+      const unknown = yield* post(base, "/v1/weather", "tg_doesnotexistdoesnotexistdoesnot", { q: "Berlin" })
+      const refused = yield* post(base, "/v1/weather", broke.key, { q: "Berlin" })
+      expect([ok.status, invalid.status, unknown.status, refused.status]).toEqual([200, 400, 401, 402])
+      yield* Effect.sleep("200 millis")
+
+      const lines = output().split("\n").filter((l) => l.trim() !== "")
+      const parsed = lines.map((l) => Schema.decodeUnknownSync(Schema.parseJson(LogLine))(l))
+      const byRequest = (id: string | null) => parsed.find((l) => l.message === "request" && l.annotations["request_id"] === id)
+
+      const okLine = byRequest(ok.requestId)
+      expect(okLine?.logLevel).toBe("INFO")
+      expect(okLine?.annotations).toEqual({
+        request_id: ok.requestId,
+        method: "POST",
+        path: "/v1/weather",
+        status: 200,
+        code: "ok",
+        org_id: rich.orgId,
+        key_id: rich.keyId,
+        tool: "weather",
+        credits: 1,
+        provider: "open-meteo",
+        latency_ms: expect.any(Number),
+        provider_latency_ms: expect.any(Number)
+      })
+      expect(Number(okLine?.annotations["latency_ms"])).toBeGreaterThanOrEqual(Number(okLine?.annotations["provider_latency_ms"]))
+      expect(byRequest(invalid.requestId)).toMatchObject({ logLevel: "WARN", annotations: { status: 400, code: "invalid_request", key_id: rich.keyId } })
+      expect(byRequest(unknown.requestId)).toMatchObject({ logLevel: "WARN", annotations: { status: 401, code: "invalid_key", key_id: null } })
+      expect(byRequest(refused.requestId)).toMatchObject({
+        logLevel: "WARN",
+        annotations: { status: 402, code: "insufficient_credits", org_id: broke.orgId, credits: 0, provider: null }
+      })
+      // never a secret
+      for (const secret of [rich.key, broke.key, "tg_doesnotexistdoesnotexistdoesnot"]) expect(output()).not.toContain(secret)
+    }).pipe(Effect.scoped), 60_000)
+
+  it.effect("LOG_LEVEL=warning drops the INFO lines, LOG_FORMAT=pretty is for people", () =>
+    Effect.gen(function* () {
+      const env = yield* envFor
+      const { key } = yield* givenOrg({ credits: 10 })
+      const quiet = yield* serve([], { ...env, LOG_FORMAT: "json", LOG_LEVEL: "warning" })
+      expect((yield* post(quiet.base, "/v1/weather", key, { q: "Berlin" })).status).toBe(200)
+      expect((yield* post(quiet.base, "/v1/weather", key, { q: 5 })).status).toBe(400)
+      yield* Effect.sleep("200 millis")
+      const requests = quiet.output().split("\n").filter((l) => l.includes(`"message":"request"`))
+      expect(requests.length).toBe(1)
+      expect(requests[0]).toContain(`"logLevel":"WARN"`)
+
+      const pretty = yield* serve([], { ...env, LOG_FORMAT: "pretty" })
+      expect((yield* post(pretty.base, "/v1/weather", key, { q: "Berlin" })).status).toBe(200)
+      yield* Effect.sleep("200 millis")
+      expect(pretty.output()).toMatch(/request/)
+      expect(pretty.output()).not.toContain(`"logLevel"`)
+    }).pipe(Effect.scoped), 60_000)
+
+  it.effect("serve --workers 2: two processes share the port and the database, and stop together", () =>
+    Effect.gen(function* () {
+      const env = yield* envFor
+      const { key, orgId } = yield* givenOrg({ credits: 100 })
+      const served = yield* serve(["--workers", "2"], { ...env, LOG_LEVEL: "warning" })
+      const workers = yield* Effect.promise(() =>
+        new Promise<Array<string>>((done) =>
+          Child.execFile("pgrep", ["-P", String(served.child.pid)], (_e, out) => done(out.split("\n").filter((l) => l !== "")))
+        )
+      )
+      expect(workers.length).toBe(2)
+      const results = yield* Effect.forEach(Array.from({ length: 20 }), () => post(served.base, "/v1/weather", key, { q: "Berlin" }), {
+        concurrency: 10
+      })
+      expect(results.map((r) => r.status)).toEqual(Array.from({ length: 20 }, () => 200))
+      const balance = yield* Effect.flatMap(SqlClient.SqlClient, (sql) =>
+        sql<{ readonly balance: number }>`SELECT balance::int AS balance FROM orgs WHERE id = ${orgId}`
+      ).pipe(Effect.orDie)
+      expect(balance[0]?.balance).toBe(80)
+      const code = yield* Effect.promise(() =>
+        new Promise<number | null>((done) => {
+          served.child.once("exit", (c) => done(c))
+          served.child.kill("SIGTERM")
+        })
+      )
+      expect(code).toBe(0)
+      for (const pid of workers) {
+        const alive = yield* Effect.sync(() => {
+          try {
+            process.kill(Number(pid), 0)
+            return true
+          } catch {
+            return false
+          }
+        })
+        expect(alive).toBe(false)
+      }
+    }).pipe(Effect.scoped), 60_000)
+})

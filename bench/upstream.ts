@@ -1,11 +1,17 @@
 /**
  * The benchmark's provider: a `node:http` server answering every request with the same iTunes-shaped
  * JSON (what `mobile_app_search` expects), after `--delay <ms>` if given. Prints `{"port":…}` when ready.
+ *
+ * `--faults`: a faulty provider for the soak. Request by request, in a fixed cycle: 1 in 20 is a 503,
+ * 1 in 25 invalid JSON, 1 in 30 hangs for 3 s (past the gateway's deadline), 1 in 40 resets the
+ * connection, 1 in 50 sends headers and then nothing for 3 s; the others answer after 0–20 ms.
  */
 import * as Http from "node:http"
 import { argValue, ready } from "./proc.js"
 
 const delayMs = Number(argValue("--delay") ?? "0")
+const faulty = process.argv.includes("--faults")
+let served = 0
 
 const result = (n: number) => ({
   trackId: 1000 + n,
@@ -32,10 +38,31 @@ const answer = (res: Http.ServerResponse) => {
   res.end(body)
 }
 
+const fault = (req: Http.IncomingMessage, res: Http.ServerResponse): boolean => {
+  const n = ++served
+  if (n % 20 === 0) {
+    res.writeHead(503, { "content-type": "application/json" }).end(`{"error":"unavailable"}`)
+  } else if (n % 25 === 0) {
+    res.writeHead(200, { "content-type": "application/json" }).end(`{"resultCount": 3, "results": [`)
+  } else if (n % 30 === 0) {
+    setTimeout(() => answer(res), 3_000)
+  } else if (n % 40 === 0) {
+    req.socket.destroy()
+  } else if (n % 50 === 0) {
+    res.writeHead(200, { "content-type": "application/json" })
+    res.flushHeaders()
+    setTimeout(() => res.end(body), 3_000)
+  } else {
+    setTimeout(() => answer(res), n % 21)
+  }
+  return true
+}
+
 const server = Http.createServer((req, res) => {
   req.resume()
   req.on("end", () => {
-    if (delayMs > 0) setTimeout(() => answer(res), delayMs)
+    if (faulty) fault(req, res)
+    else if (delayMs > 0) setTimeout(() => answer(res), delayMs)
     else answer(res)
   })
 })

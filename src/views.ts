@@ -28,7 +28,8 @@ export const keyView = (k: KeyInfo) => ({
   last_used_at: k.lastUsedAt === null ? null : iso(k.lastUsedAt),
   monthly_spend_limit: k.spendLimit,
   allowed_tools: k.allowedTools,
-  month_spend: k.monthSpend
+  month_spend: k.monthSpend,
+  rate_limit: k.rateLimit === null ? null : { per_second: k.rateLimit.perSecond, burst: k.rateLimit.burst }
 })
 
 export const connectionView = (c: Connection) => ({

@@ -14,7 +14,8 @@ import { SweeperLive } from "../src/services/Sweeper.js"
 import { expectEnvelope } from "./support/assert.js"
 import { books, callTool, gatewayLayer, givenOrg, servicesLayer } from "./support/gateway.js"
 
-layer(gatewayLayer(), { excludeTestServices: true })("over HTTP, concurrently", (it) => {
+// 100 calls at once on a machine that also runs other test files: a provider deadline that load cannot reach
+layer(gatewayLayer({ providerTimeoutMs: 10_000 }), { excludeTestServices: true })("over HTTP, concurrently", (it) => {
   it.effect("200 concurrent calls on a balance that covers 50: exactly 50 succeed", () =>
     Effect.gen(function* () {
       const { key, orgId } = yield* givenOrg({ credits: 50 })
@@ -44,7 +45,8 @@ layer(gatewayLayer(), { excludeTestServices: true })("over HTTP, concurrently", 
         () => callTool("weather", { q: "Berlin" }, { key }),
         { concurrency: 100 }
       )
-      expect(results.filter((r) => r.status === 200)).toHaveLength(30)
+      expect(results.filter((r) => r.status === 200).length, results.filter((r) => r.status !== 429).map((r) => r.text).join("\n"))
+        .toBe(30)
       for (const r of results.filter((r) => r.status !== 200)) {
         expectEnvelope(r, { status: 429, type: "rate_limited", code: "spend_cap_exceeded", retryable: false, billable: false })
       }

@@ -25,7 +25,9 @@ const faults: ReadonlyArray<FaultCase> = [
   { name: "malformed JSON", fault: { malformed: true }, expected: { status: 502, type: "provider", code: "provider_unavailable", retryable: true, billable: false, message: "invalid JSON" }, settled: false },
   { name: "a wrong shape", fault: { wrongShape: true }, expected: { status: 502, type: "normalization", code: "normalization_failed", retryable: false, billable: true, message: "POST /v1/run" }, settled: true },
   { name: "a connection reset", fault: { reset: true }, expected: { status: 502, type: "provider", code: "provider_unavailable", retryable: true, billable: false }, settled: false },
-  { name: "an oversized body", fault: { oversizedBytes: 8 * 1024 * 1024 }, expected: { status: 502, type: "provider", code: "provider_response_too_large", retryable: false, billable: false }, settled: false }
+  { name: "an oversized body", fault: { oversizedBytes: 8 * 1024 * 1024 }, expected: { status: 502, type: "provider", code: "provider_response_too_large", retryable: false, billable: false }, settled: false },
+  { name: "a body that never ends", fault: { oversizedBytes: Number.POSITIVE_INFINITY }, expected: { status: 502, type: "provider", code: "provider_response_too_large", retryable: false, billable: false }, settled: false },
+  { name: "headers, then nothing", fault: { hangAfterHeaders: true }, expected: { status: 504, type: "timeout", code: "provider_timeout", retryable: true, billable: false }, settled: false }
 ]
 
 interface ToolCase {
@@ -75,6 +77,24 @@ layer(gatewayLayer(config), { excludeTestServices: true })("upstream faults", (i
       }
     })
   }
+
+  it.effect("twenty calls at once to an upstream that streams without end: memory stays bounded, every hold voided", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      u.itunes.fault({ oversizedBytes: Number.POSITIVE_INFINITY })
+      const { key, orgId } = yield* givenOrg({ credits: 100 })
+      const before = process.memoryUsage().rss
+      const results = yield* Effect.forEach(Array.from({ length: 20 }), () => callTool("mobile_app_search", { query: "endless" }, { key }), {
+        concurrency: 20
+      })
+      const grown = (process.memoryUsage().rss - before) / 2 ** 20
+      u.itunes.fault()
+      expect(results.map((r) => r.status)).toEqual(Array.from({ length: 20 }, () => 502))
+      // each answer is read up to the 5 MB cap and no further: at most 20 × 5 MB in flight
+      expect(grown).toBeLessThan(150)
+      expect(yield* books(orgId)).toMatchObject({ balance: 100, held: 0, holdsByStatus: { voided: 20 } })
+    }))
 
   it.effect("a safe read is retried after one 503 and succeeds, charged once", () =>
     Effect.gen(function* () {

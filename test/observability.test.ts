@@ -11,9 +11,9 @@ import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-tr
 import { Effect, Option, Redacted, Schema } from "effect"
 import * as Child from "node:child_process"
 import * as Http from "node:http"
-import * as Path from "node:path"
 import { expectEnvelope, expectOk } from "./support/assert.js"
 import { blockDatabase, TestDatabaseUrl } from "./support/database.js"
+import { post, serve } from "./support/processes.js"
 import {
   callTool,
   capturedLogs,
@@ -24,7 +24,6 @@ import {
   TestUpstreams
 } from "./support/gateway.js"
 
-const BIN = Path.resolve("dist/bin.js")
 
 // ---------------------------------------------------------------------------------------------------------
 // Prometheus text exposition format, parsed strictly: every line is a comment, a HELP/TYPE line or a sample.
@@ -328,70 +327,6 @@ layer(gatewayLayer({ otlpEndpoint: Option.some(collectorUrl) }), { excludeTestSe
 
 // ---------------------------------------------------------------------------------------------------------
 // The built server: JSON log lines on stdout, and `serve --workers 2`.
-
-const baseEnv = () => {
-  const env: Record<string, string> = {}
-  for (const [k, v] of Object.entries(process.env)) {
-    if (v !== undefined && k !== "DATABASE_URL" && k !== "GATEWAY_DATA_DIR" && !k.startsWith("LOG_")) env[k] = v
-  }
-  return env
-}
-
-interface Served {
-  readonly base: string
-  readonly child: Child.ChildProcessWithoutNullStreams
-  readonly output: () => string
-}
-
-const freePort = Effect.async<number>((resume) => {
-  const probe = Http.createServer()
-  probe.listen(0, "127.0.0.1", () => {
-    const address = probe.address()
-    const port = typeof address === "object" && address !== null ? address.port : 0
-    probe.close(() => resume(Effect.succeed(port)))
-  })
-})
-
-/** The built `tool-gateway serve` in its own process, until `/healthz` answers; SIGTERM at the end. */
-const serve = (args: ReadonlyArray<string>, env: Record<string, string>) =>
-  Effect.acquireRelease(
-    Effect.gen(function* () {
-      const port = yield* freePort
-      const base = `http://127.0.0.1:${port}`
-      const child = Child.spawn("node", [BIN, "serve", ...args], { env: { ...baseEnv(), ...env, PORT: String(port) } })
-      let output = ""
-      child.stdout.on("data", (d: Buffer) => (output += d.toString()))
-      child.stderr.on("data", (d: Buffer) => (output += d.toString()))
-      const up = () => fetch(`${base}/healthz`).then((r) => r.status === 200, () => false)
-      for (let i = 0; i < 300 && !(yield* Effect.promise(up)); i++) {
-        if (child.exitCode !== null) break
-        yield* Effect.sleep("100 millis")
-      }
-      if (!(yield* Effect.promise(up))) return yield* Effect.dieMessage(`serve did not start:\n${output}`)
-      return { base, child, output: () => output } satisfies Served
-    }),
-    ({ child }) =>
-      Effect.promise(() =>
-        new Promise<void>((done) => {
-          if (child.exitCode !== null) return done()
-          const kill = setTimeout(() => child.kill("SIGKILL"), 10_000)
-          child.once("exit", () => {
-            clearTimeout(kill)
-            done()
-          })
-          child.kill("SIGTERM")
-        })
-      )
-  )
-
-const post = (base: string, path: string, key: string, body: unknown) =>
-  Effect.promise(() =>
-    fetch(`${base}${path}`, {
-      method: "POST",
-      headers: { "content-type": "application/json", "x-api-key": key },
-      body: JSON.stringify(body)
-    }).then(async (r) => ({ status: r.status, requestId: r.headers.get("x-request-id"), text: await r.text() }))
-  )
 
 const LogLine = Schema.Struct({
   message: Schema.String,

@@ -1,5 +1,5 @@
 /**
- * The SSRF guard on `read`: loopback, private, link-local, metadata and reserved addresses are refused in
+ * The SSRF guard on `read` and on the generic REST provider's base URL: loopback, private, link-local, metadata and reserved addresses are refused in
  * every spelling, through a hostname that resolves to one, and through a redirect; the operator's
  * allow-list is the only way in. A refusal costs nothing.
  */
@@ -8,7 +8,7 @@ import { Effect } from "effect"
 import * as Dns from "node:dns/promises"
 import * as Os from "node:os"
 import { errorOf, expectEnvelope, expectOk } from "./support/assert.js"
-import { books, callTool, gatewayLayer, givenOrg, TestUpstreams } from "./support/gateway.js"
+import { books, callTool, dashboard, gatewayLayer, givenMember, givenOrg, TestUpstreams } from "./support/gateway.js"
 
 const refused = { status: 400, type: "validation", code: "url_not_allowed", retryable: false, billable: false } as const
 
@@ -75,6 +75,35 @@ layer(gatewayLayer(), { excludeTestServices: true })("SSRF guard", (it) => {
       expect(u.pages.hits("/redirect")).toBe(3)
       expect(u.pages.hits("/article")).toBe(0)
       expect(yield* books(orgId)).toMatchObject({ balance: 50, held: 0, holdsByStatus: { voided: 3 } })
+    }))
+
+  it.effect("the generic REST provider: a connection's base URL to any special address is refused, at no cost", () =>
+    Effect.gen(function* () {
+      const { key, token, orgId } = yield* givenMember({ credits: 50 })
+      const bases = [
+        "http://127.0.0.1:9",
+        "http://10.0.0.1",
+        "http://192.168.0.1",
+        "http://169.254.169.254",
+        "http://[::1]:9",
+        "http://0.0.0.0",
+        "http://[::ffff:127.0.0.1]",
+        "http://2130706433",
+        "http://0177.0.0.1",
+        "http://0x7f000001",
+        "http://localhost:9"
+      ]
+      for (const base_url of bases) {
+        const connected = yield* dashboard("POST", "/v1/connections", token, { provider: "epsilon", credentials: { base_url, token: "x" } })
+        if (connected.status !== 201) {
+          // refused when connecting: just as good
+          expect(connected.status, `${base_url}: ${connected.text}`).toBe(400)
+          continue
+        }
+        const result = yield* callTool("epsilon_request", { path: "/anything" }, { key })
+        expectEnvelope(result, refused)
+      }
+      expect(yield* books(orgId)).toMatchObject({ balance: 50, held: 0 })
     }))
 
   it.effect("lets through what the operator allow-listed (127.0.0.2 here)", () =>

@@ -80,6 +80,9 @@ const migrateCommand = Command.make("migrate", { json }, ({ json }) =>
 const nonNegative = (name: string) =>
   Options.integer(name).pipe(Options.filterMap((n) => (n >= 0 ? Option.some(n) : Option.none()), `--${name} must be >= 0`))
 
+const positive = (name: string) =>
+  Options.integer(name).pipe(Options.filterMap((n) => (n >= 1 ? Option.some(n) : Option.none()), `--${name} must be >= 1`))
+
 const orgCreate = Command.make("create", {
   name: Options.text("name").pipe(Options.withDescription("Org name")),
   credits: nonNegative("credits").pipe(Options.withDefault(0)),
@@ -146,14 +149,23 @@ const keysCreate = Command.make("create", {
     }, "--tools must be a comma-separated list of tool names"),
     Options.optional
   ),
+  rateLimit: positive("rate-limit").pipe(
+    Options.withDescription("The key's own sustained requests per second (default: the gateway's)"),
+    Options.optional
+  ),
+  burst: positive("burst").pipe(Options.withDescription("The key's burst (default: its --rate-limit)"), Options.optional),
   json
-}, ({ json, name, org, spendLimit, tools }) =>
+}, ({ burst, json, name, org, rateLimit, spendLimit, tools }) =>
   admin(Effect.gen(function* () {
     const keys = yield* KeyStore
     const created = yield* keys.create(OrgId.make(org), {
       name,
       spendLimit: Option.getOrNull(spendLimit),
-      allowedTools: Option.getOrNull(tools)
+      allowedTools: Option.getOrNull(tools),
+      rateLimit: Option.match(rateLimit, {
+        onNone: () => null,
+        onSome: (perSecond) => ({ perSecond, burst: Option.getOrElse(burst, () => perSecond) })
+      })
     })
     const full = Redacted.value(created.key)
     yield* print(

@@ -357,12 +357,22 @@ const ledgerFastPath = Effect.gen(function* () {
     END $$`
 })
 
+/** A key's own request rate (null: the gateway's default). */
+const keyRateLimits = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`
+    ALTER TABLE api_keys
+      ADD COLUMN rate_limit_per_second integer CHECK (rate_limit_per_second IS NULL OR rate_limit_per_second > 0),
+      ADD COLUMN rate_limit_burst integer CHECK (rate_limit_burst IS NULL OR rate_limit_burst > 0)`
+})
+
 const migrations = {
   "0001_init": init,
   "0002_journal_append_only": journalAppendOnly,
   "0003_accounts": accounts,
   "0004_artifacts": artifacts,
-  "0005_ledger_fast_path": ledgerFastPath
+  "0005_ledger_fast_path": ledgerFastPath,
+  "0006_key_rate_limits": keyRateLimits
 }
 
 export const loader = Migrator.fromRecord(migrations)

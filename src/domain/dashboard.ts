@@ -9,6 +9,12 @@ import { tools } from "./tools.js"
 
 const Timestamp = Schema.String.annotations({ description: "ISO 8601, UTC" })
 const Credits = Schema.Int.pipe(Schema.nonNegative({ message: () => "must be a non-negative integer" }))
+const PerSecond = Schema.Int.pipe(Schema.between(1, 100_000, { message: () => "must be an integer from 1 to 100000" }))
+
+export const KeyRateLimitView = Schema.Struct({
+  per_second: PerSecond,
+  burst: PerSecond
+}).annotations({ identifier: "KeyRateLimit", description: "Requests per second (sustained) and the burst allowed at once" })
 const toolNameList = Object.keys(tools)
 const betaToolNameList: ReadonlyArray<string> = Object.values(tools).filter((t) => t.beta).map((t) => t.name)
 
@@ -50,8 +56,9 @@ export const ConnectionList = Schema.Struct({ data: Schema.Array(ConnectionView)
 export const CreateKey = strict({
   name: NonEmpty.pipe(Schema.maxLength(100)),
   monthly_spend_limit: opt(Schema.NullOr(Credits)),
-  allowed_tools: opt(Schema.NullOr(Schema.Array(ToolNameSchema).pipe(Schema.minItems(1))))
-}, "CreateKey", "A new API key, optionally with a monthly spend limit and a tool allow-list")
+  allowed_tools: opt(Schema.NullOr(Schema.Array(ToolNameSchema).pipe(Schema.minItems(1)))),
+  rate_limit: opt(Schema.NullOr(KeyRateLimitView))
+}, "CreateKey", "A new API key, optionally with a monthly spend limit, a tool allow-list and its own rate limit")
 
 export const KeyView = Schema.Struct({
   id: Schema.String,
@@ -62,7 +69,8 @@ export const KeyView = Schema.Struct({
   last_used_at: Schema.NullOr(Timestamp),
   monthly_spend_limit: Schema.NullOr(Schema.Int),
   allowed_tools: Schema.NullOr(Schema.Array(Schema.String)),
-  month_spend: Schema.Int
+  month_spend: Schema.Int,
+  rate_limit: Schema.NullOr(KeyRateLimitView).annotations({ description: "The key's own rate limit; null: the gateway's default" })
 }).annotations({ identifier: "Key" })
 
 export const CreatedKeyView = Schema.Struct({

@@ -62,7 +62,10 @@ export class InsufficientCredits extends Schema.TaggedError<InsufficientCredits>
 }) {}
 export class RateLimitExceeded extends Schema.TaggedError<RateLimitExceeded>()("RateLimitExceeded", {
   message: Schema.String,
-  ...retryAfter
+  ...retryAfter,
+  /** The key's bucket size and window, for the `RateLimit-Policy` header. */
+  limit: Schema.optional(Schema.Number),
+  windowSeconds: Schema.optional(Schema.Number)
 }) {}
 export class RequestInProgress extends Schema.TaggedError<RequestInProgress>()("RequestInProgress", {
   message: Schema.String,

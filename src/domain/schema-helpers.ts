@@ -27,7 +27,11 @@ export const HttpUrl = Schema.String.pipe(
     if (!URL.canParse(s)) return false
     const protocol = new URL(s).protocol
     return protocol === "http:" || protocol === "https:"
-  }, { message: () => "must be an absolute http:// or https:// URL" })
+  }, {
+    message: () => "must be an absolute http:// or https:// URL",
+    // for property tests: draw web URLs rather than strings that almost never are one
+    arbitrary: () => (fc) => fc.webUrl()
+  })
 )
 
 export const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown })

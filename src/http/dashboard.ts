@@ -54,7 +54,10 @@ export const DashboardLive = HttpApiBuilder.group(Api, "dashboard", (handlers) =
           const created = yield* keys.create(orgId, {
             name: payload.name,
             spendLimit: payload.monthly_spend_limit ?? null,
-            allowedTools: payload.allowed_tools ?? null
+            allowedTools: payload.allowed_tools ?? null,
+            rateLimit: payload.rate_limit === undefined || payload.rate_limit === null
+              ? null
+              : { perSecond: payload.rate_limit.per_second, burst: payload.rate_limit.burst }
           }).pipe(Effect.orDie)
           return { ...keyView(created), key: Redacted.value(created.key) }
         }))

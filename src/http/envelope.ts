@@ -99,11 +99,28 @@ const toGatewayError = (
   return undefined
 }
 
+/**
+ * The key's rate limit, as draft-ietf-httpapi-ratelimit-headers has it: the policy (quota `q` requests per
+ * window `w` seconds) and where the key stands (`r` requests remaining, full again in `t` seconds).
+ */
+const rateLimitHeaders = (state: RateLimitState): Record<string, string> => ({
+  "ratelimit-policy": `"key";q=${state.limit};w=${state.windowSeconds}`,
+  ratelimit: `"key";r=${Math.max(0, Math.floor(state.remaining))};t=${Math.max(0, state.resetSeconds)}`
+})
+
 const respond = (error: GatewayError): HttpServerResponse.HttpServerResponse => {
   const spec = envelopeOf[error._tag]
   const headers: Record<string, string> = {}
   if ("retryAfter" in error && typeof error.retryAfter === "number") headers["retry-after"] = String(error.retryAfter)
   else if (spec.status === 429) headers["retry-after"] = "1"
+  if (error._tag === "RateLimitExceeded" && error.limit !== undefined && error.windowSeconds !== undefined) {
+    Object.assign(headers, rateLimitHeaders({
+      limit: error.limit,
+      windowSeconds: error.windowSeconds,
+      remaining: 0,
+      resetSeconds: error.retryAfter ?? 1
+    }))
+  }
   if (error._tag === "MethodNotAllowed" && error.allow !== undefined) headers["allow"] = error.allow
   if (error._tag === "RangeNotSatisfiable" && error.size !== undefined) headers["content-range"] = `bytes */${error.size}`
   // The rest of an over-long body is not read: the connection ends with this answer.
@@ -212,7 +229,8 @@ export const EnvelopeMiddlewareLive = HttpApiBuilder.middleware(
         )
         yield* recordStatus(response.status)
         yield* logRequest(request, response, state, facts, (yield* preciseMillis) - started)
-        return HttpServerResponse.setHeader(response, "x-request-id", state.requestId)
+        const withId = HttpServerResponse.setHeader(response, "x-request-id", state.requestId)
+        return state.rateLimit === undefined ? withId : HttpServerResponse.setHeaders(withId, rateLimitHeaders(state.rateLimit))
       })
   })
 )

@@ -5,6 +5,7 @@ import { HttpApiBuilder, HttpApiScalar, HttpServer } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import * as Http from "node:http"
+import type * as Net from "node:net"
 import { GatewayConfig } from "../services/GatewayConfig.js"
 import { Api } from "./Api.js"
 import { EnvelopeMiddlewareLive } from "./envelope.js"
@@ -44,12 +45,31 @@ class GatewayIncomingMessage extends Http.IncomingMessage {
   }
 }
 
-/** Node's http server with timeouts that keep slow or idle clients from holding sockets forever. */
-export const makeNodeServer = () => {
-  const server = Http.createServer({ IncomingMessage: GatewayIncomingMessage })
-  server.headersTimeout = 10_000
-  server.requestTimeout = 30_000
-  server.keepAliveTimeout = 5_000
+/**
+ * Node's http server with timeouts that keep slow or idle clients from holding sockets forever: headers
+ * within `headersTimeoutMs`, the whole request within `requestTimeoutMs` (Node answers 408 and closes),
+ * idle keep-alive connections closed after `keepAliveTimeoutMs`. The timeouts are checked every second
+ * (at most), not Node's default 30 s.
+ */
+export const makeNodeServer = (timeouts: {
+  readonly headersTimeoutMs: number
+  readonly requestTimeoutMs: number
+  readonly keepAliveTimeoutMs: number
+}) => {
+  const server = Http.createServer({
+    IncomingMessage: GatewayIncomingMessage,
+    connectionsCheckingInterval: Math.min(1_000, timeouts.headersTimeoutMs)
+  })
+  server.headersTimeout = timeouts.headersTimeoutMs
+  server.requestTimeout = Math.max(timeouts.requestTimeoutMs, timeouts.headersTimeoutMs)
+  server.keepAliveTimeout = timeouts.keepAliveTimeoutMs
+  // A connection that never sends a byte is not covered by the timeouts above: it is closed after the
+  // headers timeout too. Once a request arrives the timer is off (a provider call may take longer), and
+  // after the answer Node's keep-alive timeout takes over.
+  server.on("connection", (socket: Net.Socket) => {
+    socket.setTimeout(timeouts.headersTimeoutMs, () => socket.destroy())
+  })
+  server.on("request", (request: Http.IncomingMessage) => request.socket.setTimeout(0))
   return server
 }
 
@@ -62,7 +82,7 @@ export const HttpServerLive = HttpApiBuilder.serve().pipe(
   HttpServer.withLogAddress,
   Layer.provideMerge(
     Layer.unwrapEffect(
-      Effect.map(GatewayConfig, (config) => NodeHttpServer.layer(makeNodeServer, { port: config.port, host: config.host }))
+      Effect.map(GatewayConfig, (config) => NodeHttpServer.layer(() => makeNodeServer(config), { port: config.port, host: config.host }))
     )
   )
 )

@@ -253,7 +253,7 @@ export const make = Effect.gen(function* () {
       facts.orgId = caller.orgId
       facts.keyId = caller.keyId
       facts.unconfirmed = caller.confirmed ? undefined : caller
-      const state = yield* rateLimit.consume(caller.keyId).pipe(
+      const state = yield* rateLimit.consume(caller).pipe(
         Effect.tapError(() => Metric.increment(rateLimitRejections))
       )
       return { caller, rateLimit: state }

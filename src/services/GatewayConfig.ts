@@ -20,6 +20,11 @@ export interface GatewayConfigShape {
   readonly providerMaxResponseBytes: number
   /** Largest request body the gateway accepts, in bytes. */
   readonly maxBodyBytes: number
+  /** A client must send its request headers within this, and the whole request within `requestTimeoutMs`. */
+  readonly headersTimeoutMs: number
+  readonly requestTimeoutMs: number
+  /** An idle keep-alive connection is closed after this. */
+  readonly keepAliveTimeoutMs: number
   /** How long a completed Idempotency-Key is remembered, in milliseconds. */
   readonly idempotencyRetentionMs: number
   /** Added to the provider deadline to form a hold's lease (time for settlement to run). */
@@ -84,6 +89,8 @@ export interface GatewayConfigShape {
   readonly serviceName: string
   /** When set, `GET /metrics` requires `Authorization: Bearer <token>`. */
   readonly metricsToken: Option.Option<Redacted.Redacted>
+  /** Redis for the rate limit buckets, shared by every process using it; none: per-process memory. */
+  readonly redisUrl: Option.Option<Redacted.Redacted>
 }
 
 export class GatewayConfig extends Context.Tag("GatewayConfig")<GatewayConfig, GatewayConfigShape>() {
@@ -95,6 +102,9 @@ export class GatewayConfig extends Context.Tag("GatewayConfig")<GatewayConfig, G
     providerTimeoutMs: 10_000,
     providerMaxResponseBytes: 5 * 1024 * 1024,
     maxBodyBytes: 1024 * 1024,
+    headersTimeoutMs: 10_000,
+    requestTimeoutMs: 30_000,
+    keepAliveTimeoutMs: 5_000,
     idempotencyRetentionMs: 24 * 60 * 60 * 1000,
     holdLeaseGraceMs: 30_000,
     sweepIntervalMs: 15_000,
@@ -139,7 +149,8 @@ export class GatewayConfig extends Context.Tag("GatewayConfig")<GatewayConfig, G
     bootstrap: true,
     otlpEndpoint: Option.none(),
     serviceName: "tool-gateway",
-    metricsToken: Option.none()
+    metricsToken: Option.none(),
+    redisUrl: Option.none()
   }
 
   /** A configuration from the defaults and the given overrides (tests, in-process use). */
@@ -192,6 +203,9 @@ export const fromEnv: Config.Config<GatewayConfigShape> = Config.all({
   providerTimeoutMs: positiveInt("PROVIDER_TIMEOUT_MS", d.providerTimeoutMs),
   providerMaxResponseBytes: positiveInt("PROVIDER_MAX_RESPONSE_BYTES", d.providerMaxResponseBytes),
   maxBodyBytes: positiveInt("MAX_BODY_BYTES", d.maxBodyBytes),
+  headersTimeoutMs: positiveInt("HEADERS_TIMEOUT_MS", d.headersTimeoutMs),
+  requestTimeoutMs: positiveInt("REQUEST_TIMEOUT_MS", d.requestTimeoutMs),
+  keepAliveTimeoutMs: positiveInt("KEEP_ALIVE_TIMEOUT_MS", d.keepAliveTimeoutMs),
   idempotencyRetentionMs: positiveInt("IDEMPOTENCY_RETENTION_SECONDS", d.idempotencyRetentionMs / 1000).pipe(
     Config.map((s) => s * 1000)
   ),
@@ -253,7 +267,8 @@ export const fromEnv: Config.Config<GatewayConfigShape> = Config.all({
     )
   ),
   serviceName: Config.string("OTEL_SERVICE_NAME").pipe(Config.withDefault(d.serviceName)),
-  metricsToken: Config.option(Config.redacted("METRICS_TOKEN"))
+  metricsToken: Config.option(Config.redacted("METRICS_TOKEN")),
+  redisUrl: Config.option(Config.redacted("REDIS_URL"))
 }).pipe(
   Config.map((c): GatewayConfigShape => {
     // BETA_BASE_URL points both Jina hosts at one server; the specific names win over it.
@@ -267,6 +282,9 @@ export const fromEnv: Config.Config<GatewayConfigShape> = Config.all({
       providerTimeoutMs: c.providerTimeoutMs,
       providerMaxResponseBytes: c.providerMaxResponseBytes,
       maxBodyBytes: c.maxBodyBytes,
+      headersTimeoutMs: c.headersTimeoutMs,
+      requestTimeoutMs: c.requestTimeoutMs,
+      keepAliveTimeoutMs: c.keepAliveTimeoutMs,
       idempotencyRetentionMs: c.idempotencyRetentionMs,
       holdLeaseGraceMs: c.holdLeaseGraceMs,
       sweepIntervalMs: c.sweepIntervalMs,
@@ -302,7 +320,8 @@ export const fromEnv: Config.Config<GatewayConfigShape> = Config.all({
       bootstrap: c.bootstrap,
       otlpEndpoint: c.otlpEndpoint,
       serviceName: c.serviceName,
-      metricsToken: c.metricsToken
+      metricsToken: c.metricsToken,
+      redisUrl: c.redisUrl
     }
   })
 )

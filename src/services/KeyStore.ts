@@ -25,6 +25,14 @@ export interface Caller {
   readonly allowedTools: ReadonlyArray<string> | null
   /** Whether the key was found valid in the database for this request (else it came from the cache). */
   readonly confirmed: boolean
+  /** The key's own request rate; null: the gateway's default. */
+  readonly rateLimit: KeyRateLimit | null
+}
+
+/** Requests per second, sustained, and the burst a key may send at once. */
+export interface KeyRateLimit {
+  readonly perSecond: number
+  readonly burst: number
 }
 
 export interface KeyInfo {
@@ -41,12 +49,15 @@ export interface KeyInfo {
   readonly allowedTools: ReadonlyArray<string> | null
   /** Charged through this key in the current UTC month. */
   readonly monthSpend: number
+  /** The key's own request rate; null: the gateway's default. */
+  readonly rateLimit: KeyRateLimit | null
 }
 
 export interface KeyOptions {
   readonly name: string
   readonly spendLimit?: number | null | undefined
   readonly allowedTools?: ReadonlyArray<string> | null | undefined
+  readonly rateLimit?: KeyRateLimit | null | undefined
 }
 
 export interface CreatedKey extends KeyInfo {
@@ -78,9 +89,17 @@ interface KeyRow {
   readonly allowed_tools: ReadonlyArray<string> | null
   readonly spend_month: number
   readonly month_spend: number
+  readonly rate_limit_per_second: number | null
+  readonly rate_limit_burst: number | null
 }
 
-const COLUMNS = "id, org_id, name, prefix, created_at, revoked_at, last_used_at, spend_limit, allowed_tools, spend_month, month_spend"
+const COLUMNS = "id, org_id, name, prefix, created_at, revoked_at, last_used_at, spend_limit, allowed_tools, spend_month, " +
+  "month_spend, rate_limit_per_second, rate_limit_burst"
+
+const rateLimitOf = (row: { readonly rate_limit_per_second: number | null; readonly rate_limit_burst: number | null }) =>
+  row.rate_limit_per_second === null
+    ? null
+    : { perSecond: row.rate_limit_per_second, burst: row.rate_limit_burst ?? row.rate_limit_per_second }
 
 const toInfo = (row: KeyRow, month: number): KeyInfo => ({
   id: KeyId.make(row.id),
@@ -92,7 +111,8 @@ const toInfo = (row: KeyRow, month: number): KeyInfo => ({
   lastUsedAt: row.last_used_at,
   spendLimit: row.spend_limit,
   allowedTools: row.allowed_tools,
-  monthSpend: row.spend_month === month ? row.month_spend : 0
+  monthSpend: row.spend_month === month ? row.month_spend : 0,
+  rateLimit: rateLimitOf(row)
 })
 
 // `last_used_at` is written at most this often per key and process: a write per call would make every
@@ -110,6 +130,7 @@ interface CachedKey {
   readonly keyId: KeyId
   readonly orgId: OrgId
   readonly allowedTools: ReadonlyArray<string> | null
+  readonly rateLimit: KeyRateLimit | null
   readonly at: number
 }
 
@@ -139,9 +160,10 @@ export const make = Effect.gen(function* () {
       const prefix = key.slice(0, API_KEY_PREFIX.length + 4)
       const tools = options.allowedTools === undefined || options.allowedTools === null ? null : [...options.allowedTools]
       const rows = yield* sql<KeyRow>`
-        INSERT INTO api_keys (id, org_id, name, key_hash, prefix, created_at, spend_limit, allowed_tools)
+        INSERT INTO api_keys (id, org_id, name, key_hash, prefix, created_at, spend_limit, allowed_tools,
+                              rate_limit_per_second, rate_limit_burst)
         SELECT ${id}, id, ${options.name}, ${sha256(key)}, ${prefix}, ${toDate(now)}, ${options.spendLimit ?? null},
-               ${tools}::text[]
+               ${tools}::text[], ${options.rateLimit?.perSecond ?? null}, ${options.rateLimit?.burst ?? null}
           FROM orgs WHERE id = ${orgId}
         RETURNING ${sql.unsafe(COLUMNS)}`
       const row = rows[0]
@@ -170,17 +192,29 @@ export const make = Effect.gen(function* () {
         const hit = cache.get(cacheKey)
         if (hit !== undefined && now - hit.at < CACHE_TTL_MS) {
           yield* touch(hit.keyId, now)
-          return { keyId: hit.keyId, orgId: hit.orgId, allowedTools: hit.allowedTools, confirmed: false }
+          return { keyId: hit.keyId, orgId: hit.orgId, allowedTools: hit.allowedTools, rateLimit: hit.rateLimit, confirmed: false }
         }
       }
-      const rows = yield* sql<{ readonly id: string; readonly org_id: string; readonly allowed_tools: ReadonlyArray<string> | null }>`
-        SELECT id, org_id, allowed_tools FROM api_keys WHERE key_hash = ${hash} AND revoked_at IS NULL`
+      const rows = yield* sql<{
+        readonly id: string
+        readonly org_id: string
+        readonly allowed_tools: ReadonlyArray<string> | null
+        readonly rate_limit_per_second: number | null
+        readonly rate_limit_burst: number | null
+      }>`
+        SELECT id, org_id, allowed_tools, rate_limit_per_second, rate_limit_burst
+          FROM api_keys WHERE key_hash = ${hash} AND revoked_at IS NULL`
       const row = rows[0]
       if (row === undefined) {
         cache.delete(cacheKey)
         return yield* new InvalidKey({ message: INVALID })
       }
-      const caller = { keyId: KeyId.make(row.id), orgId: OrgId.make(row.org_id), allowedTools: row.allowed_tools }
+      const caller = {
+        keyId: KeyId.make(row.id),
+        orgId: OrgId.make(row.org_id),
+        allowedTools: row.allowed_tools,
+        rateLimit: rateLimitOf(row)
+      }
       remember(cacheKey, { ...caller, at: now })
       yield* touch(row.id, now)
       return { ...caller, confirmed: true }

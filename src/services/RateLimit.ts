@@ -1,59 +1,105 @@
 /**
  * Per-key request rate: a token bucket (sustained rate plus burst) on `@effect/experimental`'s
- * RateLimiter, in memory by default.
+ * RateLimiter. A key may have its own rate (`KeyRateLimit`); otherwise the gateway's default applies.
+ * The buckets live in memory (one per process), or in Redis when `REDIS_URL` is set, so that every
+ * process sharing the Redis shares each key's limit.
  */
 import * as RateLimiter from "@effect/experimental/RateLimiter"
-import { Context, Duration, Effect, Layer } from "effect"
+import * as RateLimiterRedis from "@effect/experimental/RateLimiter/Redis"
+import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import { RateLimitExceeded } from "../domain/errors.js"
-import type { KeyId } from "../domain/ids.js"
 import { GatewayConfig } from "./GatewayConfig.js"
+import type { Caller, KeyRateLimit } from "./KeyStore.js"
 
+/** A key's policy and where its bucket stands, for the `RateLimit-Policy` and `RateLimit` headers. */
 export interface RateLimitState {
+  /** The bucket's size (the burst). */
   readonly limit: number
+  /** Seconds to refill an empty bucket: the policy's window. */
+  readonly windowSeconds: number
   readonly remaining: number
   /** Seconds until the bucket is full again. */
   readonly resetSeconds: number
 }
 
 export class RateLimit extends Context.Tag("RateLimit")<RateLimit, {
-  /** Take one request from the key's bucket. */
-  readonly consume: (keyId: KeyId) => Effect.Effect<RateLimitState | undefined, RateLimitExceeded>
+  /** Take one request from the caller's bucket; `undefined` when rate limiting is off. */
+  readonly consume: (caller: Caller) => Effect.Effect<RateLimitState | undefined, RateLimitExceeded>
 }>() {}
 
 export const make = Effect.gen(function* () {
   const config = yield* GatewayConfig
   const limiter = yield* RateLimiter.RateLimiter
-  const perSecond = config.rateLimitPerSecond
-  const burst = Math.max(config.rateLimitBurst, perSecond, 1)
-  if (perSecond <= 0) return RateLimit.of({ consume: () => Effect.succeed(undefined) })
-  // A bucket of `burst` tokens refilled at `perSecond`: the window is the time to refill it entirely.
-  const window = Duration.millis((burst / perSecond) * 1000)
+  const defaults: KeyRateLimit | null = config.rateLimitPerSecond > 0
+    ? { perSecond: config.rateLimitPerSecond, burst: Math.max(config.rateLimitBurst, config.rateLimitPerSecond, 1) }
+    : null
 
-  const consume = (keyId: KeyId) =>
-    limiter.consume({ algorithm: "token-bucket", onExceeded: "fail", key: `rate:${keyId}`, limit: burst, window })
-      .pipe(
-        Effect.map((result): RateLimitState => ({
-          limit: burst,
-          remaining: result.remaining,
-          resetSeconds: Math.ceil(Duration.toSeconds(result.resetAfter))
-        })),
-        Effect.catchAll((e) =>
-          e.reason === "Exceeded"
-            ? Effect.fail(
-              new RateLimitExceeded({
-                message: `Rate limit exceeded: ${perSecond} requests per second with bursts of ${burst} per key. ` +
-                  "Retry after the time in Retry-After.",
-                retryAfter: Math.max(1, Math.ceil(Duration.toSeconds(e.retryAfter)))
-              })
-            )
-            : Effect.die(e)
-        )
+  const consume = (caller: Caller) => {
+    const policy = caller.rateLimit ?? defaults
+    if (policy === null) return Effect.succeed(undefined)
+    const burst = Math.max(policy.burst, 1)
+    // A bucket of `burst` tokens refilled at `perSecond`: the window is the time to refill it entirely.
+    const windowMs = (burst / policy.perSecond) * 1000
+    const windowSeconds = Math.max(1, Math.ceil(windowMs / 1000))
+    return limiter.consume({
+      algorithm: "token-bucket",
+      onExceeded: "fail",
+      // the policy is part of the bucket's name: a key whose limit changes starts a new bucket
+      key: `rate:${caller.keyId}:${policy.perSecond}:${burst}`,
+      limit: burst,
+      window: Duration.millis(windowMs)
+    }).pipe(
+      Effect.map((result): RateLimitState => ({
+        limit: burst,
+        windowSeconds,
+        remaining: result.remaining,
+        resetSeconds: Math.ceil(Duration.toSeconds(result.resetAfter))
+      })),
+      Effect.catchAll((e) =>
+        e.reason === "Exceeded"
+          ? Effect.fail(
+            new RateLimitExceeded({
+              message: `Rate limit exceeded: ${policy.perSecond} requests per second with bursts of ${burst} for this key. ` +
+                "Retry after the time in Retry-After.",
+              retryAfter: Math.max(1, Math.ceil(Duration.toSeconds(e.retryAfter))),
+              limit: burst,
+              windowSeconds
+            })
+          )
+          // the store is unreachable (Redis down): let the request through rather than fail every call
+          : Effect.as(Effect.logWarning("rate limit store unavailable; request let through", e), undefined)
       )
+    )
+  }
 
   return RateLimit.of({ consume })
 })
 
+/** Redis when `REDIS_URL` is set, else memory. */
+const StoreLive = Layer.unwrapEffect(
+  Effect.map(GatewayConfig, (config) =>
+    Option.match(config.redisUrl, {
+      onNone: () => RateLimiter.layerStoreMemory,
+      onSome: (url) => {
+        const parsed = new URL(Redacted.value(url))
+        return RateLimiterRedis.layerStore({
+          host: parsed.hostname,
+          port: parsed.port === "" ? 6379 : Number(parsed.port),
+          ...(parsed.username !== "" ? { username: decodeURIComponent(parsed.username) } : {}),
+          ...(parsed.password !== "" ? { password: decodeURIComponent(parsed.password) } : {}),
+          ...(parsed.pathname.length > 1 ? { db: Number(parsed.pathname.slice(1)) } : {}),
+          ...(parsed.protocol === "rediss:" ? { tls: {} } : {}),
+          prefix: "tool-gateway:",
+          // fail fast instead of queueing commands while Redis is away
+          maxRetriesPerRequest: 1,
+          enableOfflineQueue: false
+        })
+      }
+    })
+  )
+)
+
 export const RateLimitLive = Layer.effect(RateLimit, make).pipe(
   Layer.provide(RateLimiter.layer),
-  Layer.provide(RateLimiter.layerStoreMemory)
+  Layer.provide(StoreLive)
 )

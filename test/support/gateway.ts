@@ -24,6 +24,7 @@ import { openMeteo } from "../upstreams/openMeteo.js"
 import { PAGES_HOST, pages } from "../upstreams/pages.js"
 import { tmdb, TMDB_TOKEN } from "../upstreams/tmdb.js"
 import { TestDatabaseLive } from "./database.js"
+import { recordResponse, registerSecret, registerSecretsIn } from "./secrets.js"
 import * as A from "../upstreams/accounts.js"
 import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
@@ -151,7 +152,7 @@ export const testConfig = (u: Upstreams, overrides: Partial<GatewayConfigShape> 
 
 /**
  * Every log line of the test run's gateways, JSON-formatted, kept in memory (tests assert on them);
- * only errors are printed.
+ * only errors other than request lines are printed.
  */
 export const capturedLogs: Array<string> = []
 
@@ -160,7 +161,9 @@ export const CapturingLoggerLive = Logger.replace(
   Logger.make((options) => {
     const line = Logger.jsonLogger.log(options)
     capturedLogs.push(line)
-    if (LogLevel.greaterThanEqual(options.logLevel, LogLevel.Error)) console.error(line)
+    // the request lines of 5xx answers are expected in fault tests; anything else at ERROR is worth seeing
+    if (LogLevel.greaterThanEqual(options.logLevel, LogLevel.Error) && options.message !== "request" &&
+      !(Array.isArray(options.message) && options.message[0] === "request")) console.error(line)
   })
 )
 
@@ -210,12 +213,15 @@ export const request = (
         headers: init.headers ?? {}
       })
       const text = await response.text()
+      recordResponse(`${init.method ?? "POST"} ${path}`, text)
       let body: unknown = undefined
       try {
         body = JSON.parse(text)
       } catch {
         body = undefined
       }
+      // a key is shown once, in the answer that creates it; never again
+      if (typeof body === "object" && body !== null && "key" in body && typeof body.key === "string") registerSecret(body.key)
       return { status: response.status, headers: response.headers, text, body }
     })
   })
@@ -281,6 +287,7 @@ export const givenOrg = (options: { readonly credits?: number; readonly cap?: nu
       spendCap: options.cap ?? null
     })
     const key = yield* Effect.orDie(keys.create(org.id, { name: "test" }))
+    registerSecret(Redacted.value(key.key))
     return { orgId: org.id, key: Redacted.value(key.key), keyId: key.id } satisfies GivenOrg
   })
 
@@ -312,7 +319,9 @@ export const devToken = (uid: string, ttlSeconds = 3600) =>
   Effect.gen(function* () {
     const u = yield* TestUpstreams
     const key = yield* Effect.orDie(devKey(u.dataDir))
-    return yield* Effect.orDie(mintDevToken(key, uid, yield* Clock.currentTimeMillis, ttlSeconds))
+    const token = yield* Effect.orDie(mintDevToken(key, uid, yield* Clock.currentTimeMillis, ttlSeconds))
+    registerSecret(token)
+    return token
   })
 
 /** A signed-in member of a fresh org (and the org's API key). */
@@ -331,8 +340,10 @@ export const dashboard = (
   token: string | undefined,
   body?: unknown,
   headers: Record<string, string> = {}
-) =>
-  request(path, {
+) => {
+  if (typeof body === "object" && body !== null && "credentials" in body) registerSecretsIn(body.credentials)
+  if (token !== undefined) registerSecret(token)
+  return request(path, {
     method,
     ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
     headers: {
@@ -341,3 +352,4 @@ export const dashboard = (
       ...headers
     }
   })
+}

@@ -1,0 +1,123 @@
+/**
+ * Per-key rate limits: a token bucket per key (the gateway's default, or the key's own), announced in
+ * `RateLimit-Policy` and `RateLimit` on every answer to an API key, `429 rate_limit_exceeded` with
+ * `Retry-After` past it; kept in memory per process, or in Redis (`REDIS_URL`) and then shared by every
+ * process.
+ */
+import { describe, expect, layer } from "@effect/vitest"
+import { Effect } from "effect"
+import { expectEnvelope, expectOk } from "./support/assert.js"
+import { TestDatabaseUrl } from "./support/database.js"
+import { callTool, dashboard, gatewayLayer, givenMember, givenOrg, TestUpstreams } from "./support/gateway.js"
+import { KeyStore } from "../src/services/KeyStore.js"
+import { post, serve } from "./support/processes.js"
+import { Redacted } from "effect"
+
+const limited = { status: 429, type: "rate_limited", code: "rate_limit_exceeded", retryable: true, billable: false } as const
+
+/** A key of a fresh org with its own rate limit. */
+const keyWithLimit = (perSecond: number, burst: number) =>
+  Effect.gen(function* () {
+    const { orgId } = yield* givenOrg({ credits: 1000 })
+    const keys = yield* KeyStore
+    const created = yield* Effect.orDie(keys.create(orgId, { name: "limited", rateLimit: { perSecond, burst } }))
+    return Redacted.value(created.key)
+  })
+
+layer(gatewayLayer({ rateLimitPerSecond: 5, rateLimitBurst: 5 }), { excludeTestServices: true })("rate limits", (it) => {
+  it.effect("every answer to a key carries its policy and what is left; past the burst, 429 with Retry-After", () =>
+    Effect.gen(function* () {
+      const { key } = yield* givenOrg({ credits: 100 })
+      const ok = yield* callTool("weather", { q: "Berlin" }, { key })
+      expectOk(ok)
+      expect(ok.headers.get("ratelimit-policy")).toBe(`"key";q=5;w=1`)
+      expect(ok.headers.get("ratelimit")).toMatch(/^"key";r=4;t=\d+$/)
+
+      // a key refilled at 1 per second, burst 5: quick requests use it up; validation errors count too
+      const slow = yield* keyWithLimit(1, 5)
+      const answers = []
+      for (let i = 0; i < 8; i++) answers.push(yield* callTool("weather", { q: 5 }, { key: slow }))
+      expect(answers[0]?.headers.get("ratelimit-policy")).toBe(`"key";q=5;w=5`)
+      const remaining = answers.filter((a) => a.status === 400).map((a) => Number(a.headers.get("ratelimit")?.match(/r=(\d+)/)?.[1] ?? "-1"))
+      expect(remaining[0]).toBe(4)
+      for (let i = 1; i < remaining.length; i++) expect(remaining[i]).toBeLessThanOrEqual(remaining[i - 1] ?? 0)
+      const refused = answers.find((a) => a.status === 429)
+      expect(refused).toBeDefined()
+      if (refused === undefined) return
+      expectEnvelope(refused, limited)
+      expect(Number(refused.headers.get("retry-after"))).toBeGreaterThanOrEqual(1)
+      expect(refused.headers.get("ratelimit-policy")).toBe(`"key";q=5;w=5`)
+      expect(refused.headers.get("ratelimit")).toMatch(/^"key";r=0;t=[1-9]\d*$/)
+    }))
+
+  it.effect("a key's own limit replaces the default, for that key only", () =>
+    Effect.gen(function* () {
+      const strict = yield* keyWithLimit(1, 2)
+      const generous = yield* keyWithLimit(100, 50)
+      const strictAnswers = []
+      for (let i = 0; i < 3; i++) strictAnswers.push((yield* callTool("weather", { q: 5 }, { key: strict })))
+      expect(strictAnswers.map((a) => a.status)).toEqual([400, 400, 429])
+      expect(strictAnswers[0]?.headers.get("ratelimit-policy")).toBe(`"key";q=2;w=2`)
+      const generousAnswers = []
+      for (let i = 0; i < 20; i++) generousAnswers.push((yield* callTool("weather", { q: 5 }, { key: generous })).status)
+      expect(generousAnswers.every((s) => s === 400)).toBe(true)
+    }))
+
+  it.effect("the dashboard creates a key with its own limit, shows it, and refuses nonsense", () =>
+    Effect.gen(function* () {
+      const member = yield* givenMember()
+      const created = yield* dashboard("POST", "/v1/keys", member.token, { name: "bot", rate_limit: { per_second: 3, burst: 6 } })
+      expect(created.status).toBe(201)
+      expect(created.body).toMatchObject({ name: "bot", rate_limit: { per_second: 3, burst: 6 } })
+      const plain = yield* dashboard("POST", "/v1/keys", member.token, { name: "plain" })
+      expect(plain.body).toMatchObject({ rate_limit: null })
+      const bad = yield* dashboard("POST", "/v1/keys", member.token, { name: "bad", rate_limit: { per_second: 0, burst: 1 } })
+      expectEnvelope(bad, { status: 400, type: "validation", code: "invalid_request", retryable: false, billable: false, message: "per_second" })
+    }))
+})
+
+const redisUrl = process.env["TEST_REDIS_URL"] ?? ""
+if (redisUrl === "") console.log("Skipping the shared (Redis) rate limit tests: TEST_REDIS_URL is not set.")
+
+layer(gatewayLayer(), { excludeTestServices: true })("rate limits across processes", (it) => {
+  const envFor = (redis: string | undefined) =>
+    Effect.gen(function* () {
+      const { url } = yield* TestDatabaseUrl
+      const u = yield* TestUpstreams
+      return {
+        DATABASE_URL: url,
+        APPSTORE_BASE_URL: u.itunes.url,
+        GATEWAY_BOOTSTRAP: "false",
+        LOG_LEVEL: "error",
+        ...(redis !== undefined ? { REDIS_URL: redis } : {})
+      }
+    })
+
+  const burstThroughBoth = (redis: string | undefined) =>
+    Effect.gen(function* () {
+      const env = yield* envFor(redis)
+      const [a, b] = yield* Effect.all([serve([], env), serve([], env)], { concurrency: 2 })
+      const key = yield* keyWithLimit(1, 5)
+      const answers = yield* Effect.forEach(
+        Array.from({ length: 10 }, (_, i) => (i % 2 === 0 ? a : b)),
+        (p) => post(p.base, "/v1/mobile_app_search", key, { query: 5 }),
+        { concurrency: 10 }
+      )
+      return answers.filter((r) => r.status === 400).length
+    }).pipe(Effect.scoped)
+
+  it.effect("without Redis, each process keeps its own buckets", () =>
+    Effect.gen(function* () {
+      expect(yield* burstThroughBoth(undefined)).toBe(10)
+    }), 60_000)
+
+  describe.skipIf(redisUrl === "")("with REDIS_URL", () => {
+    it.effect("the processes share each key's bucket", () =>
+      Effect.gen(function* () {
+        const passed = yield* burstThroughBoth(redisUrl)
+        // a burst of 5 for both together (a sixth token may refill while the calls run)
+        expect(passed).toBeGreaterThanOrEqual(5)
+        expect(passed).toBeLessThanOrEqual(6)
+      }), 60_000)
+  })
+})

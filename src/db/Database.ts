@@ -56,7 +56,8 @@ export const pgLayer = (
         pool.on("error", () => {})
         return pool
       }),
-      (pool) => Effect.promise(() => pool.end()).pipe(Effect.timeoutOption(Duration.seconds(1)))
+      // finalizers are uninterruptible: without `interruptible` the timeout could not cut a hanging end()
+      (pool) => Effect.promise(() => pool.end()).pipe(Effect.interruptible, Effect.timeoutOption(Duration.seconds(1)))
     )
     // Fail fast at start-up when the database cannot be reached.
     yield* Effect.tryPromise({

@@ -19,6 +19,7 @@ import { Betas } from "../services/Betas.js"
 import { Gateway, type Outcome } from "../services/Gateway.js"
 import type { Caller } from "../services/KeyStore.js"
 import { Pricing } from "../services/Pricing.js"
+import { CurrentCallFacts } from "../services/Telemetry.js"
 import { CurrentRequest } from "./envelope.js"
 import { jsonSchemaOf } from "./jsonSchema.js"
 
@@ -135,6 +136,8 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
         ? yield* request.json.pipe(Effect.mapError(() => new MalformedJson({ message: "The request body is not valid JSON-RPC." })))
         : undefined
       const enabledBetas = yield* betas.list(caller.orgId)
+      // tool calls run on the server's runtime: give them this request's facts for its log line and metrics
+      const facts = yield* CurrentCallFacts
 
       const { Server, WebStandardStreamableHTTPServerTransport, CallToolRequestSchema, ListToolsRequestSchema } = yield* sdk
       const server = new Server({ name: "tool-gateway", version: VERSION }, { capabilities: { tools: {} } })
@@ -142,7 +145,9 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
       server.setRequestHandler(CallToolRequestSchema, (call) => {
         const meta = call.params._meta
         const key = isRecord(meta) && typeof meta["idempotencyKey"] === "string" ? meta["idempotencyKey"] : undefined
-        return Runtime.runPromise(runtime)(callTool(caller, requestId, call.params.name, call.params.arguments, key))
+        return Runtime.runPromise(runtime)(
+          callTool(caller, requestId, call.params.name, call.params.arguments, key).pipe(Effect.provideService(CurrentCallFacts, facts))
+        )
       })
       // Stateless: no session id (the option left out), one server per HTTP request.
       const transport = new WebStandardStreamableHTTPServerTransport({ enableJsonResponse: true })

@@ -268,7 +268,15 @@ export const fromEnv: Config.Config<GatewayConfigShape> = Config.all({
   ),
   serviceName: Config.string("OTEL_SERVICE_NAME").pipe(Config.withDefault(d.serviceName)),
   metricsToken: Config.option(Config.redacted("METRICS_TOKEN")),
-  redisUrl: Config.option(Config.redacted("REDIS_URL"))
+  redisUrl: Config.option(
+    Config.redacted("REDIS_URL").pipe(Config.validate({
+      message: "must be a redis:// or rediss:// URL, e.g. redis://127.0.0.1:6379",
+      validation: (url) => {
+        const text = Redacted.value(url)
+        return URL.canParse(text) && /^rediss?:$/.test(new URL(text).protocol) && /^(\/\d*)?$/.test(new URL(text).pathname)
+      }
+    }))
+  )
 }).pipe(
   Config.map((c): GatewayConfigShape => {
     // BETA_BASE_URL points both Jina hosts at one server; the specific names win over it.

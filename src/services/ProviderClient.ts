@@ -189,21 +189,36 @@ export const make = Effect.gen(function* () {
     }
     return Effect.tryPromise({
       try: async (signal): Promise<UpstreamResponse> => {
-        const response = await (request.guarded === true ? guarded : trusted).request({
-          origin: parsed.origin,
-          path: parsed.pathname + parsed.search,
-          method: request.method,
-          headers,
-          body: body ?? null,
-          signal: AbortSignal.any([signal, AbortSignal.timeout(Math.min(remainingMs, MAX_TIMER_MS))])
-        })
-        const declared = Number(response.headers["content-length"] ?? "NaN")
-        if (Number.isFinite(declared) && declared > max) {
-          response.body.destroy()
-          throw new TooLarge()
+        // The deadline is a timer of our own that aborts the exchange (headers and body alike). Not
+        // `AbortSignal.any([signal, AbortSignal.timeout(ms)])`: Node holds the sources of `any` weakly, and a
+        // collected timeout signal never fires — a call to an upstream that stalls would then hang for good.
+        const controller = new AbortController()
+        const timer = setTimeout(
+          () => controller.abort(new DOMException(deadline.describe, "TimeoutError")),
+          Math.min(remainingMs, MAX_TIMER_MS)
+        )
+        const onAbort = () => controller.abort(signal.reason)
+        signal.addEventListener("abort", onAbort, { once: true })
+        try {
+          const response = await (request.guarded === true ? guarded : trusted).request({
+            origin: parsed.origin,
+            path: parsed.pathname + parsed.search,
+            method: request.method,
+            headers,
+            body: body ?? null,
+            signal: controller.signal
+          })
+          const declared = Number(response.headers["content-length"] ?? "NaN")
+          if (Number.isFinite(declared) && declared > max) {
+            response.body.destroy()
+            throw new TooLarge()
+          }
+          const bytes = await readCapped(response.body, max)
+          return { status: response.statusCode, headers: flatHeaders(response.headers), url, body: bytes }
+        } finally {
+          clearTimeout(timer)
+          signal.removeEventListener("abort", onAbort)
         }
-        const bytes = await readCapped(response.body, max)
-        return { status: response.statusCode, headers: flatHeaders(response.headers), url, body: bytes }
       },
       catch: (error): ProviderError => {
         if (isTimeout(error)) return new ProviderTimeout({ message: deadline.describe })

@@ -83,7 +83,7 @@ const StoreLive = Layer.unwrapEffect(
       onSome: (url) => {
         const parsed = new URL(Redacted.value(url))
         return RateLimiterRedis.layerStore({
-          host: parsed.hostname,
+          host: parsed.hostname.replace(/^\[(.*)\]$/, "$1"),
           port: parsed.port === "" ? 6379 : Number(parsed.port),
           ...(parsed.username !== "" ? { username: decodeURIComponent(parsed.username) } : {}),
           ...(parsed.password !== "" ? { password: decodeURIComponent(parsed.password) } : {}),
@@ -92,7 +92,9 @@ const StoreLive = Layer.unwrapEffect(
           prefix: "tool-gateway:",
           // fail fast instead of queueing commands while Redis is away
           maxRetriesPerRequest: 1,
-          enableOfflineQueue: false
+          enableOfflineQueue: false,
+          // a Redis that accepts connections but does not answer must not stall every request
+          commandTimeout: 200
         })
       }
     })

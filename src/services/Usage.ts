@@ -99,12 +99,13 @@ export const make = Effect.gen(function* () {
 
   // One writer at a time, so that batches land in the order they were taken.
   const lock = yield* Effect.makeSemaphore(1)
-  const flush = lock.withPermits(1)(Effect.suspend(() => {
+  // Uninterruptible: a batch taken out of `pending` is written even when shutdown interrupts the writer.
+  const flush = lock.withPermits(1)(Effect.uninterruptible(Effect.suspend(() => {
     if (pending.length === 0) return Effect.void
     const batch = pending
     pending = []
     return write(batch)
-  }))
+  })))
 
   yield* Effect.addFinalizer(() => flush)
   // Batching is not a rule that depends on time: the writer runs on the real clock even under TestClock,

@@ -13,10 +13,10 @@ import { Console, Duration, Effect, Layer, Option, Redacted } from "effect"
 import Cluster from "node:cluster"
 import { databaseUrl, MigrationsLive, pgLayer } from "../db/Database.js"
 import { HttpServerLive } from "../http/server.js"
-import { GatewayLive, ServicesLive } from "../layers.js"
+import { GatewayLive } from "../layers.js"
 import { GatewayConfig, GatewayConfigFromEnv } from "../services/GatewayConfig.js"
-import { KeyStore } from "../services/KeyStore.js"
-import { Ledger } from "../services/Ledger.js"
+import { KeyStore, KeyStoreLive } from "../services/KeyStore.js"
+import { Ledger, LedgerLive } from "../services/Ledger.js"
 
 const curlExample = (base: string, key: string) =>
   `curl -s ${base}/v1/weather -H "X-API-Key: ${key}" -H "Content-Type: application/json" -d '{"q":"Berlin"}'`
@@ -67,7 +67,10 @@ const primary = (count: number) =>
     const config = yield* GatewayConfig
     const url = yield* databaseUrl
     yield* bootstrap(`http://${config.host}:${config.port}`).pipe(
-      Effect.provide(ServicesLive.pipe(Layer.provideMerge(MigrationsLive), Layer.provideMerge(pgLayer(url, { maxConnections: 2 }))))
+      // only what bootstrapping needs: no rate-limit store, metrics, usage writer or provider pools here
+      Effect.provide(
+        Layer.mergeAll(LedgerLive, KeyStoreLive).pipe(Layer.provideMerge(MigrationsLive), Layer.provideMerge(pgLayer(url, { maxConnections: 2 })))
+      )
     )
     const env = { DATABASE_URL: Redacted.value(url), GATEWAY_BOOTSTRAP: "false" }
     let stopping = false

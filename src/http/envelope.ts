@@ -14,7 +14,7 @@ import {
   HttpServerRequest,
   HttpServerResponse
 } from "@effect/platform"
-import { Cause, Context, Effect, LogLevel, Option } from "effect"
+import { Cause, Context, Effect, FiberRef, LogLevel, Option } from "effect"
 import {
   envelope,
   envelopeOf,
@@ -172,6 +172,20 @@ const logRequest = (
 ) => {
   const status = response.status
   const level = status >= 500 ? LogLevel.Error : status >= 400 ? LogLevel.Warning : LogLevel.Info
+  // below the minimum level (LOG_LEVEL=warn, say), the line's fields are not even built
+  return Effect.flatMap(FiberRef.get(FiberRef.currentMinimumLogLevel), (minimum) =>
+    LogLevel.lessThan(level, minimum) ? Effect.void : requestLine(request, response, state, facts, latencyMs, level))
+}
+
+const requestLine = (
+  request: HttpServerRequest.HttpServerRequest,
+  response: HttpServerResponse.HttpServerResponse,
+  state: RequestState,
+  facts: CallFacts,
+  latencyMs: number,
+  level: LogLevel.LogLevel
+) => {
+  const status = response.status
   const path = request.url.split("?")[0] ?? "/"
   return Effect.logWithLevel(level, "request").pipe(
     Effect.annotateLogs({

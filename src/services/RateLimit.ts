@@ -10,6 +10,7 @@ import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import { RateLimitExceeded } from "../domain/errors.js"
 import { GatewayConfig } from "./GatewayConfig.js"
 import type { Caller, KeyRateLimit } from "./KeyStore.js"
+import { nowMillis } from "./time.js"
 
 /** A key's policy and where its bucket stands, for the `RateLimit-Policy` and `RateLimit` headers. */
 export interface RateLimitState {
@@ -27,6 +28,8 @@ export class RateLimit extends Context.Tag("RateLimit")<RateLimit, {
   readonly consume: (caller: Caller) => Effect.Effect<RateLimitState | undefined, RateLimitExceeded>
 }>() {}
 
+const STORE_WARNING_INTERVAL_MS = 10_000
+
 export const make = Effect.gen(function* () {
   const config = yield* GatewayConfig
   const limiter = yield* RateLimiter.RateLimiter
@@ -34,6 +37,7 @@ export const make = Effect.gen(function* () {
     ? { perSecond: config.rateLimitPerSecond, burst: Math.max(config.rateLimitBurst, config.rateLimitPerSecond, 1) }
     : null
 
+  let lastWarned = Number.NEGATIVE_INFINITY
   const consume = (caller: Caller) => {
     const policy = caller.rateLimit ?? defaults
     if (policy === null) return Effect.succeed(undefined)
@@ -66,8 +70,13 @@ export const make = Effect.gen(function* () {
               windowSeconds
             })
           )
-          // the store is unreachable (Redis down): let the request through rather than fail every call
-          : Effect.as(Effect.logWarning("rate limit store unavailable; request let through", e), undefined)
+          // the store is unreachable (Redis down): let the request through rather than fail every call,
+          // and say so at most once every 10 s, not once per request
+          : Effect.flatMap(nowMillis, (now) => {
+            if (now - lastWarned < STORE_WARNING_INTERVAL_MS) return Effect.succeed(undefined)
+            lastWarned = now
+            return Effect.as(Effect.logWarning("rate limit store unavailable; requests are let through", e), undefined)
+          })
       )
     )
   }

@@ -112,10 +112,14 @@ export const make = Effect.gen(function* () {
   // whose jumps of hours would otherwise replay one flush per interval.
   yield* flush.pipe(Effect.repeat(Schedule.spaced(FLUSH_INTERVAL)), Effect.withClock(Clock.make()), Effect.forkScoped)
 
+  // One early flush at a time when the buffer fills (say, while the database is slow): not one per record.
+  let flushQueued = false
   const record = (e: UsageEntry) =>
     Effect.suspend(() => {
       pending.push(e)
-      return pending.length >= FLUSH_SIZE ? Effect.asVoid(Effect.forkDaemon(flush)) : Effect.void
+      if (pending.length < FLUSH_SIZE || flushQueued) return Effect.void
+      flushQueued = true
+      return Effect.asVoid(Effect.forkDaemon(Effect.ensuring(flush, Effect.sync(() => (flushQueued = false)))))
     })
 
   const page = (

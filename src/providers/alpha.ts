@@ -6,11 +6,10 @@ import { Effect, Option, Redacted, Schema } from "effect"
 import { ProviderNotConfigured } from "../domain/errors.js"
 import { DEFAULT_MAX_RESULTS, type ToolInput, type ToolOutput } from "../domain/tools.js"
 import { GatewayConfig } from "../services/GatewayConfig.js"
-import { decodeUpstream, type ProviderTool, requestJson } from "./common.js"
+import { decodeUpstream, NullableString, type ProviderTool, requestJson } from "./common.js"
 
 export const PROVIDER = "alpha"
 
-const NullableString = Schema.optional(Schema.NullOr(Schema.String))
 
 export const ExaResult = Schema.Struct({
   id: Schema.optional(Schema.String),

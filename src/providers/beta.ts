@@ -6,12 +6,11 @@ import { Effect, Option, Redacted, Schema } from "effect"
 import { ProviderNotConfigured } from "../domain/errors.js"
 import { DEFAULT_MAX_CHARS, DEFAULT_MAX_RESULTS, type ToolInput, type ToolOutput } from "../domain/tools.js"
 import { GatewayConfig, type ProviderEndpoint } from "../services/GatewayConfig.js"
-import { decodeUpstream, keepFile, type ProviderTool, requestJson } from "./common.js"
+import { decodeUpstream, keepFile, NullableString, type ProviderTool, requestJson } from "./common.js"
 import { truncate } from "./text.js"
 
 export const PROVIDER = "beta"
 
-const NullableString = Schema.optional(Schema.NullOr(Schema.String))
 
 export const JinaSearchAnswer = Schema.Struct({
   data: Schema.Array(Schema.Struct({

@@ -10,6 +10,8 @@ import { Effect, Schema } from "effect"
 import { InvalidRequest, NormalizationFailed, type ProviderError, ProviderUnavailable } from "../domain/errors.js"
 import { describeParseError } from "../domain/parse.js"
 import { type ArtifactRef, ArtifactSink } from "../services/Artifacts.js"
+import type { Credentials } from "../domain/connections.js"
+import type { ToolInput, ToolName, ToolOutput } from "../domain/tools.js"
 import type { GatewayConfig } from "../services/GatewayConfig.js"
 import { bodyText, ProviderClient, type UpstreamRequest, type UpstreamResponse } from "../services/ProviderClient.js"
 
@@ -102,6 +104,16 @@ export const requestText = (request: UpstreamRequest): ProviderEffect<Raw> =>
     }))
 
 export const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+
+/** Upstream fields that may be absent or null. */
+export const NullableString = Schema.optional(Schema.NullOr(Schema.String))
+export const NullableNumber = Schema.optional(Schema.NullOr(Schema.Number))
+
+/** A path segment taken from the caller's input. */
+export const enc = encodeURIComponent
+
+/** An account tool: its input, the credentials of the org's connection to provider `P`, its output. */
+export type AccountTool<T extends ToolName, P extends keyof Credentials> = ProviderTool<ToolInput<T>, Credentials[P], ToolOutput<T>>
 
 const parseDataUrl = (url: string): { readonly contentType: string; readonly data: Uint8Array } | undefined => {
   const match = /^data:([^;,]*)(;base64)?,(.*)$/s.exec(url)

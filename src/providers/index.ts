@@ -14,11 +14,18 @@ import * as Beta from "./beta.js"
 import type { Answered, ProviderCallError, ProviderEffect, ProviderTool, Raw } from "./common.js"
 import * as Delta from "./delta.js"
 import * as Epsilon from "./epsilon.js"
+import * as Eta from "./eta.js"
 import * as Gamma from "./gamma.js"
+import * as Iota from "./iota.js"
+import * as Kappa from "./kappa.js"
+import * as Lambda from "./lambda.js"
+import * as Mu from "./mu.js"
+import * as Nu from "./nu.js"
 import * as Reader from "./reader.js"
-import * as Simple from "./simple.js"
+import * as Theta from "./theta.js"
 import * as Weather from "./weather.js"
 import * as Xi from "./xi.js"
+import * as Zeta from "./zeta.js"
 
 export type { Answered, ProviderCallError, ProviderEffect, Raw } from "./common.js"
 
@@ -103,16 +110,16 @@ export const implementations: { readonly [K in ToolName]: Implementation<K> } = 
   delta_post: Delta.post,
   delta_like: Delta.like,
   epsilon_request: Epsilon.request,
-  zeta_request: Simple.zetaRequest,
-  eta_personal_bests: Simple.etaPersonalBests,
-  theta_ratings: Simple.thetaRatings,
-  iota_delete_service: Simple.iotaDeleteService,
-  kappa_delete_benefit: Simple.kappaDeleteBenefit,
-  kappa_ingest_events: Simple.kappaIngestEvents,
-  lambda_update_broadcast: Simple.lambdaUpdateBroadcast,
-  lambda_batch_emails: Simple.lambdaBatchEmails,
-  mu_database: Simple.muDatabase,
-  nu_account: Simple.nuAccount
+  zeta_request: Zeta.zetaRequest,
+  eta_personal_bests: Eta.etaPersonalBests,
+  theta_ratings: Theta.thetaRatings,
+  iota_delete_service: Iota.iotaDeleteService,
+  kappa_delete_benefit: Kappa.kappaDeleteBenefit,
+  kappa_ingest_events: Kappa.kappaIngestEvents,
+  lambda_update_broadcast: Lambda.lambdaUpdateBroadcast,
+  lambda_batch_emails: Lambda.lambdaBatchEmails,
+  mu_database: Mu.muDatabase,
+  nu_account: Nu.nuAccount
 }
 
 /** Call a tool's provider(s) and normalize the answer. */

@@ -6,13 +6,11 @@ import { Effect, Option, Redacted, Schema } from "effect"
 import { ProviderNotConfigured } from "../domain/errors.js"
 import type { ToolInput, ToolOutput } from "../domain/tools.js"
 import { GatewayConfig } from "../services/GatewayConfig.js"
-import { decodeUpstream, JsonObject, type ProviderTool, requestJson } from "./common.js"
+import { decodeUpstream, JsonObject, NullableNumber, NullableString, type ProviderTool, requestJson } from "./common.js"
 
 export const PROVIDER = "xi"
 const IMAGE_BASE = "https://image.tmdb.org/t/p/original"
 
-const NullableString = Schema.optional(Schema.NullOr(Schema.String))
-const NullableNumber = Schema.optional(Schema.NullOr(Schema.Number))
 
 export const MovieAnswer = Schema.Struct({
   id: Schema.Number,

@@ -1,0 +1,40 @@
+/**
+ * kappa: Polar — `DELETE /v1/benefits/{id}` (204) and `POST /v1/events/ingest`, with a Bearer access token.
+ * Writes: never retried.
+ */
+import { Effect, Schema } from "effect"
+import { GatewayConfig } from "../services/GatewayConfig.js"
+import { type AccountTool, decodeUpstream, enc, requestJson } from "./common.js"
+
+export const kappaDeleteBenefit: AccountTool<"kappa_delete_benefit", "kappa"> = {
+  fetch: (input, credentials) =>
+    Effect.flatMap(GatewayConfig, (config) =>
+      requestJson({
+        provider: "kappa",
+        method: "DELETE",
+        url: `${config.providers.kappa}/v1/benefits/${enc(input.benefit_id)}`,
+        headers: { authorization: `Bearer ${credentials.access_token}` },
+        idempotent: false
+      })),
+  normalize: (input) => Effect.succeed({ provider: "kappa", deleted: true, benefit_id: input.benefit_id })
+}
+
+const IngestAnswer = Schema.Struct({ inserted: Schema.Int })
+
+export const kappaIngestEvents: AccountTool<"kappa_ingest_events", "kappa"> = {
+  fetch: (input, credentials) =>
+    Effect.flatMap(GatewayConfig, (config) =>
+      requestJson({
+        provider: "kappa",
+        method: "POST",
+        url: `${config.providers.kappa}/v1/events/ingest`,
+        headers: { authorization: `Bearer ${credentials.access_token}` },
+        json: { events: input.events },
+        idempotent: false
+      })),
+  normalize: (_input, raw) =>
+    Effect.map(decodeUpstream("kappa", IngestAnswer, "kappa_ingest_events")(raw.body), (a) => ({
+      provider: "kappa",
+      inserted: a.inserted
+    }))
+}

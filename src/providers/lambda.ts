@@ -1,0 +1,52 @@
+/**
+ * lambda: Resend — `PATCH /broadcasts/{id}` and `POST /emails/batch`, with a Bearer API key. Writes: never
+ * retried.
+ */
+import { Effect, Schema } from "effect"
+import { GatewayConfig } from "../services/GatewayConfig.js"
+import { type AccountTool, decodeUpstream, enc, requestJson } from "./common.js"
+
+const IdAnswer = Schema.Struct({ id: Schema.String })
+const BatchAnswer = Schema.Struct({ data: Schema.Array(IdAnswer) })
+
+export const lambdaUpdateBroadcast: AccountTool<"lambda_update_broadcast", "lambda"> = {
+  fetch: (input, credentials) =>
+    Effect.flatMap(GatewayConfig, (config) =>
+      requestJson({
+        provider: "lambda",
+        method: "PATCH",
+        url: `${config.providers.lambda}/broadcasts/${enc(input.id)}`,
+        headers: { authorization: `Bearer ${credentials.api_key}` },
+        json: {},
+        idempotent: false
+      })),
+  normalize: (_input, raw) =>
+    Effect.map(decodeUpstream("lambda", IdAnswer, "lambda_update_broadcast")(raw.body), (a) => ({
+      provider: "lambda",
+      id: a.id
+    }))
+}
+
+/** The batch: the input's `emails` array, or the input itself as a single email. */
+export const batchOf = (input: Readonly<Record<string, unknown>>): ReadonlyArray<unknown> => {
+  const emails = input["emails"]
+  return Array.isArray(emails) ? emails : [input]
+}
+
+export const lambdaBatchEmails: AccountTool<"lambda_batch_emails", "lambda"> = {
+  fetch: (input, credentials) =>
+    Effect.flatMap(GatewayConfig, (config) =>
+      requestJson({
+        provider: "lambda",
+        method: "POST",
+        url: `${config.providers.lambda}/emails/batch`,
+        headers: { authorization: `Bearer ${credentials.api_key}` },
+        json: batchOf(input),
+        idempotent: false
+      })),
+  normalize: (_input, raw) =>
+    Effect.map(decodeUpstream("lambda", BatchAnswer, "lambda_batch_emails")(raw.body), (a) => ({
+      provider: "lambda",
+      ids: a.data.map((e) => e.id)
+    }))
+}

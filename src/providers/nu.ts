@@ -1,0 +1,47 @@
+/**
+ * nu: GitHub's account endpoint — `GET /user` with a Bearer token.
+ */
+import { Effect, Schema } from "effect"
+import { GatewayConfig } from "../services/GatewayConfig.js"
+import { type AccountTool, decodeUpstream, NullableNumber, NullableString, requestJson } from "./common.js"
+
+const GitHubUser = Schema.Struct({
+  login: Schema.String,
+  id: Schema.Number,
+  name: NullableString,
+  email: NullableString,
+  avatar_url: NullableString,
+  html_url: NullableString,
+  public_repos: NullableNumber,
+  followers: NullableNumber,
+  created_at: NullableString
+})
+
+export const nuAccount: AccountTool<"nu_account", "nu"> = {
+  fetch: (_input, credentials) =>
+    Effect.flatMap(GatewayConfig, (config) =>
+      requestJson({
+        provider: "nu",
+        method: "GET",
+        url: `${config.providers.nu}/user`,
+        headers: {
+          authorization: `Bearer ${credentials.token}`,
+          accept: "application/vnd.github+json",
+          "x-github-api-version": "2022-11-28"
+        },
+        idempotent: true
+      })),
+  normalize: (_input, raw) =>
+    Effect.map(decodeUpstream("nu", GitHubUser, "nu_account")(raw.body), (u) => ({
+      provider: "nu",
+      id: u.id,
+      login: u.login,
+      name: u.name ?? null,
+      email: u.email ?? null,
+      avatar_url: u.avatar_url ?? null,
+      html_url: u.html_url ?? null,
+      public_repos: u.public_repos ?? null,
+      followers: u.followers ?? null,
+      created_at: u.created_at ?? null
+    }))
+}

@@ -1,0 +1,56 @@
+/**
+ * theta: Trakt — `GET /users/me/ratings[/{type}]?page=&limit=` with a Bearer token plus `trakt-api-key` and
+ * `trakt-api-version: 2`.
+ */
+import { Effect, Schema } from "effect"
+import { GatewayConfig } from "../services/GatewayConfig.js"
+import { type AccountTool, decodeUpstream, enc, JsonObject, NullableNumber, NullableString, requestJson } from "./common.js"
+
+const TraktItem = Schema.Struct({ title: NullableString, year: NullableNumber, ids: Schema.optional(JsonObject) })
+const TraktRating = Schema.Struct({
+  rated_at: Schema.String,
+  rating: Schema.Number,
+  type: Schema.String,
+  movie: Schema.optional(TraktItem),
+  show: Schema.optional(TraktItem),
+  season: Schema.optional(TraktItem),
+  episode: Schema.optional(TraktItem)
+})
+
+export const thetaRatings: AccountTool<"theta_ratings", "theta"> = {
+  fetch: (input, credentials) =>
+    Effect.gen(function* () {
+      const config = yield* GatewayConfig
+      const url = new URL(`${config.providers.theta}/users/me/ratings${input.type !== undefined ? `/${enc(input.type)}` : ""}`)
+      if (input.page !== undefined) url.searchParams.set("page", String(input.page))
+      if (input.limit !== undefined) url.searchParams.set("limit", String(input.limit))
+      return yield* requestJson({
+        provider: "theta",
+        method: "GET",
+        url: url.toString(),
+        headers: {
+          authorization: `Bearer ${credentials.access_token}`,
+          "trakt-api-version": "2",
+          "trakt-api-key": credentials.client_id
+        },
+        idempotent: true
+      })
+    }),
+  normalize: (input, raw) =>
+    Effect.map(decodeUpstream("theta", Schema.Array(TraktRating), "theta_ratings")(raw.body), (ratings) => ({
+      provider: "theta",
+      type: input.type ?? "all",
+      page: input.page ?? 1,
+      ratings: ratings.map((r) => {
+        const item = r.movie ?? r.episode ?? r.season ?? r.show
+        return {
+          rated_at: r.rated_at,
+          rating: r.rating,
+          type: r.type,
+          title: item?.title ?? null,
+          year: item?.year ?? null,
+          ids: item?.ids ?? {}
+        }
+      })
+    }))
+}

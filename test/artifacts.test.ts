@@ -72,6 +72,20 @@ layer(gatewayLayer({ ssrfAllow: ["127.0.0.0/8"] }), { excludeTestServices: true 
       expect(JSON.parse(beyond.text)).toMatchObject({ error: { code: "range_not_satisfiable", type: "validation" } })
       const cached = yield* download(url, key, { "if-none-match": `"${sha256(PDF)}"` })
       expect(cached.status).toBe(304)
+      // a list of ETags, a weak one, or *: the same file; another ETag: the bytes
+      for (const tag of [`"other", "${sha256(PDF)}"`, `W/"${sha256(PDF)}"`, "*"]) {
+        expect((yield* download(url, key, { "if-none-match": tag })).status, tag).toBe(304)
+      }
+      expect((yield* download(url, key, { "if-none-match": `"other"` })).status).toBe(200)
+      // If-Range: the range while the ETag matches, else the whole file
+      const still = yield* download(url, key, { range: "bytes=0-8", "if-range": `"${sha256(PDF)}"` })
+      expect(still.status).toBe(206)
+      const changed = yield* download(url, key, { range: "bytes=0-8", "if-range": `"other"` })
+      expect(changed.status).toBe(200)
+      expect(changed.bytes.length).toBe(PDF.length)
+      // the file never runs as a page of the gateway's origin
+      expect(changed.headers.get("x-content-type-options")).toBe("nosniff")
+      expect(changed.headers.get("content-security-policy")).toContain("sandbox")
     }))
 
   it.effect("another org's key gets 404, as for an artifact that does not exist", () =>
@@ -97,6 +111,14 @@ layer(gatewayLayer({ ssrfAllow: ["127.0.0.0/8"] }), { excludeTestServices: true 
       expect(shot).toMatchObject({ content_type: "image/png", bytes: PNG.length, sha256: sha256(PNG) })
       const file = yield* download(shot?.url ?? "", key)
       expect(Buffer.from(file.bytes).equals(PNG)).toBe(true)
+
+      // POST /v1/run answers the provider's raw answer, and the file it kept
+      const raw = yield* callTool("run", { tool: "gamma_scrape", input: { url: "https://example.com/page", formats: ["screenshot"] } }, { key })
+      expectOk(raw)
+      const kept = Schema.decodeUnknownSync(Schema.Struct({ artifacts: Schema.Record({ key: Schema.String, value: ArtifactRef }) }))(raw.body)
+      const [first] = Object.values(kept.artifacts)
+      expect(first).toMatchObject({ content_type: "image/png", sha256: sha256(PNG) })
+      expect(Buffer.from((yield* download(first?.url ?? "", key)).bytes).equals(PNG)).toBe(true)
     }))
 
   it.effect("beta_read with the screenshot format keeps the screenshot", () =>
@@ -134,5 +156,22 @@ layer(servicesLayer())("artifact retention, on TestClock", (it) => {
       const gone = yield* Effect.flip(artifacts.get(orgId, ref.id))
       expect(gone._tag).toBe("NotFound")
       expect(yield* artifacts.purgeExpired).toBeGreaterThanOrEqual(1)
+    }))
+})
+
+layer(gatewayLayer({ ssrfAllow: ["127.0.0.0/8"], artifactRetentionMs: 1_000 }), { excludeTestServices: true })("artifact expiry over HTTP", (it) => {
+  it.effect("an expired artifact is 404 with the envelope", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      const { key } = yield* givenOrg()
+      const result = yield* callTool("read", { url: `${u.pages.url}/doc.pdf` }, { key })
+      const url = artifactOf(result.body, "artifact")?.url ?? ""
+      expect((yield* download(url, key)).status).toBe(200)
+      yield* Effect.sleep("1200 millis")
+      const gone = yield* download(url, key)
+      expect(gone.status).toBe(404)
+      expect(JSON.parse(gone.text)).toEqual({
+        error: { type: "not_found", code: "not_found", message: expect.any(String), retryable: false, billable: false }
+      })
     }))
 })

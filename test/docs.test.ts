@@ -5,6 +5,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Either, Schema } from "effect"
 import * as Fs from "node:fs"
+import { outputExamples } from "../src/domain/examples.js"
 import { catalog, type ToolName, toolNames } from "../src/domain/tools.js"
 
 const inputOk = <T extends ToolName>(tool: T, value: unknown) => Schema.decodeUnknownEither(catalog[tool].input)(value)
@@ -32,6 +33,8 @@ describe("docs/tools.md", () => {
       expect(Either.isRight(input), String(Either.isLeft(input) ? input.left : "")).toBe(true)
       const output = outputOk(tool, answer)
       expect(Either.isRight(output), String(Either.isLeft(output) ? output.left : "")).toBe(true)
+      // the API reference shows the same answer
+      expect(answer).toEqual(outputExamples[tool])
     })
   }
 })

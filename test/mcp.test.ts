@@ -8,11 +8,15 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { Effect, Redacted, Schema } from "effect"
 import * as Child from "node:child_process"
+import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { Betas } from "../src/services/Betas.js"
+import { Connections } from "../src/services/Connections.js"
 import { KeyStore } from "../src/services/KeyStore.js"
 import { baseUrl, books, gatewayLayer, givenOrg, request, TestUpstreams } from "./support/gateway.js"
+import { CREDENTIALS } from "./upstreams/accounts.js"
+import { PDF } from "./upstreams/pages.js"
 
 const connect = (key: string | undefined) =>
   Effect.gen(function* () {
@@ -24,6 +28,17 @@ const connect = (key: string | undefined) =>
     yield* Effect.acquireRelease(Effect.promise(() => client.connect(transport)), () => Effect.promise(() => client.close()))
     return client
   })
+
+const sha256 = (data: Uint8Array) => Crypto.createHash("sha256").update(data).digest("hex")
+
+const mcpHeaders = (key: string) => ({ "content-type": "application/json", accept: "application/json, text/event-stream", "x-api-key": key })
+
+/** One JSON-RPC message (or anything else) posted to /mcp as it is. */
+const rpc = (key: string, message: unknown) => request("/mcp", { body: JSON.stringify(message), headers: mcpHeaders(key) })
+
+const RpcResult = Schema.Struct({
+  result: Schema.Struct({ isError: Schema.optional(Schema.Boolean), structuredContent: Schema.optional(Schema.Unknown) })
+})
 
 const textOf = (result: unknown) => {
   const content = typeof result === "object" && result !== null && "content" in result && Array.isArray(result.content)
@@ -44,14 +59,19 @@ layer(gatewayLayer(), { excludeTestServices: true })("hosted MCP", (it) => {
       const { tools } = yield* Effect.promise(() => client.listTools())
       const names = tools.map((t) => t.name)
       expect(names).toContain("weather")
-      expect(names).toContain("delta_post")
-      // beta tools appear once the org enables them
+      // account tools appear once the org has connected their provider, beta tools once enabled
+      expect(names).not.toContain("delta_post")
       expect(names).not.toContain("iota_delete_service")
       const weather = tools.find((t) => t.name === "weather")
       expect(weather?.inputSchema).toMatchObject({ type: "object", properties: { q: expect.anything(), lat: expect.anything() } })
-      expect(weather?.annotations).toMatchObject({ readOnlyHint: true, destructiveHint: false })
-      expect(tools.find((t) => t.name === "delta_post")?.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: true })
+      expect(weather?.annotations).toMatchObject({ readOnlyHint: true, destructiveHint: false, idempotentHint: true })
       expect(tools.find((t) => t.name === "search")?.description).toContain("credit")
+
+      yield* Effect.orDie(Effect.flatMap(Connections, (c) => c.connect(orgId, "delta", CREDENTIALS.delta, null)))
+      const connected = (yield* Effect.promise(() => client.listTools())).tools
+      expect(connected.find((t) => t.name === "delta_post")?.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: true })
+      // a like only adds: a write, but not a destructive one
+      expect(connected.find((t) => t.name === "delta_like")?.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: false })
 
       const result = yield* Effect.promise(() => client.callTool({ name: "weather", arguments: { q: "Berlin" } }))
       expect(result.isError).toBeFalsy()
@@ -60,9 +80,12 @@ layer(gatewayLayer(), { excludeTestServices: true })("hosted MCP", (it) => {
       expect(result._meta).toMatchObject({ "tool-gateway/credits-charged": 1 })
       expect(yield* books(orgId)).toMatchObject({ balance: 9, held: 0 })
 
+      yield* Effect.orDie(Effect.flatMap(Connections, (c) => c.connect(orgId, "iota", CREDENTIALS.iota, null)))
+      expect((yield* Effect.promise(() => client.listTools())).tools.map((t) => t.name)).not.toContain("iota_delete_service")
       yield* Effect.orDie(Effect.flatMap(Betas, (b) => b.enable(orgId, "iota_delete_service")))
       const again = yield* Effect.promise(() => client.listTools())
-      expect(again.tools.map((t) => t.name)).toContain("iota_delete_service")
+      const deleteService = again.tools.find((t) => t.name === "iota_delete_service")
+      expect(deleteService?.annotations).toMatchObject({ destructiveHint: true, idempotentHint: true })
     }))
 
   it.scoped("failures are tool errors carrying the envelope: 402 and credential_required", () =>
@@ -143,4 +166,106 @@ layer(gatewayLayer(), { excludeTestServices: true })("hosted MCP", (it) => {
       )
       expect(listed.tools.map((t) => t.name)).toEqual(expect.arrayContaining(["search", "read", "weather", "mobile_app_search"]))
     }), 90_000)
+
+  it.effect("GET and DELETE on /mcp are answered at once: 405 with the envelope and Allow: POST", () =>
+    Effect.gen(function* () {
+      const { key } = yield* givenOrg()
+      for (const method of ["GET", "DELETE"]) {
+        const answer = yield* request("/mcp", { method, headers: { accept: "text/event-stream", "x-api-key": key } }).pipe(
+          Effect.timeoutFail({ duration: "2 seconds", onTimeout: () => new Error(`${method} /mcp did not answer`) }),
+          Effect.orDie
+        )
+        expect(answer.status).toBe(405)
+        expect(answer.headers.get("allow")).toBe("POST")
+        expect(answer.body).toEqual({
+          error: { type: "not_found", code: "method_not_allowed", message: expect.stringContaining("POST"), retryable: false, billable: false }
+        })
+      }
+    }))
+
+  it.effect("a batch, a body nested too deep or too large, and a wrong Accept are envelopes, never a 500", () =>
+    Effect.gen(function* () {
+      const { key } = yield* givenOrg()
+      const list = { jsonrpc: "2.0", id: 1, method: "tools/list" }
+      const batch = yield* rpc(key, [list, { ...list, id: 2 }])
+      expect(batch.status).toBe(400)
+      expect(batch.body).toMatchObject({ error: { code: "invalid_request", message: expect.stringContaining("batch") } })
+      const deep = yield* request("/mcp", { body: `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":${"[".repeat(5000)}${"]".repeat(5000)}}`, headers: mcpHeaders(key) })
+      expect(deep.status).toBe(400)
+      expect(deep.body).toMatchObject({ error: { code: "invalid_request", message: expect.stringContaining("deeper") } })
+      const large = yield* request("/mcp", { body: JSON.stringify({ ...list, params: { pad: "x".repeat(2 * 1024 * 1024) } }), headers: mcpHeaders(key) })
+      expect(large.status).toBe(413)
+      expect(large.body).toMatchObject({ error: { code: "payload_too_large", billable: false } })
+      const accept = yield* request("/mcp", { body: JSON.stringify(list), headers: { ...mcpHeaders(key), accept: "text/html" } })
+      expect(accept.status).toBe(400)
+      expect(accept.body).toMatchObject({ error: { type: "validation", code: "invalid_request", message: expect.stringContaining("Accept") } })
+      const notRpc = yield* rpc(key, { hello: "world" })
+      expect(notRpc.status).toBe(400)
+      expect(notRpc.body).toMatchObject({ error: { code: "invalid_request", retryable: false, billable: false } })
+    }))
+
+  it.effect("every tools/call takes a token from the key's rate limit; past it, a tool error carrying rate_limit_exceeded", () =>
+    Effect.gen(function* () {
+      const { orgId } = yield* givenOrg({ credits: 100 })
+      const keys = yield* KeyStore
+      const created = yield* Effect.orDie(keys.create(orgId, { name: "slow", rateLimit: { perSecond: 1, burst: 3 } }))
+      const key = Redacted.value(created.key)
+      const results = []
+      // one call that runs, then quick ones (refused as invalid, which counts too) to use the burst up
+      for (let i = 0; i < 5; i++) {
+        const args = i === 0 ? { q: "Berlin" } : { q: 5 }
+        const answer = yield* rpc(key, { jsonrpc: "2.0", id: i, method: "tools/call", params: { name: "weather", arguments: args } })
+        expect(answer.status).toBe(200)
+        results.push(answer.body)
+      }
+      const decoded = results.map((r) => Schema.decodeUnknownSync(RpcResult)(r).result)
+      expect(decoded.slice(0, 3).map((r) => r.isError ?? false)).toEqual([false, true, true])
+      expect(decoded[1]?.structuredContent).toMatchObject({ error: { code: "invalid_request" } })
+      for (const refused of decoded.slice(3)) {
+        expect(refused.isError).toBe(true)
+        expect(refused.structuredContent).toMatchObject({ error: { type: "rate_limited", code: "rate_limit_exceeded", retryable: true, billable: false } })
+      }
+      expect(yield* books(orgId)).toMatchObject({ balance: 99, held: 0 })
+      // other messages count too, and are refused at the HTTP level
+      const listed = yield* rpc(key, { jsonrpc: "2.0", id: 9, method: "tools/list" })
+      expect(listed.status).toBe(429)
+      expect(listed.headers.get("retry-after")).not.toBeNull()
+      expect(listed.body).toMatchObject({ error: { code: "rate_limit_exceeded" } })
+    }))
+
+  it.scoped("a file a tool kept is a resource_link; resources/read answers its exact bytes to its org only", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      const { key } = yield* givenOrg()
+      const client = yield* connect(key)
+      const result = yield* Effect.promise(() => client.callTool({ name: "read", arguments: { url: `${u.pages.url}/doc.pdf` } }))
+      expect(result.isError).toBeFalsy()
+      const link = Schema.decodeUnknownSync(Schema.Array(Schema.Unknown))(result.content).find(
+        (c): c is { type: "resource_link"; uri: string; mimeType: string; size: number } =>
+          typeof c === "object" && c !== null && "type" in c && c.type === "resource_link"
+      )
+      expect(link).toMatchObject({ uri: expect.stringMatching(/^tool-gateway:\/\/artifacts\//), mimeType: "application/pdf", size: PDF.length })
+      const read = yield* Effect.promise(() => client.readResource({ uri: link?.uri ?? "" }))
+      const blob = read.contents[0] !== undefined && "blob" in read.contents[0] ? read.contents[0].blob : ""
+      expect(sha256(Buffer.from(blob, "base64"))).toBe(sha256(PDF))
+      expect(read.contents[0]?.mimeType).toBe("application/pdf")
+
+      const other = yield* givenOrg()
+      const stranger = yield* connect(other.key)
+      const refused = yield* Effect.flip(Effect.tryPromise(() => stranger.readResource({ uri: link?.uri ?? "" })))
+      expect(String(refused.error)).toContain("MCP error -32002: No resource")
+    }))
+})
+
+layer(gatewayLayer({ searchProviders: [] }), { excludeTestServices: true })("hosted MCP on a gateway without search providers", (it) => {
+  it.scoped("a tool this gateway has no provider for is not listed; called anyway, it says why", () =>
+    Effect.gen(function* () {
+      const { key } = yield* givenOrg()
+      const client = yield* connect(key)
+      const names = (yield* Effect.promise(() => client.listTools())).tools.map((t) => t.name)
+      expect(names).toContain("weather")
+      expect(names).not.toContain("search")
+      const result = yield* Effect.promise(() => client.callTool({ name: "search", arguments: { query: "effect" } }))
+      expect(result.structuredContent).toMatchObject({ error: { code: "provider_not_configured", billable: false } })
+    }))
 })

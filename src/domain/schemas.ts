@@ -421,5 +421,8 @@ export const RunOutput = Schema.Struct({
   tool: Schema.String,
   provider: Schema.String,
   status: Schema.Int.annotations({ description: "The upstream's HTTP status" }),
-  body: Schema.Unknown.annotations({ description: "The upstream's answer as it sent it (JSON, or text)" })
+  body: Schema.Unknown.annotations({ description: "The upstream's answer as it sent it (JSON, or text)" }),
+  artifacts: Schema.optional(Schema.Record({ key: Schema.String, value: ArtifactRef })).annotations({
+    description: "Files the call kept (a screenshot, say), by name; present only when there are some"
+  })
 }).annotations({ identifier: "RunOutput" })

@@ -2,7 +2,7 @@
  * The HTTP API: one `POST /v1/<tool>` per tool of the catalog, guarded by the API key, with every
  * gateway error declared (as its envelope) on every operation.
  */
-import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSecurity, OpenApi } from "@effect/platform"
+import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, HttpApiSecurity, OpenApi } from "@effect/platform"
 import { Context, Schema } from "effect"
 import { AccountProviderSchema } from "../domain/connections.js"
 import * as D from "../domain/dashboard.js"
@@ -161,7 +161,16 @@ export class ArtifactsGroup extends HttpApiGroup.make("artifacts")
   .add(
     HttpApiEndpoint.get("get", "/v1/artifacts/:id")
       .setPath(Schema.Struct({ id: Schema.String }))
-      .addSuccess(Schema.Unknown.annotations({ description: "The file's bytes, exactly as they were received" }))
+      .setHeaders(Schema.Struct({
+        range: Schema.optional(Schema.String).annotations({ description: "One byte range, e.g. bytes=0-1023" }),
+        "if-range": Schema.optional(Schema.String).annotations({ description: "Serve the range only if the ETag still matches" }),
+        "if-none-match": Schema.optional(Schema.String).annotations({ description: "The ETag you have: 304 if unchanged" })
+      }))
+      .addSuccess(
+        HttpApiSchema.Uint8Array().annotations({ description: "The file's bytes, exactly as they were received (its own Content-Type)" })
+      )
+      .addSuccess(HttpApiSchema.Uint8Array().annotations({ description: "The requested range (Content-Range)" }), { status: 206 })
+      .addSuccess(HttpApiSchema.Empty(304))
       .annotate(OpenApi.Summary, "Download a file kept from a tool answer (Range supported; the ETag is its SHA-256)")
   )
   .middleware(ApiKeyAuth)

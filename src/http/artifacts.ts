@@ -1,7 +1,9 @@
 /**
  * `GET /v1/artifacts/{id}`: the bytes of a file kept from a tool answer, unchanged, to the org that owns it.
  * `Content-Type`, `Content-Length`, `ETag` (its SHA-256); a single `Range` (206, or 416 when it cannot be
- * served); `If-None-Match` (304).
+ * served), honoured only while `If-Range` (when sent) still names this ETag; `If-None-Match` (304) with a
+ * list of ETags, weak ones, or `*`. The file never runs as a page of the gateway's origin: `nosniff` and a
+ * sandboxing `Content-Security-Policy`.
  */
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
@@ -28,6 +30,13 @@ export const parseRange = (header: string | undefined, size: number): { start: n
   return { start, end }
 }
 
+/** Whether `If-None-Match` names this file (weak comparison, as RFC 9110 has it for GET): `*`, or a listed ETag. */
+export const noneMatch = (header: string | undefined, sha256: string): boolean => {
+  if (header === undefined) return false
+  if (header.trim() === "*") return true
+  return header.split(",").some((tag) => tag.trim().replace(/^W\//, "") === `"${sha256}"`)
+}
+
 export const ArtifactsLive = HttpApiBuilder.group(Api, "artifacts", (handlers) =>
   Effect.gen(function* () {
     const artifacts = yield* Artifacts
@@ -40,10 +49,15 @@ export const ArtifactsLive = HttpApiBuilder.group(Api, "artifacts", (handlers) =
         const headers = {
           etag,
           "accept-ranges": "bytes",
-          "cache-control": "private, max-age=3600"
+          "cache-control": "private, max-age=3600",
+          "x-content-type-options": "nosniff",
+          "content-security-policy": "default-src 'none'; sandbox"
         }
-        if (request.headers["if-none-match"] === etag) return HttpServerResponse.empty({ status: 304, headers })
-        const range = parseRange(request.headers["range"], data.length)
+        if (noneMatch(request.headers["if-none-match"], ref.sha256)) return HttpServerResponse.empty({ status: 304, headers })
+        const ifRange = request.headers["if-range"]
+        const range = ifRange !== undefined && ifRange.trim() !== etag
+          ? undefined
+          : parseRange(request.headers["range"], data.length)
         if (range === "unsatisfiable") {
           return yield* new RangeNotSatisfiable({
             message: `The range ${request.headers["range"] ?? ""} is outside the file's ${data.length} bytes.`,

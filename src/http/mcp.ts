@@ -1,27 +1,43 @@
 /**
- * Hosted MCP at `/mcp` (Streamable HTTP transport, stateless, JSON responses). The MCP client's server
- * settings carry the API key as `X-API-Key`; a request without a valid key is refused at the HTTP level with
- * the envelope. Every tool the key's org can use is an MCP tool — its JSON Schema input and output from the
- * same `Schema`s, its description and price, and hints (`readOnlyHint` for reads, `destructiveHint` for
- * posts, deletes and other writes). `tools/call` runs the gateway pipeline (rate limit, connection check,
- * reservation, settlement; an Idempotency-Key from `_meta.idempotencyKey`); failures are tool errors
- * carrying the envelope.
+ * Hosted MCP at `/mcp` (Streamable HTTP transport, stateless, JSON responses, POST only). The MCP client's
+ * server settings carry the API key as `X-API-Key`; a request without a valid key is refused at the HTTP
+ * level with the envelope. Every tool the key's org can use is an MCP tool — its JSON Schema input and
+ * output from the same `Schema`s, its description and price, and hints (`readOnlyHint` for reads,
+ * `destructiveHint` for posts, deletes and other writes that change or remove what exists). `tools/call`
+ * runs the gateway pipeline (rate limit, connection check, reservation, settlement; an Idempotency-Key from
+ * `_meta.idempotencyKey`); failures, a rate-limit refusal included, are tool errors carrying the envelope.
+ * Files a tool kept are `resource_link`s (`tool-gateway://artifacts/<id>`) that `resources/read` answers
+ * with their bytes, so the agent never needs the key.
  *
- * The transport is the official MCP SDK's web-standard one, fed the request the gateway already parsed.
+ * The transport is the official MCP SDK's web-standard one, fed the message the gateway already parsed and
+ * checked like every other JSON body (size, depth, one object: no batches).
  */
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import type { CallToolResult, Tool } from "@modelcontextprotocol/sdk/types.js"
 import { Cause, Effect, Exit, Option, Runtime } from "effect"
-import { envelope, InternalError, isGatewayError, MalformedJson, UnknownTool } from "../domain/errors.js"
+import {
+  envelope,
+  InternalError,
+  InvalidRequest,
+  isGatewayError,
+  MethodNotAllowed,
+  NotFound,
+  UnknownTool
+} from "../domain/errors.js"
 import type { Price } from "../domain/pricing.js"
 import { catalog, isToolName, type ToolName, toolNames } from "../domain/tools.js"
+import { isConfigured } from "../providers/index.js"
+import { type ArtifactRef, Artifacts } from "../services/Artifacts.js"
 import { Betas } from "../services/Betas.js"
+import { Connections } from "../services/Connections.js"
+import { GatewayConfig } from "../services/GatewayConfig.js"
 import { Gateway, type Outcome } from "../services/Gateway.js"
 import type { Caller } from "../services/KeyStore.js"
 import { Pricing } from "../services/Pricing.js"
 import { CurrentCallFacts } from "../services/Telemetry.js"
 import { CurrentRequest } from "./envelope.js"
 import { jsonSchemaOf } from "./jsonSchema.js"
+import { readJsonObject } from "./security.js"
 
 export const MCP_PATH = "/mcp"
 const VERSION = "0.1.0"
@@ -30,6 +46,35 @@ const describePrice = (price: Price) =>
   price.unit === "call"
     ? `${price.credits} credit${price.credits === 1 ? "" : "s"} per call`
     : `${price.credits} credit per ${price.per} ${price.unit === "results" ? "results" : "characters"} (at least ${price.min})`
+
+/** Writes that only add (a like, usage events): nothing existing is changed or removed. */
+const ADDITIVE: ReadonlySet<ToolName> = new Set(["delta_like", "kappa_ingest_events"])
+/** Writes whose repetition changes nothing more (a delete, an update to the same values). */
+const IDEMPOTENT_WRITES: ReadonlySet<ToolName> = new Set(["iota_delete_service", "kappa_delete_benefit", "lambda_update_broadcast"])
+
+/** The JSON-RPC error MCP gives for a resource that does not exist. */
+const RESOURCE_NOT_FOUND = -32002
+
+export const ARTIFACT_URI_PREFIX = "tool-gateway://artifacts/"
+
+/** The files an answer refers to: every `{artifact: {id, content_type, bytes, …}}` in it, however deep. */
+const artifactsIn = (value: unknown, found: Array<ArtifactRef> = [], depth = 0): Array<ArtifactRef> => {
+  if (depth > 16 || typeof value !== "object" || value === null) return found
+  if (Array.isArray(value)) {
+    for (const v of value) artifactsIn(v, found, depth + 1)
+    return found
+  }
+  const entries = Object.entries(value)
+  for (const [key, v] of entries) {
+    if (key === "artifact" && isArtifactRef(v)) found.push(v)
+    else artifactsIn(v, found, depth + 1)
+  }
+  return found
+}
+
+const isArtifactRef = (u: unknown): u is ArtifactRef =>
+  isRecord(u) && typeof u["id"] === "string" && typeof u["content_type"] === "string" && typeof u["bytes"] === "number" &&
+  typeof u["sha256"] === "string" && typeof u["url"] === "string"
 
 /** The MCP description of every tool, built once. */
 const toolDescriptions = (pricing: typeof Pricing.Service) =>
@@ -49,8 +94,8 @@ const toolDescriptions = (pricing: typeof Pricing.Service) =>
       annotations: {
         title: def.summary,
         readOnlyHint: def.effect === "read",
-        destructiveHint: def.effect === "write",
-        idempotentHint: def.effect === "read",
+        destructiveHint: def.effect === "write" && !ADDITIVE.has(name),
+        idempotentHint: def.effect === "read" || IDEMPOTENT_WRITES.has(name),
         openWorldHint: true
       }
     }]
@@ -76,8 +121,15 @@ const resultOf = (outcome: Outcome<unknown>): CallToolResult => {
     return { isError: true, content: [{ type: "text", text: outcome.body }], ...(isRecord(body) ? { structuredContent: body } : {}), _meta: { ...meta, "tool-gateway/replayed": true } }
   }
   const structured = parseJson(outcome.body)
+  const links = artifactsIn(structured).map((a) => ({
+    type: "resource_link" as const,
+    uri: `${ARTIFACT_URI_PREFIX}${a.id}`,
+    name: a.id,
+    mimeType: a.content_type,
+    size: a.bytes
+  }))
   return {
-    content: [{ type: "text", text: outcome.body }],
+    content: [{ type: "text", text: outcome.body }, ...links],
     ...(isRecord(structured) ? { structuredContent: structured } : {}),
     _meta: outcome._tag === "Replayed" ? { ...meta, "tool-gateway/replayed": true } : meta
   }
@@ -89,26 +141,54 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
   Effect.gen(function* () {
     const gateway = yield* Gateway
     const betas = yield* Betas
+    const connections = yield* Connections
+    const artifacts = yield* Artifacts
     const pricing = yield* Pricing
+    const config = yield* GatewayConfig
     const runtime = yield* Effect.runtime<never>()
+    const run = Runtime.runPromise(runtime)
     const described = toolDescriptions(pricing)
 
-    /** The tools the caller's org can use: betas only when enabled, and only the key's allowed tools. */
-    const visibleTools = (caller: Caller, enabledBetas: ReadonlyArray<string>) =>
-      toolNames.filter((name) =>
-        (!catalog[name].beta || enabledBetas.includes(name)) &&
-        (caller.allowedTools === null || caller.allowedTools.includes(name))
-      ).flatMap((name) => {
-        const tool = described.get(name)
-        return tool === undefined ? [] : [tool]
+    /**
+     * The tools the caller's org can use: configured on this gateway, betas only when enabled, account tools
+     * only once the org has connected their provider, and only the key's allowed tools. (A call to any other
+     * tool still runs the pipeline and answers why it cannot run.)
+     */
+    const visibleTools = (caller: Caller) =>
+      Effect.gen(function* () {
+        const enabledBetas = yield* betas.list(caller.orgId)
+        const connected = new Set((yield* connections.list(caller.orgId)).map((c) => c.provider))
+        return toolNames.filter((name) => {
+          const def = catalog[name]
+          return isConfigured(name, config) &&
+            (!def.beta || enabledBetas.includes(name)) &&
+            (!def.account || connected.has(def.provider)) &&
+            (caller.allowedTools === null || caller.allowedTools.includes(name))
+        }).flatMap((name) => {
+          const tool = described.get(name)
+          return tool === undefined ? [] : [tool]
+        })
       })
 
     const callTool = (caller: Caller, requestId: string, name: string, args: unknown, idempotencyKey: string | undefined) =>
       Effect.gen(function* () {
+        // Each call takes its token from the key's rate limit here, so that a refusal is a tool error too.
+        const throttled = yield* Effect.either(gateway.throttle(caller))
+        if (throttled._tag === "Left") return errorResult(throttled.left)
         if (!isToolName(name)) return errorResult(new UnknownTool({ message: `There is no tool named "${name.slice(0, 100)}".` }))
         const exit = yield* Effect.exit(gateway.runUnknown(caller, name, args ?? {}, { idempotencyKey, requestId }))
         if (Exit.isSuccess(exit)) return resultOf(exit.value)
         return errorResult(Option.getOrUndefined(Cause.failureOption(exit.cause)))
+      })
+
+    /** `resources/read` of a file a tool kept: its exact bytes, base64, to the org that owns it. */
+    const readArtifact = (caller: Caller, uri: string) =>
+      Effect.gen(function* () {
+        const id = uri.startsWith(ARTIFACT_URI_PREFIX) ? uri.slice(ARTIFACT_URI_PREFIX.length) : ""
+        const { data, ref } = yield* artifacts.get(caller.orgId, id).pipe(
+          Effect.catchTag("NotFound", () => new NotFound({ message: `No resource ${uri.slice(0, 200)} (files expire; see ARTIFACT_RETENTION_SECONDS).` }))
+        )
+        return { contents: [{ uri, mimeType: ref.content_type, blob: Buffer.from(data).toString("base64") }] }
       })
 
     // The MCP SDK (and the schemas it brings) is loaded on the first MCP request: a gateway that serves
@@ -123,45 +203,76 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
         Server: server.Server,
         WebStandardStreamableHTTPServerTransport: transport.WebStandardStreamableHTTPServerTransport,
         CallToolRequestSchema: types.CallToolRequestSchema,
-        ListToolsRequestSchema: types.ListToolsRequestSchema
+        ListToolsRequestSchema: types.ListToolsRequestSchema,
+        ListResourcesRequestSchema: types.ListResourcesRequestSchema,
+        ReadResourceRequestSchema: types.ReadResourceRequestSchema,
+        McpError: types.McpError
       }
     }))
 
     const handle = Effect.gen(function* () {
       const request = yield* HttpServerRequest.HttpServerRequest
-      const { requestId } = yield* CurrentRequest
+      const state = yield* CurrentRequest
+      // Stateless: no server-sent event stream to open (GET) and no session to end (DELETE).
+      if (request.method !== "POST") {
+        return yield* new MethodNotAllowed({
+          message: `${request.method} is not allowed on ${MCP_PATH}: this MCP server is stateless and answers each JSON-RPC message on POST.`,
+          allow: "POST"
+        })
+      }
       // The key is checked before anything MCP: a bad key is an HTTP 401 with the envelope.
-      const { caller } = yield* gateway.authenticate(request.headers["x-api-key"], request.headers["authorization"])
-      const parsedBody = request.method === "POST"
-        ? yield* request.json.pipe(Effect.mapError(() => new MalformedJson({ message: "The request body is not valid JSON-RPC." })))
-        : undefined
-      const enabledBetas = yield* betas.list(caller.orgId)
+      const { caller } = yield* gateway.authenticate(request.headers["x-api-key"], request.headers["authorization"], {
+        rateLimit: false
+      })
+      const message = yield* readJsonObject(
+        config.maxBodyBytes,
+        "JSON-RPC batches are not accepted (MCP dropped them in 2025-06-18): send one message per request."
+      )
+      // Every message counts against the key's rate limit; a tool call takes its token in the call.
+      if (message["method"] !== "tools/call") state.rateLimit = yield* gateway.throttle(caller)
       // tool calls run on the server's runtime: give them this request's facts for its log line and metrics
       const facts = yield* CurrentCallFacts
 
-      const { Server, WebStandardStreamableHTTPServerTransport, CallToolRequestSchema, ListToolsRequestSchema } = yield* sdk
-      const server = new Server({ name: "tool-gateway", version: VERSION }, { capabilities: { tools: {} } })
-      server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: visibleTools(caller, enabledBetas) }))
+      const {
+        CallToolRequestSchema,
+        ListResourcesRequestSchema,
+        ListToolsRequestSchema,
+        McpError,
+        ReadResourceRequestSchema,
+        Server,
+        WebStandardStreamableHTTPServerTransport
+      } = yield* sdk
+      const server = new Server({ name: "tool-gateway", version: VERSION }, { capabilities: { tools: {}, resources: {} } })
+      server.setRequestHandler(ListToolsRequestSchema, () => run(Effect.map(visibleTools(caller), (tools) => ({ tools }))))
       server.setRequestHandler(CallToolRequestSchema, (call) => {
         const meta = call.params._meta
         const key = isRecord(meta) && typeof meta["idempotencyKey"] === "string" ? meta["idempotencyKey"] : undefined
-        return Runtime.runPromise(runtime)(
-          callTool(caller, requestId, call.params.name, call.params.arguments, key).pipe(Effect.provideService(CurrentCallFacts, facts))
+        return run(
+          callTool(caller, state.requestId, call.params.name, call.params.arguments, key).pipe(Effect.provideService(CurrentCallFacts, facts))
         )
+      })
+      // Files are listed in the answers that kept them, not here.
+      server.setRequestHandler(ListResourcesRequestSchema, () => ({ resources: [] }))
+      server.setRequestHandler(ReadResourceRequestSchema, async (read) => {
+        const found = await run(Effect.either(readArtifact(caller, read.params.uri)))
+        if (found._tag === "Left") throw new McpError(RESOURCE_NOT_FOUND, found.left.message, { uri: read.params.uri })
+        return found.right
       })
       // Stateless: no session id (the option left out), one server per HTTP request.
       const transport = new WebStandardStreamableHTTPServerTransport({ enableJsonResponse: true })
       yield* Effect.promise(() => server.connect(transport))
       const headers = new Headers()
       for (const [k, v] of Object.entries(request.headers)) headers.set(k, v)
-      const webRequest = new Request(`http://gateway${MCP_PATH}`, {
-        method: request.method,
-        headers,
-        ...(parsedBody !== undefined ? { body: JSON.stringify(parsedBody) } : {})
-      })
-      const response = yield* Effect.promise(() => transport.handleRequest(webRequest, { parsedBody }))
+      // The body was read and parsed above; the transport takes the parsed message.
+      const webRequest = new Request(`http://gateway${MCP_PATH}`, { method: "POST", headers })
+      const response = yield* Effect.promise(() => transport.handleRequest(webRequest, { parsedBody: message }))
       const text = yield* Effect.promise(() => response.text())
       yield* Effect.promise(() => server.close())
+      // What the transport refuses (a wrong Accept or Content-Type, a message that is not JSON-RPC) is a
+      // non-2xx answer, and every non-2xx answer is the envelope.
+      if (response.status >= 400) {
+        return yield* new InvalidRequest({ message: `Not a valid MCP request: ${jsonRpcErrorMessage(text)}` })
+      }
       const out: Record<string, string> = {}
       response.headers.forEach((value, key) => {
         if (key !== "content-length") out[key] = value
@@ -171,3 +282,12 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
 
     yield* router.all(MCP_PATH, handle)
   }))
+
+/** The message of a JSON-RPC error answer, or the answer itself. */
+const jsonRpcErrorMessage = (text: string): string => {
+  const body = parseJson(text)
+  if (isRecord(body) && isRecord(body["error"]) && typeof body["error"]["message"] === "string") {
+    return body["error"]["message"].slice(0, 300)
+  }
+  return text.slice(0, 300)
+}

@@ -4,7 +4,7 @@
  * error status says which codes it carries, and operations and errors carry examples.
  */
 import { envelopeOf, type EnvelopeSpec } from "../domain/errors.js"
-import { inputExamples } from "../domain/examples.js"
+import { inputExamples, outputExamples } from "../domain/examples.js"
 import { isToolName } from "../domain/tools.js"
 import { dropSchemaIds } from "./jsonSchema.js"
 
@@ -47,6 +47,27 @@ const cleanResponse = (status: number, response: unknown): unknown => {
   }
 }
 
+/**
+ * Whether an error status can come from an operation: credits and providers only concern tool calls, a
+ * range only files, a key or token only the operations that need one. (The framework lists every error
+ * status of the API on every operation.)
+ */
+const relevant = (path: string, status: number, secured: boolean): boolean => {
+  if (status < 400) return true
+  const call = path === "/v1/run" || isToolName(path.startsWith("/v1/") ? path.slice(4) : "")
+  if ((status === 402 || status === 502 || status === 504) && !call) return false
+  if (status === 416) return path.startsWith("/v1/artifacts/")
+  if (status === 401 || status === 429) return secured
+  return true
+}
+
+/** A success response with an example answer. */
+const withExample = (response: unknown, example: unknown): unknown => {
+  if (!isObject(response) || !isObject(response["content"])) return response
+  const json = response["content"]["application/json"]
+  return { ...response, content: { ...response["content"], "application/json": { ...(isObject(json) ? json : {}), example } } }
+}
+
 export const cleanSpec = (input: Json): Json => {
   const dropped = dropSchemaIds(input)
   const spec = isObject(dropped) ? dropped : input
@@ -61,12 +82,16 @@ export const cleanSpec = (input: Json): Json => {
         continue
       }
       const responses = isObject(operation["responses"]) ? operation["responses"] : {}
+      const tool = path.startsWith("/v1/") ? path.slice(4) : ""
       const cleanedResponses: Json = {}
+      const secured = Array.isArray(operation["security"]) && operation["security"].length > 0
       for (const [status, response] of Object.entries(responses)) {
-        cleanedResponses[status] = cleanResponse(Number(status), response)
+        if (!relevant(path, Number(status), secured)) continue
+        cleanedResponses[status] = status === "200" && isToolName(tool)
+          ? withExample(response, outputExamples[tool])
+          : cleanResponse(Number(status), response)
       }
       let requestBody = operation["requestBody"]
-      const tool = path.startsWith("/v1/") ? path.slice(4) : ""
       if (isToolName(tool) && isObject(requestBody) && isObject(requestBody["content"])) {
         const json = requestBody["content"]["application/json"]
         requestBody = {

@@ -78,6 +78,43 @@ const isJsonMediaType = (contentType: string) => {
   return type === "application/json"
 }
 
+const isJsonObject = (u: unknown): u is Readonly<Record<string, unknown>> =>
+  typeof u === "object" && u !== null && !Array.isArray(u)
+
+/**
+ * The checks every JSON request body passes before anything decodes it: media type, declared and actual
+ * size, valid JSON, an object (not an array or a scalar), and a sane depth. Answers the parsed object.
+ */
+export const readJsonObject = (maxBodyBytes: number, arrayMessage = "The request body must be a JSON object.") =>
+  Effect.gen(function* () {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const contentType = request.headers["content-type"]
+    if (contentType !== undefined && !isJsonMediaType(contentType)) {
+      return yield* new UnsupportedMediaType({
+        message: `Content-Type must be application/json (got ${contentType.slice(0, 100)}).`
+      })
+    }
+    const declared = Number(request.headers["content-length"] ?? "0")
+    if (Number.isFinite(declared) && declared > maxBodyBytes) {
+      return yield* new PayloadTooLarge({ message: `The request body is larger than ${maxBodyBytes} bytes.` })
+    }
+    // Read once here (the text is cached for the payload decoder), with the body size limit in force.
+    const text = yield* request.text
+    if (text.trim() === "") {
+      return yield* new InvalidRequest({ message: "The request body is empty: send a JSON object, e.g. {}." })
+    }
+    const parsed = yield* Effect.try({
+      try: (): unknown => JSON.parse(text),
+      catch: () => new MalformedJson({ message: "The request body is not valid JSON." })
+    })
+    if (Array.isArray(parsed)) return yield* new InvalidRequest({ message: arrayMessage })
+    if (!isJsonObject(parsed)) return yield* new InvalidRequest({ message: "The request body must be a JSON object." })
+    if (deeperThan(parsed, MAX_JSON_DEPTH)) {
+      return yield* new InvalidRequest({ message: `The request body nests deeper than ${MAX_JSON_DEPTH} levels.` })
+    }
+    return parsed
+  })
+
 export const JsonBodyLive = Layer.effect(
   JsonBody,
   Effect.gen(function* () {
@@ -87,31 +124,7 @@ export const JsonBodyLive = Layer.effect(
         const request = yield* HttpServerRequest.HttpServerRequest
         // Reads (GET, DELETE) have no body to check.
         if (request.method !== "POST" && request.method !== "PUT" && request.method !== "PATCH") return
-        const contentType = request.headers["content-type"]
-        if (contentType !== undefined && !isJsonMediaType(contentType)) {
-          return yield* new UnsupportedMediaType({
-            message: `Content-Type must be application/json (got ${contentType.slice(0, 100)}).`
-          })
-        }
-        const declared = Number(request.headers["content-length"] ?? "0")
-        if (Number.isFinite(declared) && declared > config.maxBodyBytes) {
-          return yield* new PayloadTooLarge({ message: `The request body is larger than ${config.maxBodyBytes} bytes.` })
-        }
-        // Read once here (the text is cached for the payload decoder), with the body size limit in force.
-        const text = yield* request.text
-        if (text.trim() === "") {
-          return yield* new InvalidRequest({ message: "The request body is empty: send a JSON object, e.g. {}." })
-        }
-        const parsed = yield* Effect.try({
-          try: (): unknown => JSON.parse(text),
-          catch: () => new MalformedJson({ message: "The request body is not valid JSON." })
-        })
-        if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
-          return yield* new InvalidRequest({ message: "The request body must be a JSON object." })
-        }
-        if (deeperThan(parsed, MAX_JSON_DEPTH)) {
-          return yield* new InvalidRequest({ message: `The request body nests deeper than ${MAX_JSON_DEPTH} levels.` })
-        }
+        yield* readJsonObject(config.maxBodyBytes)
       })
     )
   })

@@ -42,7 +42,7 @@ import {
 } from "../domain/tools.js"
 import { type Answered, callProvider, callProviderRaw, type ProviderEffect } from "../providers/index.js"
 import { describeParseError } from "../domain/parse.js"
-import { Artifacts, ArtifactSink } from "./Artifacts.js"
+import { type ArtifactRef, Artifacts, ArtifactSink } from "./Artifacts.js"
 import { Betas } from "./Betas.js"
 import { Connections } from "./Connections.js"
 import { Pricing } from "./Pricing.js"
@@ -136,6 +136,8 @@ export interface AuthenticateOptions {
    * Only for tool calls: every other use of a key reads it from the database.
    */
   readonly cached?: boolean
+  /** Take a token from the key's rate limit (the default). MCP takes it per message instead (`throttle`). */
+  readonly rateLimit?: boolean
 }
 
 export interface CallOptions {
@@ -171,6 +173,8 @@ export interface RawOutput {
   readonly provider: string
   readonly status: number
   readonly body: unknown
+  /** Files the call kept, so that they can be fetched (`/v1/artifacts/{id}`). */
+  readonly artifacts?: Readonly<Record<string, ArtifactRef>>
 }
 
 export class Gateway extends Context.Tag("Gateway")<Gateway, {
@@ -183,6 +187,8 @@ export class Gateway extends Context.Tag("Gateway")<Gateway, {
     authorization?: string | undefined,
     options?: AuthenticateOptions
   ) => Effect.Effect<Authenticated, AuthError>
+  /** Step 2 alone: take one token from an authenticated caller's rate limit. */
+  readonly throttle: (caller: Caller) => Effect.Effect<RateLimitState | undefined, RateLimitExceeded>
   /** Steps 4 to 8 for an authenticated caller and a decoded input. */
   readonly run: <T extends ToolName>(
     caller: Caller,
@@ -253,11 +259,12 @@ export const make = Effect.gen(function* () {
       facts.orgId = caller.orgId
       facts.keyId = caller.keyId
       facts.unconfirmed = caller.confirmed ? undefined : caller
-      const state = yield* rateLimit.consume(caller).pipe(
-        Effect.tapError(() => Metric.increment(rateLimitRejections))
-      )
+      const state = options?.rateLimit === false ? undefined : yield* throttle(caller)
       return { caller, rateLimit: state }
     }).pipe(traced("Gateway.authenticate"))
+
+  const throttle = (caller: Caller) =>
+    rateLimit.consume(caller).pipe(Effect.tapError(() => Metric.increment(rateLimitRejections)))
 
   /**
    * Steps 4 to 8, shared by tool calls and raw runs: `invoke` is the provider phase, `encode` the 200 body,
@@ -454,7 +461,15 @@ export const make = Effect.gen(function* () {
       invoke: (credentials) =>
         Effect.map(callProviderRaw(tool, input, credentials), (answered) => ({
           provider: answered.provider,
-          output: { tool, provider: answered.provider, status: answered.output.status, body: answered.output.body }
+          output: {
+            tool,
+            provider: answered.provider,
+            status: answered.output.status,
+            body: answered.output.body,
+            ...(answered.output.artifacts !== undefined && Object.keys(answered.output.artifacts).length > 0
+              ? { artifacts: answered.output.artifacts }
+              : {})
+          }
         })),
       encode: (answered) => Effect.succeed(JSON.stringify(answered.output)),
       // Without normalization the delivered units are unknown: a raw answer costs the reservation.
@@ -537,7 +552,7 @@ export const make = Effect.gen(function* () {
       return yield* new NormalizationFailed({ message: stored.error.message })
     })
 
-  return Gateway.of({ authenticate, run, runUnknown, runRaw, call })
+  return Gateway.of({ authenticate, throttle, run, runUnknown, runRaw, call })
 })
 
 const StoredEnvelope = Schema.Struct({ error: Schema.Struct({ message: Schema.String }) })

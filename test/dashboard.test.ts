@@ -238,7 +238,7 @@ layer(gatewayLayer({ ssrfAllow: ["127.0.0.1"] }), { excludeTestServices: true })
           if (tools[c.tool].beta) yield* Effect.orDie(Effect.flatMap(Betas, (b) => b.enable(orgId, c.tool)))
           const missing = yield* callTool(c.tool, c.input, { key })
           expectEnvelope(missing, { status: 401, type: "auth", code: "credential_required", retryable: false, billable: false, message: "POST /v1/connections" })
-          expect(yield* books(orgId)).toMatchObject({ balance: 10, held: 0, holdsByStatus: {} })
+          expect(yield* books(orgId)).toEqual(expect.objectContaining({ balance: 10, held: 0, holdsByStatus: {} }))
           expect(c.upstream(u).hits()).toBe(0)
 
           const provider = providerOf(c.tool)

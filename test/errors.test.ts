@@ -149,7 +149,7 @@ layer(gatewayLayer({ maxBodyBytes: 64 * 1024, rateLimitPerSecond: 5, rateLimitBu
           const result = yield* callTool("delta_post", { text: "hello" }, { key })
           expectError(result, { status: 401, type: "auth", code: "credential_required", retryable: false, billable: false })
           const b = yield* books(orgId)
-          expect(b).toMatchObject({ balance: 3, held: 0, holdsByStatus: {} })
+          expect(b).toEqual(expect.objectContaining({ balance: 3, held: 0, holdsByStatus: {} }))
         }))
 
       it.effect("tool_not_allowed: a key limited to other tools", () =>

@@ -90,7 +90,13 @@ layer(gatewayLayer(config), { excludeTestServices: true })("upstream faults", (i
       })
       const grown = (process.memoryUsage().rss - before) / 2 ** 20
       u.itunes.fault()
-      expect(results.map((r) => r.status)).toEqual(Array.from({ length: 20 }, () => 502))
+      // each is cut at the size cap (502 provider_response_too_large) or, on a machine too busy to read 5 MB
+      // within the deadline, at the deadline (504 provider_timeout): never billed either way
+      for (const r of results) {
+        expect(r.status === 502 || r.status === 504, `status ${r.status}`).toBe(true)
+        expect(r.body).toMatchObject({ error: { billable: false } })
+      }
+      expect(results.filter((r) => r.status === 502).length).toBeGreaterThan(0)
       // each answer is read up to the 5 MB cap and no further: at most 20 × 5 MB in flight
       expect(grown).toBeLessThan(150)
       expect(yield* books(orgId)).toMatchObject({ balance: 100, held: 0, holdsByStatus: { voided: 20 } })

@@ -157,7 +157,10 @@ layer(gatewayLayer({ maxBodyBytes: 64 * 1024, headersTimeoutMs: 500, requestTime
       )
       expect(headers.closedAfterMs).toBeLessThan(4_000)
       expect(body.closedAfterMs).toBeLessThan(4_000)
-      expect(body.text).not.toMatch(/^HTTP\/1\.1 5/)
+      // the body that never came: Node's request timeout, answered with the envelope
+      expect(body.text).toMatch(/^HTTP\/1\.1 408/)
+      expect(body.text).toContain(`"code":"request_timeout"`)
+      expect(body.text).toMatch(/x-request-id: req_/)
       expect((yield* request("/healthz", { method: "GET" })).status).toBe(200)
     }), 30_000)
 
@@ -183,4 +186,30 @@ layer(gatewayLayer({ maxBodyBytes: 64 * 1024, headersTimeoutMs: 500, requestTime
       for (const s of sockets) s.destroy()
       expect(open).toBe(0)
     }), 30_000)
+
+  it.effect("what Node refuses before the app — unparseable HTTP, oversized headers — is the envelope with a request id", () =>
+    Effect.gen(function* () {
+      const port = Number(new URL(yield* baseUrl).port)
+      const exchange = (raw: string) =>
+        Effect.async<string>((resume) => {
+          let text = ""
+          const socket = Net.connect(port, "127.0.0.1", () => socket.write(raw))
+          socket.on("data", (d: Buffer) => (text += d.toString()))
+          socket.on("close", () => resume(Effect.succeed(text)))
+          socket.on("error", () => undefined)
+        }).pipe(Effect.timeout("5 seconds"))
+      const garbage = yield* exchange("HELLO THERE\r\n\r\n")
+      expect(garbage).toMatch(/^HTTP\/1\.1 400/)
+      const badLength = yield* exchange("POST /v1/weather HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n")
+      expect(badLength).toMatch(/^HTTP\/1\.1 400/)
+      const huge = yield* exchange(`GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${"a".repeat(20_000)}\r\n\r\n`)
+      expect(huge).toMatch(/^HTTP\/1\.1 431/)
+      for (const answer of [garbage, badLength, huge]) {
+        expect(answer).toMatch(/x-request-id: req_\w+/)
+        const body = JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4))
+        expect(body).toEqual({
+          error: { type: "validation", code: "invalid_request", message: expect.any(String), retryable: false, billable: false }
+        })
+      }
+    }))
 })

@@ -44,8 +44,16 @@ layer(gatewayLayer(), { excludeTestServices: true })("SSRF guard", (it) => {
         expectEnvelope(result, refused)
         expect(errorOf(result)?.message).toContain("not allowed")
       }
-      expect(yield* books(orgId)).toMatchObject({ balance: 50, held: 0, holdsByStatus: {} })
+      expect(yield* books(orgId)).toEqual(expect.objectContaining({ balance: 50, held: 0, holdsByStatus: {} }))
       expect(u.pages.hits()).toBe(0)
+    }))
+
+  it.effect("a refused URL is refused before the reservation: an empty balance still gets url_not_allowed, not 402", () =>
+    Effect.gen(function* () {
+      const { key, orgId } = yield* givenOrg({ credits: 0 })
+      const result = yield* callTool("read", { url: "http://169.254.169.254/latest/meta-data/" }, { key })
+      expectEnvelope(result, refused)
+      expect(yield* books(orgId)).toEqual(expect.objectContaining({ balance: 0, held: 0, holdsByStatus: {} }))
     }))
 
   it.effect("refuses a hostname that resolves to loopback", () =>

@@ -155,7 +155,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("validation", (it) => {
             expectEnvelope(result, { ...invalid, message: field })
           }
           // nothing was reserved or charged for any of it
-          expect(yield* books(orgId)).toMatchObject({ balance: 10, held: 0, holdsByStatus: {} })
+          expect(yield* books(orgId)).toEqual(expect.objectContaining({ balance: 10, held: 0, holdsByStatus: {} }))
         }))
 
       it.effect(`extra properties are ${cases("")[tool].extra}`, () =>

@@ -8,7 +8,7 @@ import * as Http from "node:http"
 import type * as Net from "node:net"
 import { GatewayConfig } from "../services/GatewayConfig.js"
 import { Api } from "./Api.js"
-import { EnvelopeMiddlewareLive } from "./envelope.js"
+import { EnvelopeMiddlewareLive, newRequestId } from "./envelope.js"
 import { HandlersLive } from "./handlers.js"
 import { ArtifactsLive } from "./artifacts.js"
 import { CatalogLive } from "./catalog.js"
@@ -70,7 +70,50 @@ export const makeNodeServer = (timeouts: {
     socket.setTimeout(timeouts.headersTimeoutMs, () => socket.destroy())
   })
   server.on("request", (request: Http.IncomingMessage) => request.socket.setTimeout(0))
+  server.on("clientError", answerClientError)
   return server
+}
+
+/**
+ * What Node refuses before a request reaches the app — a request line or header it cannot parse, headers
+ * over its size limit, a request not received within the timeouts — is answered with the envelope too,
+ * and a request id, instead of Node's bare status line. The connection is then closed.
+ */
+export const clientErrorAnswer = (code: string | undefined): { readonly status: number; readonly error: Record<string, unknown> } => {
+  switch (code) {
+    case "HPE_HEADER_OVERFLOW":
+      return {
+        status: 431,
+        error: { type: "validation", code: "invalid_request", message: "The request's headers are larger than this server accepts (16 KB).", retryable: false, billable: false }
+      }
+    case "ERR_HTTP_REQUEST_TIMEOUT":
+      return {
+        status: 408,
+        error: { type: "timeout", code: "request_timeout", message: "The request was not received in time; send it again, faster.", retryable: true, billable: false }
+      }
+    default:
+      return {
+        status: 400,
+        error: { type: "validation", code: "invalid_request", message: "The request is not valid HTTP/1.1.", retryable: false, billable: false }
+      }
+  }
+}
+
+const answerClientError = (error: Error & { readonly code?: string }, socket: Net.Socket) => {
+  // a connection the client reset, or one whose answer already began, can only be closed
+  const answering: unknown = Reflect.get(socket, "_httpMessage")
+  const started = typeof answering === "object" && answering !== null && Reflect.get(answering, "headersSent") === true
+  if (error.code === "ECONNRESET" || !socket.writable || started) {
+    socket.destroy()
+    return
+  }
+  const { status, error: body } = clientErrorAnswer(error.code)
+  const json = JSON.stringify({ error: body })
+  socket.end(
+    `HTTP/1.1 ${status} ${Http.STATUS_CODES[status] ?? ""}\r\n` +
+      `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(json)}\r\n` +
+      `x-request-id: ${newRequestId()}\r\nconnection: close\r\n\r\n${json}`
+  )
 }
 
 /** Serve the API on `HOST:PORT` (port 0 picks a free one; `HttpServer.HttpServer` tells which). */

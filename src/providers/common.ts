@@ -7,7 +7,7 @@
  *   output. A decode failure is `normalization_failed`, naming the field and pointing at `/v1/run`.
  */
 import { Effect, Schema } from "effect"
-import { InvalidRequest, NormalizationFailed, type ProviderError, ProviderUnavailable } from "../domain/errors.js"
+import { InvalidRequest, NormalizationFailed, type ProviderError, ProviderUnavailable, type UrlNotAllowed } from "../domain/errors.js"
 import { describeParseError } from "../domain/parse.js"
 import { type ArtifactRef, ArtifactSink } from "../services/Artifacts.js"
 import type { Credentials } from "../domain/connections.js"
@@ -45,6 +45,11 @@ export type Normalize<I, O> = (input: I, raw: Raw) => Effect.Effect<O, Normaliza
 
 /** A tool on one provider: the raw call, and the mapping of its answer to the tool's output. */
 export interface ProviderTool<I, C, O> {
+  /**
+   * What can be refused from the input alone, before any credit is reserved (a URL the SSRF guard refuses
+   * on its face, a path that leaves the connection's host). No I/O: what needs DNS is checked on connect.
+   */
+  readonly check?: (input: I, credentials: C, config: typeof GatewayConfig.Service) => Effect.Effect<void, UrlNotAllowed | InvalidRequest>
   readonly fetch: (input: I, credentials: C) => ProviderEffect<Raw>
   readonly normalize: Normalize<I, O>
 }

@@ -11,15 +11,21 @@ export const PROVIDER = "epsilon"
 
 const queryValue = (v: unknown): string => (typeof v === "string" ? v : JSON.stringify(v))
 
+/** The URL a call goes to: the connection's base URL and the call's path, which may not leave its host. */
+const targetOf = (input: ToolInput<"epsilon_request">, credentials: Credentials["epsilon"]) => {
+  const base = credentials.base_url.replace(/\/+$/, "")
+  const path = input.path.startsWith("/") ? input.path : `/${input.path}`
+  if (!URL.canParse(`${base}${path}`)) return Effect.fail(invalid("path does not make a valid URL"))
+  const url = new URL(`${base}${path}`)
+  if (url.origin !== new URL(base).origin) return Effect.fail(invalid("path must stay on the connection's base URL"))
+  return Effect.succeed(url)
+}
+
 export const request: ProviderTool<ToolInput<"epsilon_request">, Credentials["epsilon"], ToolOutput<"epsilon_request">> = {
+  check: (input, credentials) => Effect.asVoid(targetOf(input, credentials)),
   fetch: (input, credentials) =>
     Effect.gen(function* () {
-      const base = credentials.base_url.replace(/\/+$/, "")
-      const path = input.path.startsWith("/") ? input.path : `/${input.path}`
-      if (!URL.canParse(`${base}${path}`)) return yield* invalid("path does not make a valid URL")
-      const url = new URL(`${base}${path}`)
-      // The path may not leave the connection's host.
-      if (url.origin !== new URL(base).origin) return yield* invalid("path must stay on the connection's base URL")
+      const url = yield* targetOf(input, credentials)
       for (const [k, v] of Object.entries(input.query ?? {})) url.searchParams.append(k, queryValue(v))
       const method = input.method ?? "GET"
       const headers: Record<string, string> = {}

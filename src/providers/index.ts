@@ -4,7 +4,7 @@
  * the answer names the provider. Every tool is a raw call (`POST /v1/run`) and its normalization.
  */
 import { Effect, Option } from "effect"
-import { ProviderNotConfigured, UrlNotAllowed } from "../domain/errors.js"
+import { type InvalidRequest, ProviderNotConfigured, UrlNotAllowed } from "../domain/errors.js"
 import type { CredentialFor, ToolInput, ToolName, ToolOutput } from "../domain/tools.js"
 import { GatewayConfig } from "../services/GatewayConfig.js"
 import { makePolicy, refusedUrl } from "../services/Ssrf.js"
@@ -48,12 +48,13 @@ const fallback = <I, O>(
   name: string,
   order: (config: Config) => ReadonlyArray<string>,
   candidates: Readonly<Record<string, Candidate<I, O>>>,
-  precheck: (input: I, config: Config) => Effect.Effect<void, UrlNotAllowed> = () => Effect.void
+  check?: (input: I, credentials: undefined, config: Config) => Effect.Effect<void, UrlNotAllowed>
 ): ProviderTool<I, undefined, O> => ({
+  ...(check !== undefined ? { check } : {}),
   fetch: (input) =>
     Effect.gen(function* () {
       const config = yield* GatewayConfig
-      yield* precheck(input, config)
+      if (check !== undefined) yield* check(input, undefined, config)
       const named = order(config)
       const usable = named.flatMap((provider) => {
         const c = candidates[provider]
@@ -89,8 +90,9 @@ export const read = fallback<ToolInput<"read">, ToolOutput<"read">>(
     beta: { configured: Beta.isConfigured, tool: Beta.curatedRead },
     gamma: { configured: Gamma.isConfigured, tool: Gamma.curatedRead }
   },
-  // The caller's URL is checked once, whichever provider fetches it.
-  (input, config) => {
+  // The caller's URL is checked once, whichever provider fetches it: before the reservation, and again here
+  // for library callers of the provider layer.
+  (input, _credentials, config) => {
     const reason = refusedUrl(makePolicy(config.ssrfAllow), new URL(input.url))
     return reason === undefined ? Effect.void : Effect.fail(new UrlNotAllowed({ message: `The URL is not allowed: ${reason}.` }))
   }
@@ -120,6 +122,17 @@ export const implementations: { readonly [K in ToolName]: Implementation<K> } = 
   lambda_batch_emails: Lambda.lambdaBatchEmails,
   mu_database: Mu.muDatabase,
   nu_account: Nu.nuAccount
+}
+
+/** What the tool's provider refuses from the input alone, before any credit is reserved. */
+export const preflight = <T extends ToolName>(
+  tool: T,
+  input: ToolInput<T>,
+  credentials: CredentialFor<T>,
+  config: Config
+): Effect.Effect<void, UrlNotAllowed | InvalidRequest> => {
+  const impl: Implementation<T> = implementations[tool]
+  return impl.check === undefined ? Effect.void : impl.check(input, credentials, config)
 }
 
 /** Call a tool's provider(s) and normalize the answer. */

@@ -40,7 +40,7 @@ import {
   type ToolName,
   type ToolOutput
 } from "../domain/tools.js"
-import { type Answered, callProvider, callProviderRaw, type ProviderEffect } from "../providers/index.js"
+import { type Answered, callProvider, callProviderRaw, preflight, type ProviderEffect } from "../providers/index.js"
 import { describeParseError } from "../domain/parse.js"
 import { type ArtifactRef, Artifacts, ArtifactSink } from "./Artifacts.js"
 import { Betas } from "./Betas.js"
@@ -322,6 +322,8 @@ export const make = Effect.gen(function* () {
         }
         // 6. account tools need the org's connection to the provider (credentials for this call only)
         const credentials = yield* connectionCheck[tool](connections, caller.orgId)
+        // what the provider refuses on the input's face (a URL the SSRF guard refuses) costs nothing
+        yield* preflight(tool, input, credentials, config)
         // 7. reserve the most this input can cost
         const hold = yield* ledger.reserve({
           orgId: caller.orgId,

@@ -13,6 +13,7 @@
  *   npm run bench -- --only gateway    scenarios whose name contains a word
  *   npm run bench -- --profile         the gateway runs with --cpu-prof (profiles in bench/results/profiles)
  */
+import * as Crypto from "node:crypto"
 import { Effect, Exit, Scope } from "effect"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
@@ -156,6 +157,7 @@ const main = async () => {
     const [keys, upstream] = await Promise.all([provision(db.url), startServer("upstream", script("upstream"))])
     const env = {
       DATABASE_URL: db.url,
+      GATEWAY_ENCRYPTION_KEY: Crypto.randomBytes(32).toString("base64"),
       APPSTORE_BASE_URL: `http://127.0.0.1:${upstream.port}`,
       RATE_LIMIT_PER_SECOND: "0",
       LOG_LEVEL: process.env["LOG_LEVEL"] ?? "info"

@@ -9,6 +9,7 @@
  *   npm run soak                     five minutes
  *   npm run soak -- --seconds 60     shorter (what `npm run test:stress` runs)
  */
+import * as Crypto from "node:crypto"
 import { Effect, Exit, Scope } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
@@ -48,6 +49,7 @@ const main = async () => {
     const [keys, upstream] = await Promise.all([provision(db.url), startServer("upstream", script("upstream"), ["--faults"])])
     const gateway = await startGateway("gateway", {
       DATABASE_URL: db.url,
+      GATEWAY_ENCRYPTION_KEY: Crypto.randomBytes(32).toString("base64"),
       APPSTORE_BASE_URL: `http://127.0.0.1:${upstream.port}`,
       RATE_LIMIT_PER_SECOND: "0",
       PROVIDER_TIMEOUT_MS: "1000",

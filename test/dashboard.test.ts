@@ -207,6 +207,25 @@ layer(gatewayLayer({ ssrfAllow: ["127.0.0.1"] }), { excludeTestServices: true })
         expectEnvelope(yield* dashboard("POST", "/v1/connections", token, { provider: "nu" }), { ...invalid, message: "credentials" })
       }))
 
+    it.effect("an answer never carries a credential back, even one sent in the wrong shape", () =>
+      Effect.gen(function* () {
+        const { token } = yield* givenMember()
+        const bodies = [
+          { provider: "nu", credentials: "ghp_SECRET_as_string" },
+          { provider: "delta", credentials: { identifier: "alice.test", app_password: ["pw-SECRET-in-array"] } },
+          { provider: "nu", credentials: { token: 98765432109876 } },
+          { provider: "epsilon", credentials: { base_url: "not a url SECRET-URL", token: "tok-SECRET-epsilon" } }
+        ]
+        for (const body of bodies) {
+          const answer = yield* dashboard("POST", "/v1/connections", token, body)
+          expect(answer.status).toBe(400)
+          for (const secret of ["ghp_SECRET_as_string", "pw-SECRET-in-array", "98765432109876", "SECRET-URL", "tok-SECRET-epsilon"]) {
+            expect(answer.text, JSON.stringify(body)).not.toContain(secret)
+          }
+          expect(errorOf(answer)?.message).toContain("credentials")
+        }
+      }))
+
     it.effect("the database row never holds the plaintext", () =>
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
@@ -229,6 +248,11 @@ layer(gatewayLayer({ ssrfAllow: ["127.0.0.1"] }), { excludeTestServices: true })
   })
 
   describe("account tools", () => {
+    it("the cases below are every account tool of the catalog", () => {
+      const account = Object.values(tools).filter((t) => t.account).map((t) => t.name).sort()
+      expect(accountCases.map((c) => c.tool).sort()).toEqual(account)
+    })
+
     for (const c of accountCases) {
       it.effect(`${c.tool}: credential_required until connected, then the provider on the org's account`, () =>
         Effect.gen(function* () {
@@ -420,6 +444,16 @@ layer(gatewayLayer({ ssrfAllow: ["127.0.0.1"] }), { excludeTestServices: true })
         expectEnvelope(yield* callTool("nu_account", {}, { key: a.key }), { status: 401, type: "auth", code: "credential_required", retryable: false, billable: false })
         expect(u.github.hits()).toBe(0)
         expectOk(yield* callTool("nu_account", {}, { key: b.key }))
+        // A connecting "nu" makes A's own connection: B's keeps its id, its time and its credentials.
+        const bBefore = listOf(yield* dashboard("GET", "/v1/connections", b.token))
+        expect((yield* dashboard("POST", "/v1/connections", a.token, { provider: "nu", credentials: { token: "ghp_a_other" } })).status).toBe(201)
+        const aConnections = listOf(yield* dashboard("GET", "/v1/connections", a.token))
+        expect(aConnections).toHaveLength(1)
+        expect(aConnections[0]?.["id"]).not.toBe(bBefore[0]?.["id"])
+        expect(listOf(yield* dashboard("GET", "/v1/connections", b.token))).toEqual(bBefore)
+        u.resetAll()
+        expectOk(yield* callTool("nu_account", {}, { key: b.key }))
+        expect(u.github.requests.map((r) => r.headers["authorization"])).toEqual(["Bearer ghp_token"])
         // Keys: A lists only its own; revoking B's key is "not found" and B's key keeps working.
         const aKeys = listOf(yield* dashboard("GET", "/v1/keys", a.token))
         expect(aKeys.map((k) => k["id"])).toEqual([a.keyId])
@@ -447,6 +481,18 @@ layer(gatewayLayer({ identity: { ...GatewayConfig.defaults.identity, devIssuer: 
 })
 
 layer(gatewayLayer(), { excludeTestServices: true })("encryption keys", (it) => {
+  it.effect("with DATABASE_URL the key must be given: a key generated into one host's data dir is refused", () =>
+    Effect.gen(function* () {
+      const config = yield* GatewayConfig
+      const built = yield* Effect.exit(Effect.scoped(Layer.build(EncryptionLive.pipe(Layer.provide(Layer.succeed(GatewayConfig, {
+        ...config,
+        encryptionKey: Option.none(),
+        databaseUrl: Option.some(Redacted.make("postgres://db.internal/gateway"))
+      }))))))
+      expect(Exit.isFailure(built)).toBe(true)
+      expect(String(built)).toContain("GATEWAY_ENCRYPTION_KEY is required with DATABASE_URL")
+    }))
+
   it.effect("rotation: rows sealed with an old key stay readable; an unknown key cannot read them", () =>
     Effect.gen(function* () {
       const u = yield* TestUpstreams

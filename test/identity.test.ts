@@ -3,7 +3,7 @@
  * for Google's), dev tokens, and every way a token can be wrong. API keys are refused on these routes.
  */
 import { expect, layer } from "@effect/vitest"
-import { Effect, Exit, Layer, TestClock } from "effect"
+import { Effect, Exit, Layer, Option, TestClock } from "effect"
 import { SignJWT, UnsecuredJWT } from "jose"
 import { Identity, IdentityLive } from "../src/services/Identity.js"
 import { GatewayConfig } from "../src/services/GatewayConfig.js"
@@ -120,6 +120,16 @@ layer(gatewayLayer(), { excludeTestServices: true })("ID tokens", (it) => {
       expectEnvelope(yield* dashboard("GET", "/v1/keys", key), { ...invalidToken, message: "never an API key" })
       expectEnvelope(yield* dashboard("GET", "/v1/keys", undefined, undefined, { "x-api-key": key }), invalidToken)
       expectEnvelope(yield* dashboard("GET", "/v1/keys", token, undefined, { "x-api-key": key }), invalidToken)
+      // the Connections routes above all (the contract's rule 3)
+      for (const [method, path, body] of [
+        ["GET", "/v1/connections", undefined],
+        ["POST", "/v1/connections", { provider: "nu", credentials: { token: "ghp_token" } }],
+        ["DELETE", "/v1/connections/nu", undefined]
+      ] as const) {
+        expectEnvelope(yield* dashboard(method, path, key, body), { ...invalidToken, message: "never an API key" })
+        expectEnvelope(yield* dashboard(method, path, undefined, body, { "x-api-key": key }), invalidToken)
+        expectEnvelope(yield* dashboard(method, path, token, body, { "x-api-key": key }), invalidToken)
+      }
     }))
 
   it.effect("an ID token is not an API key on tool routes", () =>
@@ -163,5 +173,22 @@ layer(servicesLayer())("identity in process", (it) => {
       const exit = yield* Effect.exit(Layer.build(IdentityLive.pipe(Layer.provide(Layer.succeed(GatewayConfig, config)))).pipe(Effect.scoped))
       expect(Exit.isFailure(exit)).toBe(true)
       expect(String(exit)).toContain("loopback")
+    }))
+})
+
+layer(gatewayLayer({
+  identity: { ...GatewayConfig.defaults.identity, firebaseProjectId: Option.some(FIREBASE_PROJECT), firebaseJwksUrl: "http://127.0.0.1:9/jwks", jwksCooldownMs: 0 }
+}), { excludeTestServices: true })("ID tokens while the signing keys cannot be fetched", (it) => {
+  it.effect("a valid token is answered provider_unavailable (retryable), not invalid_token", () =>
+    Effect.gen(function* () {
+      const { token } = yield* firebaseMember()
+      expectEnvelope(yield* dashboard("GET", "/v1/org", token), {
+        status: 502,
+        type: "provider",
+        code: "provider_unavailable",
+        retryable: true,
+        billable: false,
+        message: "signing keys"
+      })
     }))
 })

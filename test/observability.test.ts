@@ -21,6 +21,7 @@ import {
   gatewayLayerTracedBy,
   givenOrg,
   request,
+  TEST_ENCRYPTION_KEY,
   TestUpstreams
 } from "./support/gateway.js"
 
@@ -339,7 +340,13 @@ layer(gatewayLayer(), { excludeTestServices: true })("the built server", (it) =>
   const envFor = Effect.gen(function* () {
     const { url } = yield* TestDatabaseUrl
     const u = yield* TestUpstreams
-    return { DATABASE_URL: url, WEATHER_BASE_URL: u.openMeteo.url, GEOCODING_BASE_URL: u.openMeteo.url, GATEWAY_BOOTSTRAP: "false" }
+    return {
+      DATABASE_URL: url,
+      GATEWAY_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
+      WEATHER_BASE_URL: u.openMeteo.url,
+      GEOCODING_BASE_URL: u.openMeteo.url,
+      GATEWAY_BOOTSTRAP: "false"
+    }
   })
 
   it.effect("one JSON log line per request, with its facts, at a level that follows the outcome", () =>

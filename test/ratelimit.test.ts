@@ -8,7 +8,7 @@ import { describe, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { expectEnvelope, expectOk } from "./support/assert.js"
 import { TestDatabaseUrl } from "./support/database.js"
-import { callTool, dashboard, gatewayLayer, givenMember, givenOrg, TestUpstreams } from "./support/gateway.js"
+import { callTool, dashboard, gatewayLayer, givenMember, givenOrg, TEST_ENCRYPTION_KEY, TestUpstreams } from "./support/gateway.js"
 import { KeyStore } from "../src/services/KeyStore.js"
 import { post, serve } from "./support/processes.js"
 import { Redacted } from "effect"
@@ -86,6 +86,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("rate limits across process
       const u = yield* TestUpstreams
       return {
         DATABASE_URL: url,
+        GATEWAY_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY,
         APPSTORE_BASE_URL: u.itunes.url,
         GATEWAY_BOOTSTRAP: "false",
         LOG_LEVEL: "error",

@@ -7,13 +7,20 @@ import { ParseResult } from "effect"
 export const formatPath = (path: ReadonlyArray<PropertyKey>) =>
   path.map((p, i) => (typeof p === "number" ? `[${p}]` : i === 0 ? String(p) : `.${String(p)}`)).join("")
 
-/** The first problem of a parse error, as `field: message`. */
-export const describeParseError = (error: ParseResult.ParseError): string => {
+/**
+ * A problem's message without the value that was sent ("Expected string, actual 123" → "Expected string"):
+ * for secrets, which an answer must never carry back.
+ */
+export const withoutValue = (message: string): string => message.replace(/,?\s*actual[\s\S]*$/, "").trim()
+
+/** The first problem of a parse error, as `field: message` (without the value sent, when it is a secret). */
+export const describeParseError = (error: ParseResult.ParseError, options: { readonly secret?: boolean } = {}): string => {
   const issues = ParseResult.ArrayFormatter.formatErrorSync(error)
   const first = issues[0]
   if (first === undefined) return "unexpected shape"
   const more = issues.length > 1 ? ` (and ${issues.length - 1} more)` : ""
   const field = formatPath(first.path)
-  return `${field === "" ? "" : `${field}: `}${first.message}${more}`
+  const message = options.secret === true ? withoutValue(first.message) : first.message
+  return `${field === "" ? "" : `${field}: `}${message}${more}`
 }
 

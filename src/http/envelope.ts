@@ -27,7 +27,7 @@ import {
   NotFound,
   PayloadTooLarge
 } from "../domain/errors.js"
-import { formatPath } from "../domain/parse.js"
+import { formatPath, withoutValue } from "../domain/parse.js"
 import { GatewayConfig } from "../services/GatewayConfig.js"
 import { KeyStore } from "../services/KeyStore.js"
 import type { RateLimitState } from "../services/RateLimit.js"
@@ -53,8 +53,8 @@ export const newRequestId = () => `req_${base62(20)}`
 
 const fieldOf = (path: ReadonlyArray<PropertyKey>) => (path.length === 0 ? "" : `${formatPath(path)}: `)
 
-const decodeMessage = (error: HttpApiError.HttpApiDecodeError): string => {
-  const issues = error.issues.slice(0, 5).map((i) => `${fieldOf(i.path)}${i.message}`)
+const decodeMessage = (error: HttpApiError.HttpApiDecodeError, secret: boolean): string => {
+  const issues = error.issues.slice(0, 5).map((i) => `${fieldOf(i.path)}${secret ? withoutValue(i.message) : i.message}`)
   const more = error.issues.length > 5 ? ` (and ${error.issues.length - 5} more)` : ""
   return `Invalid request: ${issues.join("; ")}${more}`
 }
@@ -75,7 +75,10 @@ const toGatewayError = (
   maxBodyBytes: number
 ): GatewayError | undefined => {
   if (isGatewayError(error)) return error
-  if (error instanceof HttpApiError.HttpApiDecodeError) return new InvalidRequest({ message: decodeMessage(error) })
+  if (error instanceof HttpApiError.HttpApiDecodeError) {
+    // a connection's body carries credentials: its errors never repeat what was sent
+    return new InvalidRequest({ message: decodeMessage(error, request.url.startsWith("/v1/connections")) })
+  }
   if (error instanceof HttpServerError.RouteNotFound) {
     const path = request.url.split("?")[0] ?? "/"
     const allowed = routeTable.methodsFor(path)

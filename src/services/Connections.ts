@@ -85,7 +85,7 @@ export const make = Effect.gen(function* () {
       const schema: Schema.Schema<Credentials[P], CredentialsEncoded[P]> = credentialSchemas[provider]
       const decoded = yield* Schema.decodeUnknown(schema, { errors: "all" })(credentials).pipe(
         Effect.mapError((error) =>
-          new InvalidRequest({ message: `Invalid ${provider} credentials: credentials.${describeParseError(error)}` })
+          new InvalidRequest({ message: `Invalid ${provider} credentials: credentials.${describeParseError(error, { secret: true })}` })
         )
       )
       const sealed = yield* encryption.seal(JSON.stringify(decoded), associatedData(orgId, provider))

@@ -54,6 +54,14 @@ const loadOrCreateKeyFile = (dataDir: string) =>
 
 export const make = Effect.gen(function* () {
   const config = yield* GatewayConfig
+  // A key generated into this host's data dir is only for the embedded database: processes that share a
+  // PostgreSQL must share the key, so with DATABASE_URL it must be given.
+  if (Option.isNone(config.encryptionKey) && Option.isSome(config.databaseUrl)) {
+    return yield* new EncryptionKeyError({
+      message: "GATEWAY_ENCRYPTION_KEY is required with DATABASE_URL (32 bytes, base64 or hex: every process on that " +
+        "database must seal connections with the same key); e.g. node -e \"console.log(require('crypto').randomBytes(32).toString('base64'))\""
+    })
+  }
   const currentText = Option.isSome(config.encryptionKey)
     ? Redacted.value(config.encryptionKey.value)
     : yield* loadOrCreateKeyFile(config.dataDir)

@@ -27,7 +27,7 @@ import {
   jwtVerify,
   SignJWT
 } from "jose"
-import { InvalidToken } from "../domain/errors.js"
+import { InvalidToken, ProviderUnavailable } from "../domain/errors.js"
 import { GatewayConfig } from "./GatewayConfig.js"
 import { base62 } from "./random.js"
 import { nowMillis, toDate } from "./time.js"
@@ -47,7 +47,8 @@ export interface Principal {
 export class IdentityError extends Data.TaggedError("IdentityError")<{ readonly message: string }> {}
 
 export class Identity extends Context.Tag("Identity")<Identity, {
-  readonly verify: (token: string) => Effect.Effect<Principal, InvalidToken>
+  /** A signed-in user's ID token; `provider_unavailable` (retryable) when the signing keys cannot be fetched. */
+  readonly verify: (token: string) => Effect.Effect<Principal, InvalidToken | ProviderUnavailable>
   /** The dev issuer's public keys, when it is enabled. */
   readonly devJwks: Option.Option<JSONWebKeySet>
 }>() {}
@@ -118,12 +119,19 @@ const describeJoseError = (error: unknown): string => {
       return "The ID token is signed with an unknown key."
     case "ERR_JOSE_ALG_NOT_ALLOWED":
       return "The ID token must be signed with RS256."
-    case "ERR_JWKS_TIMEOUT":
-    case "ERR_JOSE_GENERIC":
-      return "The signing keys could not be fetched; retry."
     default:
       return "The ID token is not valid."
   }
+}
+
+/**
+ * Whether verification failed because the identity provider's keys could not be fetched (unreachable, slow,
+ * a non-200 or a body that is not a key set): the token may be fine, so that is a retryable provider failure.
+ */
+const keysUnavailable = (error: unknown): boolean => {
+  if (error instanceof TypeError) return true
+  const code = typeof error === "object" && error !== null && "code" in error ? String(error.code) : ""
+  return code === "ERR_JWKS_TIMEOUT" || code === "ERR_JOSE_GENERIC" || code === "ERR_JWKS_INVALID"
 }
 
 export const make = Effect.gen(function* () {
@@ -147,7 +155,7 @@ export const make = Effect.gen(function* () {
 
   const invalid = (message: string) => new InvalidToken({ message })
 
-  const verify = (token: string): Effect.Effect<Principal, InvalidToken> =>
+  const verify = (token: string): Effect.Effect<Principal, InvalidToken | ProviderUnavailable> =>
     Effect.gen(function* () {
       if (token === "") return yield* invalid("Sign in: send Authorization: Bearer <ID token>.")
       const claims = yield* Effect.try({
@@ -171,7 +179,10 @@ export const make = Effect.gen(function* () {
         const audience = Option.getOrElse(firebaseProject, () => "")
         yield* Effect.tryPromise({
           try: () => jwtVerify(token, keySet, { ...options, issuer: firebaseIssuer.value, audience }),
-          catch: (error) => invalid(describeJoseError(error))
+          catch: (error) =>
+            keysUnavailable(error)
+              ? new ProviderUnavailable({ message: "The identity provider's signing keys could not be fetched; retry." })
+              : invalid(describeJoseError(error))
         })
         verified = "firebase"
       } else {

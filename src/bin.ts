@@ -4,6 +4,7 @@
  */
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
 import { Console, Effect, Layer, Logger, LogLevel } from "effect"
+import Cluster from "node:cluster"
 import { cli } from "./cli/main.js"
 import { describeStartupError } from "./cli/errors.js"
 
@@ -22,6 +23,8 @@ cli(process.argv).pipe(
       message === "" ? Effect.void : Console.error(message),
       Effect.sync(() => {
         process.exitCode = 2
+        // a cluster worker stays alive on its channel to the primary: leave, so that the primary sees why
+        if (Cluster.isWorker) process.exit(2)
       })
     )
   }),

@@ -95,7 +95,65 @@ layer(gatewayLayer(), { excludeTestServices: true })("the CLI against DATABASE_U
       expect(badAmount.code).not.toBe(0)
       const badTool = yield* run(["beta", "enable", "--org", "org_x", "--tool", "nope"], env)
       expect(badTool.code).not.toBe(0)
+      // only beta tools can be enabled
+      expect((yield* run(["beta", "enable", "--org", "org_x", "--tool", "weather"], env)).code).not.toBe(0)
+      // with --json the error is the envelope, on stdout
+      const asJson = yield* run(["org", "show", "--org", "org_doesnotexist", "--json"], env)
+      expect(asJson.code).toBe(1)
+      expect(JSON.parse(asJson.stdout)).toEqual({
+        error: { type: "not_found", code: "not_found", message: expect.stringContaining("org_doesnotexist"), retryable: false, billable: false }
+      })
+      // a mistyped org is an error, not an empty list
+      for (const args of [["keys", "list", "--org", "org_doesnotexist"], ["members", "list", "--org", "org_doesnotexist"]]) {
+        const listed = yield* run(args, env)
+        expect(listed.code, args.join(" ")).toBe(1)
+        expect(listed.stderr).toContain("org_doesnotexist")
+      }
     }))
+
+  it.effect("members: add and list a dashboard user", () =>
+    Effect.gen(function* () {
+      const env = yield* envFor
+      const org = yield* runJson(["org", "create", "--name", "team"], env)
+      const id = String(org["id"])
+      expect(yield* runJson(["members", "add", "--org", id, "--uid", "alice"], env)).toMatchObject({ uid: "alice", org_id: id })
+      const listed = yield* run(["members", "list", "--org", id, "--json"], env)
+      expect(JSON.parse(listed.stdout)).toEqual([expect.objectContaining({ uid: "alice", org_id: id })])
+    }))
+
+  it.effect("dev token: only with DEV_IDENTITY, on a loopback HOST, with a sane lifetime", () =>
+    Effect.gen(function* () {
+      const env = yield* envFor
+      const off = yield* run(["dev", "token", "--uid", "alice"], env)
+      expect(off.code).toBe(1)
+      expect(off.stderr).toContain("DEV_IDENTITY=true")
+      const dev = { ...env, DEV_IDENTITY: "true", GATEWAY_DATA_DIR: Path.join(Os.tmpdir(), `tg-dev-${process.pid}`) }
+      const exposed = yield* run(["dev", "token", "--uid", "alice"], { ...dev, HOST: "0.0.0.0" })
+      expect(exposed.code).toBe(1)
+      expect(exposed.stderr).toContain("loopback")
+      const expired = yield* run(["dev", "token", "--uid", "alice", "--ttl", "-100"], dev)
+      expect(expired.code).toBe(1)
+      expect(expired.stderr).toContain("--ttl")
+      const ok = yield* run(["dev", "token", "--uid", "alice", "--ttl", "60"], dev)
+      expect(ok.code, ok.stderr).toBe(0)
+      expect(ok.stdout.trim().split(".")).toHaveLength(3)
+    }))
+
+  it.effect("serve --workers with the dev issuer on a non-loopback HOST refuses to start, at once", () =>
+    Effect.gen(function* () {
+      const env = yield* envFor
+      const started = Date.now()
+      const refused = yield* run(["serve", "--workers", "2"], {
+        ...env,
+        GATEWAY_ENCRYPTION_KEY: Buffer.alloc(32, 7).toString("base64"),
+        DEV_IDENTITY: "true",
+        HOST: "0.0.0.0",
+        PORT: "0"
+      })
+      expect(refused.code).toBe(2)
+      expect(refused.stderr).toContain("loopback")
+      expect(Date.now() - started).toBeLessThan(30_000)
+    }), 60_000)
 
   it.effect("a key revoked through the CLI is refused at once by the running server", () =>
     Effect.gen(function* () {

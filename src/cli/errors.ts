@@ -32,6 +32,8 @@ export const describeStartupError = (error: unknown): string => {
       return `prices: ${messageOf(error)}`
     case "EncryptionKeyError":
       return `encryption key: ${messageOf(error)}`
+    case "WorkerStartError":
+      return `workers: ${messageOf(error)}`
     case "ServeError":
       return `cannot listen: ${messageOf(error)}${causeMessage(error)} (check HOST and PORT)`
     default:

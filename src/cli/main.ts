@@ -7,14 +7,14 @@ import { Command, Options } from "@effect/cli"
 import { Console, Effect, Layer, Option, Redacted } from "effect"
 import { migrate } from "../db/migrations.js"
 import { DatabaseLive } from "../db/Database.js"
-import { isGatewayError } from "../domain/errors.js"
+import { envelope, isGatewayError } from "../domain/errors.js"
 import { KeyId, OrgId } from "../domain/ids.js"
-import { isToolName, toolNames } from "../domain/tools.js"
+import { catalog, isToolName, toolNames } from "../domain/tools.js"
 import { Betas, BetasLive } from "../services/Betas.js"
 import { GatewayConfigFromEnv } from "../services/GatewayConfig.js"
 import { type KeyInfo, KeyStore, KeyStoreLive } from "../services/KeyStore.js"
 import { Ledger, LedgerLive, type Org } from "../services/Ledger.js"
-import { devKey, mintDevToken } from "../services/Identity.js"
+import { devKey, isLoopback, mintDevToken } from "../services/Identity.js"
 import { Members, MembersLive } from "../services/Members.js"
 import { nowMillis } from "../services/time.js"
 import { keyView, orgView } from "../views.js"
@@ -45,12 +45,17 @@ const orgText = (org: Org) =>
 
 const print = (asJson: boolean, value: unknown, text: string) => Console.log(asJson ? JSON.stringify(value, null, 2) : text)
 
-/** Run an admin action; a gateway error (an unknown org, say) is printed and exits with status 1. */
-const admin = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+/**
+ * Run an admin action; a gateway error (an unknown org, say) is printed — as the error envelope on stdout
+ * with `--json`, as a line on stderr without — and exits with status 1.
+ */
+const admin = <A, E, R>(asJson: boolean, effect: Effect.Effect<A, E, R>) =>
   effect.pipe(
     Effect.catchAll((error) =>
       Effect.zipRight(
-        Console.error(`error: ${isGatewayError(error) ? error.message : String(error)}`),
+        asJson && isGatewayError(error)
+          ? Console.log(JSON.stringify(envelope(error), null, 2))
+          : Console.error(`error: ${isGatewayError(error) ? error.message : String(error)}`),
         Effect.sync(() => {
           process.exitCode = 1
         })
@@ -58,6 +63,9 @@ const admin = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     ),
     Effect.provide(AdminLive)
   )
+
+/** The org must exist (a mistyped id is an error, not an empty list). */
+const existingOrg = (org: string) => Effect.flatMap(Ledger, (ledger) => ledger.getOrg(OrgId.make(org)))
 
 const workers = Options.integer("workers").pipe(
   Options.withDefault(1),
@@ -70,7 +78,7 @@ const serve = Command.make("serve", { workers }, ({ workers }) =>
 ).pipe(Command.withDescription("Run the gateway (HOST, PORT; DATABASE_URL or the embedded database)"))
 
 const migrateCommand = Command.make("migrate", { json }, ({ json }) =>
-  admin(Effect.gen(function* () {
+  admin(json, Effect.gen(function* () {
     const applied = yield* Effect.orDie(migrate)
     yield* print(json, { applied: applied.map(([id, name]) => ({ id, name })) }, applied.length === 0
       ? "The schema is up to date."
@@ -89,14 +97,14 @@ const orgCreate = Command.make("create", {
   spendCap: nonNegative("spend-cap").pipe(Options.optional),
   json
 }, ({ credits, json, name, spendCap }) =>
-  admin(Effect.gen(function* () {
+  admin(json, Effect.gen(function* () {
     const ledger = yield* Ledger
     const org = yield* ledger.createOrg({ name, credits, spendCap: Option.getOrNull(spendCap) })
     yield* print(json, orgJson(org), `Created org\n${orgText(org)}`)
   }))).pipe(Command.withDescription("Create an org"))
 
 const orgShow = Command.make("show", { org: orgOption, json }, ({ json, org }) =>
-  admin(Effect.gen(function* () {
+  admin(json, Effect.gen(function* () {
     const ledger = yield* Ledger
     const betas = yield* Betas
     const found = yield* ledger.getOrg(OrgId.make(org))
@@ -113,7 +121,7 @@ const creditsGrant = Command.make("grant", {
   amount: Options.integer("amount").pipe(Options.filterMap((n) => (n > 0 ? Option.some(n) : Option.none()), "--amount must be > 0")),
   json
 }, ({ amount, json, org }) =>
-  admin(Effect.gen(function* () {
+  admin(json, Effect.gen(function* () {
     const ledger = yield* Ledger
     const updated = yield* ledger.grant(OrgId.make(org), amount, "granted by the operator")
     yield* print(json, orgJson(updated), `Granted ${amount} credits\n${orgText(updated)}`)
@@ -131,7 +139,7 @@ const capSet = Command.make("set", {
   ),
   json
 }, ({ amount, json, org }) =>
-  admin(Effect.gen(function* () {
+  admin(json, Effect.gen(function* () {
     const ledger = yield* Ledger
     const updated = yield* ledger.setSpendCap(OrgId.make(org), amount)
     yield* print(json, orgJson(updated), `Spend cap set\n${orgText(updated)}`)
@@ -156,7 +164,7 @@ const keysCreate = Command.make("create", {
   burst: positive("burst").pipe(Options.withDescription("The key's burst (default: its --rate-limit)"), Options.optional),
   json
 }, ({ burst, json, name, org, rateLimit, spendLimit, tools }) =>
-  admin(Effect.gen(function* () {
+  admin(json, Effect.gen(function* () {
     const keys = yield* KeyStore
     const created = yield* keys.create(OrgId.make(org), {
       name,
@@ -176,7 +184,8 @@ const keysCreate = Command.make("create", {
   }))).pipe(Command.withDescription("Create an API key; the full key is printed once"))
 
 const keysList = Command.make("list", { org: orgOption, json }, ({ json, org }) =>
-  admin(Effect.gen(function* () {
+  admin(json, Effect.gen(function* () {
+    yield* existingOrg(org)
     const keys = yield* KeyStore
     const list = yield* keys.list(OrgId.make(org))
     const lines = list.map((k) =>
@@ -187,17 +196,18 @@ const keysList = Command.make("list", { org: orgOption, json }, ({ json, org }) 
   }))).pipe(Command.withDescription("List an org's keys (never the keys themselves)"))
 
 const keysRevoke = Command.make("revoke", { keyId: Options.text("key-id"), json }, ({ json, keyId }) =>
-  admin(Effect.gen(function* () {
+  admin(json, Effect.gen(function* () {
     const keys = yield* KeyStore
     const revoked = yield* keys.revoke(KeyId.make(keyId))
     yield* print(json, keyJson(revoked), `Revoked ${revoked.id}; it is refused from now on.`)
   }))).pipe(Command.withDescription("Revoke a key, effective at once"))
 
-const toolOption = Options.choice("tool", toolNames).pipe(Options.withDescription("Tool name"))
+const betaToolNames = toolNames.filter((name) => catalog[name].beta)
+const toolOption = Options.choice("tool", betaToolNames).pipe(Options.withDescription(`A beta tool: ${betaToolNames.join(", ")}`))
 
 const betaCommand = (action: "enable" | "disable") =>
   Command.make(action, { org: orgOption, tool: toolOption, json }, ({ json, org, tool }) =>
-    admin(Effect.gen(function* () {
+    admin(json, Effect.gen(function* () {
       const betas = yield* Betas
       if (!isToolName(tool)) return
       if (action === "enable") yield* betas.enable(OrgId.make(org), tool)
@@ -207,7 +217,7 @@ const betaCommand = (action: "enable" | "disable") =>
     }))).pipe(Command.withDescription(`${action === "enable" ? "Enable" : "Disable"} a beta tool for an org`))
 
 const membersAdd = Command.make("add", { org: orgOption, uid: Options.text("uid"), json }, ({ json, org, uid }) =>
-  admin(Effect.gen(function* () {
+  admin(json, Effect.gen(function* () {
     const members = yield* Members
     const member = yield* members.add(OrgId.make(org), uid)
     yield* print(
@@ -218,7 +228,8 @@ const membersAdd = Command.make("add", { org: orgOption, uid: Options.text("uid"
   }))).pipe(Command.withDescription("Make a dashboard user (the ID token's sub) a member of an org"))
 
 const membersList = Command.make("list", { org: orgOption, json }, ({ json, org }) =>
-  admin(Effect.gen(function* () {
+  admin(json, Effect.gen(function* () {
+    yield* existingOrg(org)
     const members = yield* Members
     const list = yield* members.list(OrgId.make(org))
     yield* print(
@@ -228,17 +239,23 @@ const membersList = Command.make("list", { org: orgOption, json }, ({ json, org 
     )
   }))).pipe(Command.withDescription("List an org's dashboard users"))
 
+const MAX_DEV_TTL_SECONDS = 7 * 24 * 3600
+
 const devToken = Command.make("token", {
   uid: Options.text("uid").pipe(Options.withDescription("The user id (sub)")),
   ttl: Options.integer("ttl").pipe(Options.withDescription("Lifetime in seconds"), Options.withDefault(3600))
 }, ({ ttl, uid }) =>
   Effect.gen(function* () {
     const config = yield* GatewayConfig
+    const refuse = (message: string) =>
+      Effect.zipRight(Console.error(`error: ${message}`), Effect.sync(() => {
+        process.exitCode = 1
+      }))
     if (!config.identity.devIssuer) {
-      yield* Console.error("error: the dev issuer is off; start the gateway and this command with DEV_IDENTITY=true")
-      process.exitCode = 1
-      return
+      return yield* refuse("the dev issuer is off; start the gateway and this command with DEV_IDENTITY=true")
     }
+    if (!isLoopback(config.host)) return yield* refuse(`DEV_IDENTITY only runs on a loopback HOST (HOST is ${config.host})`)
+    if (ttl < 1 || ttl > MAX_DEV_TTL_SECONDS) return yield* refuse(`--ttl must be from 1 to ${MAX_DEV_TTL_SECONDS} seconds`)
     const key = yield* devKey(config.dataDir)
     const token = yield* mintDevToken(key, uid, yield* nowMillis, ttl)
     yield* Console.log(token)

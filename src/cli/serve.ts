@@ -9,12 +9,14 @@
  * calls) before it stops the database and exits.
  */
 import { HttpServer } from "@effect/platform"
-import { Console, Duration, Effect, Layer, Option, Redacted } from "effect"
+import { Console, Data, Deferred, Duration, Effect, Layer, Option, Redacted } from "effect"
 import Cluster from "node:cluster"
 import { databaseUrl, MigrationsLive, pgLayer } from "../db/Database.js"
 import { HttpServerLive } from "../http/server.js"
 import { GatewayLive } from "../layers.js"
+import { currentKeyText } from "../services/Encryption.js"
 import { GatewayConfig, GatewayConfigFromEnv } from "../services/GatewayConfig.js"
+import { IdentityError, isLoopback } from "../services/Identity.js"
 import { KeyStore, KeyStoreLive } from "../services/KeyStore.js"
 import { Ledger, LedgerLive } from "../services/Ledger.js"
 
@@ -58,6 +60,8 @@ const single = Layer.launch(
   )
 )
 
+export class WorkerStartError extends Data.TaggedError("WorkerStartError")<{ readonly message: string }> {}
+
 // A worker that keeps dying right after it starts is not restarted faster than this.
 const RESTART_DELAY = Duration.seconds(1)
 
@@ -65,6 +69,13 @@ const RESTART_DELAY = Duration.seconds(1)
 const primary = (count: number) =>
   Effect.gen(function* () {
     const config = yield* GatewayConfig
+    // what would stop every worker from starting is refused here, once
+    if (config.identity.devIssuer && !isLoopback(config.host)) {
+      return yield* new IdentityError({ message: `DEV_IDENTITY only runs on a loopback HOST (HOST is ${config.host})` })
+    }
+    // the workers reach the database by DATABASE_URL, so they get the key (on the embedded database, the
+    // one generated into the data dir) explicitly
+    const encryptionKey = yield* currentKeyText(config)
     const url = yield* databaseUrl
     yield* bootstrap(`http://${config.host}:${config.port}`).pipe(
       // only what bootstrapping needs: no rate-limit store, metrics, usage writer or provider pools here
@@ -72,11 +83,17 @@ const primary = (count: number) =>
         Layer.mergeAll(LedgerLive, KeyStoreLive).pipe(Layer.provideMerge(MigrationsLive), Layer.provideMerge(pgLayer(url, { maxConnections: 2 })))
       )
     )
-    const env = { DATABASE_URL: Redacted.value(url), GATEWAY_BOOTSTRAP: "false" }
+    const env = { DATABASE_URL: Redacted.value(url), GATEWAY_BOOTSTRAP: "false", GATEWAY_ENCRYPTION_KEY: encryptionKey }
     let stopping = false
     const fork = () => Cluster.fork(env)
+    // a worker that cannot start (exit code 2: its configuration) would only fail again: stop everything
+    const unstartable = yield* Deferred.make<never, WorkerStartError>()
     Cluster.on("exit", (worker, code, signal) => {
       if (stopping) return
+      if (code === 2) {
+        Deferred.unsafeDone(unstartable, Effect.fail(new WorkerStartError({ message: `worker ${worker.process.pid} could not start; stopping` })))
+        return
+      }
       console.error(`worker ${worker.process.pid} exited (${signal ?? code}); starting another`)
       setTimeout(() => {
         if (!stopping) fork()
@@ -99,8 +116,13 @@ const primary = (count: number) =>
         })
     )
     console.error(`Started ${count} workers on http://${config.host}:${config.port}`)
-    return yield* Effect.never
+    return yield* Deferred.await(unstartable)
   }).pipe(Effect.scoped, Effect.provide(GatewayConfigFromEnv))
 
 /** Run the gateway: one process, or a primary and `workers` server processes. */
-export const serve = (workers: number) => (workers > 1 && Cluster.isPrimary ? primary(workers) : single)
+export const serve = (
+  workers: number
+): Effect.Effect<never, Effect.Effect.Error<typeof single> | Effect.Effect.Error<ReturnType<typeof primary>>> => {
+  if (workers > 1 && Cluster.isPrimary) return primary(workers)
+  return single
+}

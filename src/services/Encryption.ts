@@ -52,19 +52,25 @@ const loadOrCreateKeyFile = (dataDir: string) =>
     catch: () => new EncryptionKeyError({ message: `cannot read or create ${Path.join(dataDir, KEY_FILE)}` })
   })
 
-export const make = Effect.gen(function* () {
-  const config = yield* GatewayConfig
-  // A key generated into this host's data dir is only for the embedded database: processes that share a
-  // PostgreSQL must share the key, so with DATABASE_URL it must be given.
-  if (Option.isNone(config.encryptionKey) && Option.isSome(config.databaseUrl)) {
-    return yield* new EncryptionKeyError({
+/**
+ * The current key's text: `GATEWAY_ENCRYPTION_KEY`, or on the embedded database the one generated into the
+ * data dir. A key generated into one host's data dir is only for the embedded database: processes that share
+ * a PostgreSQL must share the key, so with `DATABASE_URL` it must be given.
+ */
+export const currentKeyText = (config: typeof GatewayConfig.Service): Effect.Effect<string, EncryptionKeyError> => {
+  if (Option.isSome(config.encryptionKey)) return Effect.succeed(Redacted.value(config.encryptionKey.value))
+  if (Option.isSome(config.databaseUrl)) {
+    return Effect.fail(new EncryptionKeyError({
       message: "GATEWAY_ENCRYPTION_KEY is required with DATABASE_URL (32 bytes, base64 or hex: every process on that " +
         "database must seal connections with the same key); e.g. node -e \"console.log(require('crypto').randomBytes(32).toString('base64'))\""
-    })
+    }))
   }
-  const currentText = Option.isSome(config.encryptionKey)
-    ? Redacted.value(config.encryptionKey.value)
-    : yield* loadOrCreateKeyFile(config.dataDir)
+  return Effect.map(loadOrCreateKeyFile(config.dataDir), (text) => text.trim())
+}
+
+export const make = Effect.gen(function* () {
+  const config = yield* GatewayConfig
+  const currentText = yield* currentKeyText(config)
   const current = parseKey(currentText)
   if (current === undefined) {
     return yield* new EncryptionKeyError({ message: "GATEWAY_ENCRYPTION_KEY must be 32 bytes, as base64 or 64 hex characters" })

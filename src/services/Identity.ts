@@ -53,7 +53,7 @@ export class Identity extends Context.Tag("Identity")<Identity, {
   readonly devJwks: Option.Option<JSONWebKeySet>
 }>() {}
 
-const isLoopback = (host: string) =>
+export const isLoopback = (host: string) =>
   host === "localhost" || host === "::1" || (Net.isIPv4(host) && host.startsWith("127."))
 
 // -- the dev issuer's key ------------------------------------------------------------------------------

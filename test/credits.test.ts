@@ -6,9 +6,10 @@
 import { describe, expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
 import { Effect, Exit, Layer, TestClock } from "effect"
-import { InsufficientCredits, SpendCapExceeded } from "../src/domain/errors.js"
+import { InsufficientCredits, KeySpendLimitExceeded, SpendCapExceeded } from "../src/domain/errors.js"
 import type { KeyId, OrgId } from "../src/domain/ids.js"
 import { GatewayConfig } from "../src/services/GatewayConfig.js"
+import { KeyStore } from "../src/services/KeyStore.js"
 import { Ledger } from "../src/services/Ledger.js"
 import { SweeperLive } from "../src/services/Sweeper.js"
 import { expectEnvelope } from "./support/assert.js"
@@ -83,6 +84,26 @@ layer(servicesLayer())("the ledger, in process, on TestClock", (it) => {
       const next = yield* hold(org, 1)
       yield* ledger.settle(next, 1)
       expect(yield* ledger.getOrg(orgId)).toMatchObject({ balance: 89, monthSpend: 1, held: 0 })
+    }))
+
+  it.effect("a month roll-over resets a key's own monthly spend limit too", () =>
+    Effect.gen(function* () {
+      yield* TestClock.setTime(Date.parse("2026-04-30T23:58:00Z"))
+      const ledger = yield* Ledger
+      const keys = yield* KeyStore
+      const { orgId } = yield* givenOrg({ credits: 100 })
+      const limited = yield* Effect.orDie(keys.create(orgId, { name: "limited", spendLimit: 3 }))
+      const who = { orgId, keyId: limited.id }
+      yield* ledger.settle(yield* hold(who, 3), 3)
+      expect(yield* Effect.flip(hold(who, 1))).toBeInstanceOf(KeySpendLimitExceeded)
+      // another key of the org is not limited by it
+      const other = yield* Effect.orDie(keys.create(orgId, { name: "other" }))
+      yield* ledger.settle(yield* hold({ orgId, keyId: other.id }, 1), 1)
+      yield* TestClock.adjust("3 minutes")
+      const next = yield* hold(who, 3)
+      yield* ledger.settle(next, 3)
+      expect(yield* Effect.flip(hold(who, 1))).toBeInstanceOf(KeySpendLimitExceeded)
+      expect(yield* ledger.getOrg(orgId)).toMatchObject({ balance: 93, held: 0 })
     }))
 
   it.effect("pending holds count against the cap and the balance", () =>

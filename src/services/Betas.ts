@@ -45,7 +45,7 @@ export const make = Effect.gen(function* () {
           ? Effect.void
           : Effect.fail(
             new BetaUnavailable({
-              message: `${tool} is in beta and not enabled for this org. Ask the operator to enable it.`
+              message: `${tool} is in beta and not enabled for this org. A member can enable it (PUT /v1/org/betas/${tool} with {"enabled": true}), or the operator (tool-gateway beta enable).`
             })
           )
       )

@@ -110,7 +110,7 @@ const cases: ReadonlyArray<Case> = [
     input: () => ({ url: "https://example.com/doc", format: "text" }),
     upstream: (u) => u.jina,
     sent: { method: "GET", path: "/https://example.com/doc", headers: { authorization: "Bearer jina-test-key", "x-return-format": "text" } },
-    output: { provider: "beta", url: "https://example.com/doc", title: "Jina read", content: expect.stringContaining("Content of"), tokens: 42 },
+    output: { provider: "beta", url: "https://example.com/doc", title: "Jina read", content: "Read by Jina\n\nContent of https://example.com/doc.", tokens: 42 },
     raw: { provider: "beta", status: 200, body: expect.objectContaining({ code: 200, status: 20000 }) }
   },
   {
@@ -123,7 +123,10 @@ const cases: ReadonlyArray<Case> = [
       headers: { authorization: "Bearer jina-test-key" },
       body: { q: "effect", num: 3, gl: "de", site: ["a.com", "b.com"], nfpr: true, freshness: "week" }
     },
-    output: { provider: "beta", results: [expect.objectContaining({ url: "https://example.com/jina/0", description: "Description 0" }), expect.anything(), expect.anything()] },
+    output: {
+      provider: "beta",
+      results: [expect.objectContaining({ url: "https://example.com/jina/0", description: "Description 0", content: "Content of result 0." }), expect.anything(), expect.anything()]
+    },
     raw: { provider: "beta", status: 200, body: expect.objectContaining({ data: expect.any(Array) }) }
   },
   {
@@ -308,13 +311,31 @@ const faults: ReadonlyArray<{ readonly name: string; readonly fault: Fault; read
   { name: "a timeout", fault: { delayMs: TIMEOUT_MS * 3 }, expected: { status: 504, type: "timeout", code: "provider_timeout", retryable: true, billable: false }, settled: false },
   { name: "a 5xx", fault: { status: 503 }, expected: { status: 502, type: "provider", code: "provider_unavailable", retryable: true, billable: false }, settled: false },
   { name: "a 429", fault: { status: 429, headers: { "retry-after": "12" } }, expected: { status: 502, type: "provider", code: "provider_rate_limited", retryable: true, billable: false }, settled: false },
-  { name: "a 4xx", fault: { status: 422, body: { message: "field x is invalid" } }, expected: { status: 502, type: "provider", code: "provider_rejected", retryable: false, billable: false, message: "HTTP 422" }, settled: false },
-  { name: "a 401", fault: { status: 401, body: { message: "bad token" } }, expected: { status: 502, type: "provider", code: "provider_credential_rejected", retryable: false, billable: false }, settled: false },
+  { name: "a 4xx", fault: { status: 422, body: { message: "field x is invalid" } }, expected: { status: 502, type: "provider", code: "provider_rejected", retryable: false, billable: false, message: "(HTTP 422): field x is invalid" }, settled: false },
+  { name: "a 401", fault: { status: 401, body: { message: "bad token" } }, expected: { status: 502, type: "provider", code: "provider_credential_rejected", retryable: false, billable: false, message: "bad token" }, settled: false },
+  { name: "a 403", fault: { status: 403, body: { message: "not allowed" } }, expected: { status: 502, type: "provider", code: "provider_credential_rejected", retryable: false, billable: false, message: "(HTTP 403)" }, settled: false },
   { name: "malformed JSON", fault: { malformed: true }, expected: { status: 502, type: "provider", code: "provider_unavailable", retryable: true, billable: false }, settled: false },
   { name: "a wrong shape", fault: { wrongShape: true }, expected: { status: 502, type: "normalization", code: "normalization_failed", retryable: false, billable: true, message: "/v1/run" }, settled: true },
   { name: "a connection reset", fault: { reset: true }, expected: { status: 502, type: "provider", code: "provider_unavailable", retryable: true, billable: false }, settled: false },
   { name: "an oversized body", fault: { oversizedBytes: 6 * 1024 * 1024 }, expected: { status: 502, type: "provider", code: "provider_response_too_large", retryable: false, billable: false }, settled: false }
 ]
+
+type FaultCase = (typeof faults)[number]
+
+/**
+ * Where a tool reads a failure class differently: a write that answered 2xx with invalid JSON has probably
+ * been done (normalization_failed, settled, never retryable); a page that refuses the built-in reader refuses
+ * the fetch, not a credential of the gateway's.
+ */
+const expectationFor = (c: Case, f: FaultCase): FaultCase => {
+  if (f.name === "malformed JSON" && tools[c.tool].effect === "write") {
+    return { ...f, expected: { status: 502, type: "normalization", code: "normalization_failed", retryable: false, billable: true, message: "probably been done" }, settled: true }
+  }
+  if ((f.name === "a 401" || f.name === "a 403") && c.tool === "read") {
+    return { ...f, expected: { status: 502, type: "provider", code: "provider_rejected", retryable: false, billable: false, message: "The page refused" } }
+  }
+  return f
+}
 
 /** An org ready to call the tool: credits, its connection if it needs one, its beta if it is one. */
 const prepare = (c: Case, credits = 100) =>
@@ -372,16 +393,25 @@ layer(gatewayLayer(config), { excludeTestServices: true })("providers", (it) => 
           const charged = Number(result.headers.get("x-credits-charged"))
           expect(charged).toBeGreaterThanOrEqual(1)
           expect(yield* books(orgId)).toMatchObject({ balance: 100 - charged, held: 0, holdsByStatus: { settled: 1 } })
+          // the same charge as the tool itself for the same input
+          const tool = yield* request(`/v1/${c.tool}`, {
+            body: JSON.stringify(c.input(u)),
+            headers: { "content-type": "application/json", "x-api-key": key }
+          })
+          expectOk(tool)
+          expect(Number(tool.headers.get("x-credits-charged"))).toBe(charged)
         }))
 
-      for (const f of faults) {
-        if (c.skip?.includes(f.name)) continue
+      for (const fault of faults) {
+        if (c.skip?.includes(fault.name)) continue
+        const f = expectationFor(c, fault)
         it.effect(`${f.name} → ${f.expected.code}`, () =>
           Effect.gen(function* () {
             const u = yield* TestUpstreams
             u.resetAll()
             const { key, orgId } = yield* prepare(c)
-            c.upstream(u).fault(f.fault)
+            // a write's faults hit the write itself (not a session call before it)
+            c.upstream(u).fault(c.writePath !== undefined ? { ...f.fault, path: c.writePath } : f.fault)
             const result = yield* callTool(c.tool, c.input(u), { key })
             c.upstream(u).fault()
             expectEnvelope(result, f.expected)
@@ -422,6 +452,63 @@ layer(gatewayLayer(config), { excludeTestServices: true })("providers", (it) => 
     })
   }
 
+  describe("a provider's own error statuses", () => {
+    const caseOf = (tool: ToolName) => {
+      const c = cases.find((x) => x.tool === tool)
+      if (c === undefined) throw new Error(`no case for ${tool}`)
+      return c
+    }
+    const answerTo = (c: Case, fault: Fault) =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        u.resetAll()
+        const { key, orgId } = yield* prepare(c)
+        c.upstream(u).fault(fault)
+        const result = yield* callTool(c.tool, c.input(u), { key })
+        c.upstream(u).fault()
+        expect(yield* books(orgId)).toEqual(expect.objectContaining({ balance: 100, held: 0, holdsByStatus: { voided: 1 } }))
+        return result
+      })
+    const rejected = { status: 502, type: "provider", code: "provider_credential_rejected", retryable: false, billable: false } as const
+    const limited = { status: 502, type: "provider", code: "provider_rate_limited", retryable: true, billable: false } as const
+
+    it.effect("eta (Monkeytype): 470–472 refuse the ApeKey, 479 is its rate limit", () =>
+      Effect.gen(function* () {
+        const eta = caseOf("eta_personal_bests")
+        expectEnvelope(yield* answerTo(eta, { status: 470, body: { message: "Invalid ApeKey" } }), { ...rejected, message: "Invalid ApeKey" })
+        expectEnvelope(yield* answerTo(eta, { status: 471, body: { message: "ApeKey is inactive" } }), rejected)
+        expectEnvelope(yield* answerTo(eta, { status: 479, body: { message: "ApeKey rate limit exceeded" } }), limited)
+      }))
+
+    it.effect("nu (GitHub): a 403 with the rate limit used up is a rate limit, not a refused token", () =>
+      Effect.gen(function* () {
+        const nu = caseOf("nu_account")
+        const result = yield* answerTo(nu, { status: 403, headers: { "x-ratelimit-remaining": "0", "retry-after": "30" }, body: { message: "API rate limit exceeded" } })
+        expectEnvelope(result, limited)
+        expect(result.headers.get("retry-after")).toBe("30")
+        expectEnvelope(yield* answerTo(nu, { status: 403, body: { message: "Resource not accessible by integration" } }), rejected)
+      }))
+
+    it.effect("zeta (Graph): an OAuthException 190 in a 400 is a refused token", () =>
+      Effect.gen(function* () {
+        const zeta = caseOf("zeta_request")
+        const expired = { error: { message: "Error validating access token: Session has expired", type: "OAuthException", code: 190 } }
+        expectEnvelope(yield* answerTo(zeta, { status: 400, body: expired }), { ...rejected, message: "code 190" })
+        const other = { error: { message: "Unsupported get request.", type: "GraphMethodException", code: 100 } }
+        expectEnvelope(yield* answerTo(zeta, { status: 400, body: other }), { status: 502, type: "provider", code: "provider_rejected", retryable: false, billable: false, message: "Unsupported get request" })
+      }))
+
+    it.effect("Retry-After as an HTTP date passes through as seconds", () =>
+      Effect.gen(function* () {
+        const search = caseOf("alpha_search")
+        const inAMinute = new Date(Date.now() + 60_000).toUTCString()
+        const result = yield* answerTo(search, { status: 429, headers: { "retry-after": inAMinute } })
+        expectEnvelope(result, limited)
+        expect(Number(result.headers.get("retry-after"))).toBeGreaterThanOrEqual(55)
+        expect(Number(result.headers.get("retry-after"))).toBeLessThanOrEqual(61)
+      }))
+  })
+
   describe("POST /v1/run", () => {
     it.effect("validates the tool and its input like the tool itself", () =>
       Effect.gen(function* () {
@@ -450,6 +537,21 @@ layer(gatewayLayer(config), { excludeTestServices: true })("providers", (it) => 
         u.itunes.fault()
         expectOk(raw, 1)
         expect(raw.body).toEqual({ tool: "mobile_app_search", provider: "itunes", status: 200, body: { unexpected: true, items: "none" } })
+      }))
+
+    it.effect("a provider failure voids its hold, as for the tool", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        u.resetAll()
+        const { key, orgId } = yield* givenMember({ credits: 10 })
+        u.itunes.fault({ status: 503 })
+        const failed = yield* request("/v1/run", {
+          body: JSON.stringify({ tool: "mobile_app_search", input: { query: "x" } }),
+          headers: { "content-type": "application/json", "x-api-key": key }
+        })
+        u.itunes.fault()
+        expectEnvelope(failed, { status: 502, type: "provider", code: "provider_unavailable", retryable: true, billable: false })
+        expect(yield* books(orgId)).toEqual(expect.objectContaining({ balance: 10, held: 0, holdsByStatus: { voided: 1 } }))
       }))
 
     it.effect("replays with an Idempotency-Key, apart from the tool's own keys", () =>

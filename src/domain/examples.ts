@@ -205,7 +205,7 @@ export const outputExamples: { readonly [K in ToolName]: ToolOutputEncoded<K> } 
     url: "https://example.com/doc",
     title: "Jina read",
     description: "",
-    content: "# Read by Jina\n\nContent of https://example.com/doc.",
+    content: "Read by Jina\n\nContent of https://example.com/doc.",
     published_time: null,
     tokens: 42,
     artifact: null
@@ -217,21 +217,21 @@ export const outputExamples: { readonly [K in ToolName]: ToolOutputEncoded<K> } 
         title: "Jina result 0 for effect",
         url: "https://example.com/jina/0",
         description: "Description 0",
-        content: null,
+        content: "Content of result 0.",
         date: "Jan 1, 2026"
       },
       {
         title: "Jina result 1 for effect",
         url: "https://example.com/jina/1",
         description: "Description 1",
-        content: null,
+        content: "Content of result 1.",
         date: "Jan 1, 2026"
       },
       {
         title: "Jina result 2 for effect",
         url: "https://example.com/jina/2",
         description: "Description 2",
-        content: null,
+        content: "Content of result 2.",
         date: "Jan 1, 2026"
       }
     ]

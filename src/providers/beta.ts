@@ -29,7 +29,10 @@ export const JinaReadAnswer = Schema.Struct({
     title: NullableString,
     description: NullableString,
     url: NullableString,
-    content: Schema.optional(Schema.NullOr(Schema.String)),
+    // the page as asked for: `content` (markdown, the default), `html` (format html), `text` (format text)
+    content: NullableString,
+    html: NullableString,
+    text: NullableString,
     publishedTime: NullableString,
     usage: Schema.optional(Schema.Struct({ tokens: Schema.optional(Schema.Number) }))
   })
@@ -42,7 +45,11 @@ const keyOf = (endpoint: ProviderEndpoint) =>
 
 export const isConfigured = (config: typeof GatewayConfig.Service) => Option.isSome(config.providers.betaSearch.apiKey)
 
-const search = (body: Readonly<Record<string, unknown>>) =>
+/**
+ * `withContent`: Jina reads every result page and answers its content too (slower, more tokens); the
+ * curated `search` needs only titles and snippets, so it asks for `X-Respond-With: no-content`.
+ */
+const search = (body: Readonly<Record<string, unknown>>, withContent: boolean) =>
   Effect.gen(function* () {
     const config = yield* GatewayConfig
     const endpoint = config.providers.betaSearch
@@ -51,7 +58,7 @@ const search = (body: Readonly<Record<string, unknown>>) =>
       provider: PROVIDER,
       method: "POST",
       url: `${endpoint.baseUrl}/`,
-      headers: { authorization: `Bearer ${key}`, "x-respond-with": "no-content" },
+      headers: { authorization: `Bearer ${key}`, ...(withContent ? {} : { "x-respond-with": "no-content" }) },
       json: body,
       idempotent: true
     })
@@ -73,7 +80,7 @@ const read = (url: string, format: string | undefined) =>
 
 /** `beta_search`: the input is Jina's search body, extra properties included. */
 export const betaSearch: ProviderTool<ToolInput<"beta_search">, undefined, ToolOutput<"beta_search">> = {
-  fetch: (input) => search(input),
+  fetch: (input) => search(input, true),
   normalize: (_input, raw) =>
     Effect.map(decodeUpstream(PROVIDER, JinaSearchAnswer, "beta_search")(raw.body), (answer) => ({
       provider: PROVIDER,
@@ -112,7 +119,7 @@ export const betaRead: ProviderTool<ToolInput<"beta_read">, undefined, ToolOutpu
       url: data.url ?? input.url,
       title: data.title ?? null,
       description: data.description ?? null,
-      content: data.content ?? "",
+      content: data.content ?? data.text ?? data.html ?? "",
       published_time: data.publishedTime ?? null,
       tokens: data.usage?.tokens ?? null,
       artifact: raw.artifacts?.["file"] ?? null
@@ -120,7 +127,7 @@ export const betaRead: ProviderTool<ToolInput<"beta_read">, undefined, ToolOutpu
 }
 
 export const curatedSearch: ProviderTool<ToolInput<"search">, undefined, ToolOutput<"search">> = {
-  fetch: (input) => search({ q: input.query, num: input.max_results ?? DEFAULT_MAX_RESULTS }),
+  fetch: (input) => search({ q: input.query, num: input.max_results ?? DEFAULT_MAX_RESULTS }, false),
   normalize: (input, raw) =>
     Effect.map(decodeUpstream(PROVIDER, JinaSearchAnswer, "search")(raw.body), (answer) => ({
       provider: PROVIDER,

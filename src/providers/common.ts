@@ -80,7 +80,11 @@ const rawOf = (provider: string, response: UpstreamResponse, body: unknown): Raw
   contentType: contentTypeOf(response)
 })
 
-/** One upstream call whose answer is JSON (an empty answer is null; invalid JSON is `provider_unavailable`). */
+/**
+ * One upstream call whose answer is JSON (an empty answer is null). Invalid JSON from a read is
+ * `provider_unavailable` (retryable, not billed). From a write it is `normalization_failed`: the upstream
+ * said 2xx, so it may well have acted, and a retry could post or send twice.
+ */
 export const requestJson = (request: UpstreamRequest): ProviderEffect<Raw> =>
   Effect.flatMap(ProviderClient, (client) =>
     Effect.flatMap(client.request(request), (response) => {
@@ -88,7 +92,13 @@ export const requestJson = (request: UpstreamRequest): ProviderEffect<Raw> =>
       if (text.trim() === "") return Effect.succeed(rawOf(request.provider, response, null))
       return Effect.try({
         try: () => rawOf(request.provider, response, JSON.parse(text)),
-        catch: () => new ProviderUnavailable({ message: `${request.provider} answered with invalid JSON.` })
+        catch: (): ProviderUnavailable | NormalizationFailed =>
+          request.idempotent
+            ? new ProviderUnavailable({ message: `${request.provider} answered with invalid JSON.` })
+            : new NormalizationFailed({
+              message: `${request.provider} accepted the write (HTTP ${response.status}) but answered with invalid JSON: ` +
+                "it has probably been done; check before sending it again."
+            })
       })
     }))
 

@@ -2,8 +2,25 @@
  * eta: Monkeytype — `GET /users/personalBests?mode=&mode2=` with `Authorization: ApeKey <key>`.
  */
 import { Effect, Schema } from "effect"
+import { ProviderCredentialRejected, ProviderRateLimited } from "../domain/errors.js"
 import { GatewayConfig } from "../services/GatewayConfig.js"
+import { upstreamMessage, type UpstreamResponse } from "../services/ProviderClient.js"
 import { type AccountTool, decodeUpstream, NullableNumber, NullableString, requestJson } from "./common.js"
+
+/**
+ * Monkeytype's own statuses: 470 invalid, 471 inactive, 472 malformed ApeKey (the connection's key is
+ * refused), 479 the ApeKey's rate limit.
+ */
+const monkeytypeStatus = (response: UpstreamResponse) => {
+  const message = upstreamMessage(response.body)
+  if (response.status >= 470 && response.status <= 472) {
+    return new ProviderCredentialRejected({ message: `eta rejected the ApeKey (HTTP ${response.status}): ${message}. Reconnect the account.` })
+  }
+  if (response.status === 479) {
+    return new ProviderRateLimited({ message: `eta is rate limiting this ApeKey (HTTP 479): ${message}. Retry later.` })
+  }
+  return undefined
+}
 
 const PersonalBest = Schema.Struct({
   wpm: Schema.Number,
@@ -33,7 +50,8 @@ export const etaPersonalBests: AccountTool<"eta_personal_bests", "eta"> = {
         method: "GET",
         url: url.toString(),
         headers: { authorization: `ApeKey ${credentials.ape_key}` },
-        idempotent: true
+        idempotent: true,
+        classify: monkeytypeStatus
       })
     }),
   normalize: (input, raw) =>

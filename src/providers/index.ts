@@ -5,7 +5,7 @@
  */
 import { Effect, Option } from "effect"
 import { type InvalidRequest, ProviderNotConfigured, UrlNotAllowed } from "../domain/errors.js"
-import type { CredentialFor, ToolInput, ToolName, ToolOutput } from "../domain/tools.js"
+import { catalog, type CredentialFor, type ToolInput, type ToolName, type ToolOutput } from "../domain/tools.js"
 import { GatewayConfig } from "../services/GatewayConfig.js"
 import { makePolicy, refusedUrl } from "../services/Ssrf.js"
 import * as Alpha from "./alpha.js"
@@ -32,8 +32,15 @@ export type { Answered, ProviderCallError, ProviderEffect, Raw } from "./common.
 type Implementation<T extends ToolName> = ProviderTool<ToolInput<T>, CredentialFor<T>, ToolOutput<T>>
 type Config = typeof GatewayConfig.Service
 
-const retryable = (e: ProviderCallError) =>
-  e._tag === "ProviderUnavailable" || e._tag === "ProviderRateLimited" || e._tag === "ProviderTimeout"
+/**
+ * When a curated tool moves on to its next provider: a failure that may pass (unavailable, rate limited,
+ * timed out), the operator's key refused by this provider, or a page that refused the built-in fetch (an
+ * API reader may still get it).
+ */
+const movesOn = (e: ProviderCallError) =>
+  e._tag === "ProviderUnavailable" || e._tag === "ProviderRateLimited" || e._tag === "ProviderTimeout" ||
+  e._tag === "ProviderCredentialRejected" ||
+  (e._tag === "ProviderRejected" && (e.upstreamStatus === 401 || e.upstreamStatus === 403))
 
 interface Candidate<I, O> {
   readonly configured: (config: Config) => boolean
@@ -42,7 +49,7 @@ interface Candidate<I, O> {
 
 /**
  * A curated tool over several providers: the configured ones, in the operator's order, each tried only
- * after the one before failed in a way that may pass (unavailable, rate limited, timed out).
+ * after the one before failed in a way the next one may not (see `movesOn`).
  */
 const fallback = <I, O>(
   name: string,
@@ -66,7 +73,7 @@ const fallback = <I, O>(
           message: `No provider for ${name} is configured on this gateway (tried: ${named.join(", ") || "none"}).`
         })
       }
-      return yield* rest.reduce<ProviderEffect<Raw>>((acc, next) => Effect.catchIf(acc, retryable, () => next), first)
+      return yield* rest.reduce<ProviderEffect<Raw>>((acc, next) => Effect.catchIf(acc, movesOn, () => next), first)
     }),
   normalize: (input, raw) => {
     const c = candidates[raw.provider]
@@ -154,6 +161,17 @@ export const callProviderRaw = <T extends ToolName>(
 ): ProviderEffect<Answered<Raw>> => {
   const impl: Implementation<T> = implementations[tool]
   return Effect.map(impl.fetch(input, credentials), (raw) => ({ provider: raw.provider, output: raw }))
+}
+
+/**
+ * What a raw answer delivered, in the tool's price units: what its normalization would count (results,
+ * characters), so that `POST /v1/run` is charged as the tool would be; an answer the tool could not
+ * normalize counts nothing (the minimum charge, as for `normalization_failed`).
+ */
+export const rawUnits = <T extends ToolName>(tool: T, input: ToolInput<T>, raw: Raw): Effect.Effect<number> => {
+  const impl: Implementation<T> = implementations[tool]
+  const def: { readonly units: (output: ToolOutput<T>) => number } = catalog[tool]
+  return Effect.match(impl.normalize(input, raw), { onFailure: () => 0, onSuccess: (output) => def.units(output) })
 }
 
 /** Whether this gateway can run a tool: its provider is configured (account tools also need the org's connection). */

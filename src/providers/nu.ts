@@ -2,8 +2,20 @@
  * nu: GitHub's account endpoint — `GET /user` with a Bearer token.
  */
 import { Effect, Schema } from "effect"
+import { ProviderRateLimited } from "../domain/errors.js"
 import { GatewayConfig } from "../services/GatewayConfig.js"
+import { retryAfterSeconds, upstreamMessage, type UpstreamResponse } from "../services/ProviderClient.js"
 import { type AccountTool, decodeUpstream, NullableNumber, NullableString, requestJson } from "./common.js"
+
+/** GitHub's rate limit is a 403 (or 429) with `x-ratelimit-remaining: 0`: the token is fine. */
+const gitHubStatus = (response: UpstreamResponse, now: number) => {
+  if ((response.status !== 403 && response.status !== 429) || response.headers["x-ratelimit-remaining"] !== "0") return undefined
+  const retryAfter = retryAfterSeconds(response.headers, now)
+  return new ProviderRateLimited({
+    message: `nu's rate limit for this token is used up (HTTP ${response.status}): ${upstreamMessage(response.body)}. Retry later.`,
+    ...(retryAfter !== undefined ? { retryAfter } : {})
+  })
+}
 
 const GitHubUser = Schema.Struct({
   login: Schema.String,
@@ -29,7 +41,8 @@ export const nuAccount: AccountTool<"nu_account", "nu"> = {
           accept: "application/vnd.github+json",
           "x-github-api-version": "2022-11-28"
         },
-        idempotent: true
+        idempotent: true,
+        classify: gitHubStatus
       })),
   normalize: (_input, raw) =>
     Effect.map(decodeUpstream("nu", GitHubUser, "nu_account")(raw.body), (u) => ({

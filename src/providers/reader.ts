@@ -9,7 +9,7 @@ import { parseHTML } from "linkedom"
 import TurndownService from "turndown"
 import { DEFAULT_MAX_CHARS, type ToolInput, type ToolOutput } from "../domain/tools.js"
 import { ProviderClient } from "../services/ProviderClient.js"
-import { ProviderResponseTooLarge } from "../domain/errors.js"
+import { ProviderRejected, ProviderResponseTooLarge } from "../domain/errors.js"
 import { ArtifactSink } from "../services/Artifacts.js"
 import { GatewayConfig } from "../services/GatewayConfig.js"
 import type { ProviderEffect, ProviderTool, Raw } from "./common.js"
@@ -74,7 +74,12 @@ const fetchPage = (input: ToolInput<"read">): ProviderEffect<Raw> =>
       headers: { accept: ACCEPT },
       idempotent: true,
       guarded: true,
-      maxBytes: Math.max(config.providerMaxResponseBytes, sink.maxBytes)
+      maxBytes: Math.max(config.providerMaxResponseBytes, sink.maxBytes),
+      // a page that wants a login (or refuses bots) refuses the fetch, not a credential of the gateway's
+      classify: (r) =>
+        r.status === 401 || r.status === 403
+          ? new ProviderRejected({ message: `The page refused the gateway's fetch (HTTP ${r.status}).`, upstreamStatus: r.status })
+          : undefined
     })
     const header = response.headers["content-type"] ?? ""
     const { charset, type } = contentTypeOf(header)

@@ -1,11 +1,24 @@
 /**
  * zeta: a versioned Graph-style API — `GET {base}/{version}/{path}?params` with the connection's Bearer token.
  */
-import { Effect } from "effect"
+import { Effect, Option, Schema } from "effect"
+import { ProviderCredentialRejected } from "../domain/errors.js"
 import { GatewayConfig } from "../services/GatewayConfig.js"
+import type { UpstreamResponse } from "../services/ProviderClient.js"
 import { type AccountTool, decodeUpstream, enc, JsonObject, requestJson } from "./common.js"
 
 const param = (v: unknown): string => (typeof v === "string" ? v : JSON.stringify(v))
+
+/** A Graph OAuthException with code 190 is an invalid or expired token, whatever the HTTP status (often 400). */
+const GraphError = Schema.Struct({ error: Schema.Struct({ code: Schema.Number, message: Schema.optional(Schema.String) }) })
+const graphStatus = (response: UpstreamResponse) => {
+  const parsed = Schema.decodeUnknownOption(Schema.parseJson(GraphError))(new TextDecoder().decode(response.body))
+  return Option.isSome(parsed) && parsed.value.error.code === 190
+    ? new ProviderCredentialRejected({
+      message: `zeta rejected the access token (code 190): ${parsed.value.error.message ?? "invalid or expired"}. Reconnect the account.`
+    })
+    : undefined
+}
 
 export const ZETA_VERSION = "v21.0"
 
@@ -21,7 +34,8 @@ export const zetaRequest: AccountTool<"zeta_request", "zeta"> = {
         method: "GET",
         url: url.toString(),
         headers: { authorization: `Bearer ${credentials.access_token}` },
-        idempotent: true
+        idempotent: true,
+        classify: graphStatus
       })
     }),
   normalize: (_input, raw) =>

@@ -40,7 +40,7 @@ import {
   type ToolName,
   type ToolOutput
 } from "../domain/tools.js"
-import { type Answered, callProvider, callProviderRaw, preflight, type ProviderEffect } from "../providers/index.js"
+import { type Answered, callProvider, callProviderRaw, preflight, type ProviderEffect, rawUnits } from "../providers/index.js"
 import { describeParseError } from "../domain/parse.js"
 import { type ArtifactRef, Artifacts, ArtifactSink } from "./Artifacts.js"
 import { Betas } from "./Betas.js"
@@ -457,11 +457,15 @@ export const make = Effect.gen(function* () {
     input: ToolInput<T>,
     options: CallOptions
   ): Effect.Effect<Outcome<RawOutput>, ToolError<T>> => {
-    const def = catalog[tool]
+    // charged as the tool would be: what its normalization would count (see rawUnits)
+    let delivered = 0
     return pipeline(caller, tool, input, options, {
       label: `run:${tool}`,
       invoke: (credentials) =>
-        Effect.map(callProviderRaw(tool, input, credentials), (answered) => ({
+        Effect.flatMap(callProviderRaw(tool, input, credentials), (answered) => Effect.map(rawUnits(tool, input, answered.output), (units) => {
+          delivered = units
+          return answered
+        })).pipe(Effect.map((answered) => ({
           provider: answered.provider,
           output: {
             tool,
@@ -472,10 +476,9 @@ export const make = Effect.gen(function* () {
               ? { artifacts: answered.output.artifacts }
               : {})
           }
-        })),
+        }))),
       encode: (answered) => Effect.succeed(JSON.stringify(answered.output)),
-      // Without normalization the delivered units are unknown: a raw answer costs the reservation.
-      units: () => def.maxUnits(input)
+      units: () => delivered
     })
   }
 

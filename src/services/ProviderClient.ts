@@ -44,6 +44,11 @@ export interface UpstreamRequest {
   readonly timeoutMs?: number
   /** Overrides the configured cap on the answer's size (files kept as artifacts have their own). */
   readonly maxBytes?: number
+  /**
+   * The provider's own reading of a non-2xx answer, where it differs from HTTP's (Monkeytype's 470–479,
+   * GitHub's rate limit as a 403, a Graph token error as a 400); undefined leaves it to the general rules.
+   */
+  readonly classify?: (response: UpstreamResponse, now: number) => ProviderError | undefined
 }
 
 export interface UpstreamResponse {
@@ -94,8 +99,8 @@ export const upstreamMessage = (body: Uint8Array): string => {
       const error = o["error"]
       const nested = typeof error === "object" && error !== null ? { ...error } : undefined
       message = (nested !== undefined && "message" in nested ? nested.message : undefined) ?? o["message"] ??
-        (typeof error === "string" ? error : undefined) ?? o["reason"] ?? o["errorMessage"] ?? o["detail"] ??
-        o["error_description"] ?? text
+        o["status_message"] ?? o["detail"] ?? o["error_description"] ?? (typeof error === "string" ? error : undefined) ??
+        o["reason"] ?? o["errorMessage"] ?? text
     }
   } catch {
     // not JSON: the text itself
@@ -104,11 +109,14 @@ export const upstreamMessage = (body: Uint8Array): string => {
   return s.length > 300 ? `${s.slice(0, 300)}…` : s
 }
 
-const retryAfterSeconds = (headers: Readonly<Record<string, string>>): number | undefined => {
-  const value = headers["retry-after"]
-  if (value === undefined) return undefined
+/** `Retry-After` in seconds, from its delay form or its HTTP-date form (read against `now`, a Clock reading). */
+export const retryAfterSeconds = (headers: Readonly<Record<string, string>>, now: number): number | undefined => {
+  const value = headers["retry-after"]?.trim()
+  if (value === undefined || value === "") return undefined
   const seconds = Number(value)
-  return Number.isFinite(seconds) && seconds >= 0 ? Math.ceil(seconds) : undefined
+  if (Number.isFinite(seconds)) return seconds >= 0 ? Math.ceil(seconds) : undefined
+  const at = Date.parse(value)
+  return Number.isFinite(at) ? Math.max(0, Math.ceil((at - now) / 1000)) : undefined
 }
 
 const causeChain = (cause: unknown): ReadonlyArray<unknown> => {
@@ -235,12 +243,14 @@ export const make = Effect.gen(function* () {
     })
   }
 
-  const classify = (request: UpstreamRequest, response: UpstreamResponse): Effect.Effect<UpstreamResponse, ProviderError> => {
+  const classify = (request: UpstreamRequest, response: UpstreamResponse, now: number): Effect.Effect<UpstreamResponse, ProviderError> => {
     const status = response.status
     if (status >= 200 && status < 300) return Effect.succeed(response)
+    const own = request.classify?.(response, now)
+    if (own !== undefined) return Effect.fail(own)
     const name = request.provider
     if (status === 429) {
-      const retryAfter = retryAfterSeconds(response.headers)
+      const retryAfter = retryAfterSeconds(response.headers, now)
       return Effect.fail(
         new ProviderRateLimited({
           message: `${name} is rate limiting the gateway (HTTP 429). Retry later.`,
@@ -285,7 +295,7 @@ export const make = Effect.gen(function* () {
         const response = yield* once(request, url, deadline)
         const location = response.headers["location"]
         const isRedirect = [301, 302, 303, 307, 308].includes(response.status) && location !== undefined
-        if (request.guarded !== true || !isRedirect) return yield* classify(request, response)
+        if (request.guarded !== true || !isRedirect) return yield* classify(request, response, yield* nowMillis)
         if (hop >= MAX_REDIRECTS) {
           return yield* new ProviderRejected({ message: `Too many redirects (more than ${MAX_REDIRECTS}).` })
         }

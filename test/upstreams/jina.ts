@@ -14,6 +14,10 @@ export const handleJina = (req: RecordedRequest): Reply => {
   if (req.headers["authorization"] !== `Bearer ${JINA_KEY}`) {
     return json(401, { data: null, code: 401, name: "AuthenticationRequiredError", status: 40103, message: "Invalid API key" })
   }
+  // Jina answers JSON only when asked for it; otherwise the page or the results as plain text
+  if (!(req.headers["accept"] ?? "").includes("application/json")) {
+    return { status: 200, body: "Title: Jina read\n\nMarkdown Content:\nplain text, not JSON", raw: true, headers: { "content-type": "text/plain; charset=utf-8" } }
+  }
   if (req.method === "POST" && req.path === "/") {
     const body = req.json
     if (typeof body !== "object" || body === null || !("q" in body) || typeof body.q !== "string") {
@@ -27,6 +31,7 @@ export const handleJina = (req: RecordedRequest): Reply => {
         url: `https://example.com/jina/${i}`,
         description: `Description ${i}`,
         date: "Jan 1, 2026",
+        ...(req.headers["x-respond-with"] === "no-content" ? {} : { content: `Content of result ${i}.` }),
         usage: { tokens: 1000 }
       })),
       meta: { usage: { tokens: 3000 } }
@@ -43,10 +48,16 @@ export const handleJina = (req: RecordedRequest): Reply => {
         data: { title: "Jina read", url, ...(format === "screenshot" ? { screenshotUrl: shot } : { pageshotUrl: shot }), usage: { tokens: 1 } }
       })
     }
+    // as Jina's formatter answers: markdown in `content`, the other formats in a field of their own
+    const page = format === "html"
+      ? { html: `<h1>Read by Jina</h1><p>Content of ${url}.</p>` }
+      : format === "text"
+      ? { text: `Read by Jina\n\nContent of ${url}.` }
+      : { content: `# Read by Jina\n\nContent of ${url}.` }
     return json(200, {
       code: 200,
       status: 20000,
-      data: { title: "Jina read", description: "", url, content: `# Read by Jina\n\nContent of ${url}.`, usage: { tokens: 42 } }
+      data: { title: "Jina read", description: "", url, ...page, usage: { tokens: 42 } }
     })
   }
   return json(404, { data: null, code: 404, status: 40400, message: "Not found" })

@@ -113,6 +113,8 @@ describe("PRICES_FILE", () => {
         for (const [contents, message] of [
           [{ nope: { unit: "call", credits: 1 } }, "nope is not a tool"],
           [{ weather: { unit: "call", credits: -1 } }, "weather"],
+          [{ search: { unit: "chars", credits: 1, per: 1000, min: 1 } }, "search cannot be priced per chars"],
+          [{ weather: { unit: "results", credits: 1, per: 10, min: 1 } }, "weather cannot be priced per results"],
           ["{not json", "PRICES_FILE"]
         ] as const) {
           const file = yield* pricesFile(contents)

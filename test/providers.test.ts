@@ -20,7 +20,7 @@ import {
   TestUpstreams,
   type Upstreams
 } from "./support/gateway.js"
-import { CREDENTIALS, EPSILON_TOKEN } from "./upstreams/accounts.js"
+import { CREDENTIALS, EPSILON_TOKEN, expireBlueskySessions } from "./upstreams/accounts.js"
 import type { Fault, RecordedRequest, Upstream } from "./upstreams/harness.js"
 
 interface Sent {
@@ -174,7 +174,7 @@ const cases: ReadonlyArray<Case> = [
     sent: {
       method: "POST",
       path: "/xrpc/com.atproto.repo.createRecord",
-      headers: { authorization: "Bearer access-jwt-1" },
+      headers: { authorization: expect.stringMatching(/^Bearer [\w-]+\.[\w-]+\.sig$/) },
       body: {
         repo: "did:plc:alice",
         collection: "app.bsky.feed.post",
@@ -337,6 +337,12 @@ const expectationFor = (c: Case, f: FaultCase): FaultCase => {
   return f
 }
 
+const caseOf = (tool: ToolName) => {
+  const c = cases.find((x) => x.tool === tool)
+  if (c === undefined) throw new Error(`no case for ${tool}`)
+  return c
+}
+
 /** An org ready to call the tool: credits, its connection if it needs one, its beta if it is one. */
 const prepare = (c: Case, credits = 100) =>
   Effect.gen(function* () {
@@ -452,12 +458,29 @@ layer(gatewayLayer(config), { excludeTestServices: true })("providers", (it) => 
     })
   }
 
+  describe("delta's session", () => {
+    it.effect("is kept: one createSession for many posts; one the PDS expired is renewed, the post sent once", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        const c = caseOf("delta_post")
+        const { key, orgId } = yield* prepare(c)
+        u.resetAll()
+        for (let i = 0; i < 3; i++) expectOk(yield* callTool(c.tool, c.input(u), { key }))
+        const sessionPath = "/xrpc/com.atproto.server.createSession"
+        const recordPath = "/xrpc/com.atproto.repo.createRecord"
+        const opened = u.bluesky.hits(sessionPath)
+        expect(opened).toBeLessThanOrEqual(1)
+        expect(u.bluesky.hits(recordPath)).toBe(3)
+        expireBlueskySessions()
+        expectOk(yield* callTool(c.tool, c.input(u), { key }))
+        expect(u.bluesky.hits(sessionPath)).toBe(opened + 1)
+        // the refused write (nothing written) and the write on the new session
+        expect(u.bluesky.hits(recordPath)).toBe(5)
+        expect(yield* books(orgId)).toMatchObject({ balance: 96, held: 0 })
+      }))
+  })
+
   describe("a provider's own error statuses", () => {
-    const caseOf = (tool: ToolName) => {
-      const c = cases.find((x) => x.tool === tool)
-      if (c === undefined) throw new Error(`no case for ${tool}`)
-      return c
-    }
     const answerTo = (c: Case, fault: Fault) =>
       Effect.gen(function* () {
         const u = yield* TestUpstreams

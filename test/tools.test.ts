@@ -176,7 +176,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("curated tools", (it) => {
         const { key, orgId } = yield* givenOrg({ credits: 10 })
         const result = yield* callTool("search", { query: "fallback" }, { key })
         expectOk(result, 1)
-        expect(result.body).toMatchObject({ provider: "beta", results: expect.arrayContaining([expect.objectContaining({ url: "https://example.com/jina/0", snippet: "Description 0" })]) })
+        expect(result.body).toMatchObject({ provider: "beta", results: expect.arrayContaining([expect.objectContaining({ url: "https://example.com/jina/0", snippet: "Description 0", published_at: expect.stringMatching(/^2026-01-0[12]T\d\d:\d\d:\d\d\.\d{3}Z$/) })]) })
         expect(u.exa.hits()).toBeGreaterThanOrEqual(1)
         expect(u.jina.requests[0]?.json).toMatchObject({ q: "fallback" })
         expect(yield* books(orgId)).toMatchObject({ balance: 9, held: 0, pendingHolds: 0 })

@@ -2,7 +2,7 @@
  * beta speaks Jina: the Reader (`GET r.jina.ai/<url>`) and Search (`POST s.jina.ai/` with `{q, …}`), both
  * answering `{code, status, data}` when asked for JSON, with the key as a Bearer token.
  */
-import { Effect, Option, Redacted, Schema } from "effect"
+import { DateTime, Effect, Option, Redacted, Schema } from "effect"
 import { ProviderNotConfigured } from "../domain/errors.js"
 import { DEFAULT_MAX_CHARS, DEFAULT_MAX_RESULTS, type ToolInput, type ToolOutput } from "../domain/tools.js"
 import { GatewayConfig, type ProviderEndpoint } from "../services/GatewayConfig.js"
@@ -10,6 +10,10 @@ import { decodeUpstream, keepFile, NullableString, type ProviderTool, requestJso
 import { truncate } from "./text.js"
 
 export const PROVIDER = "beta"
+
+/** Jina's dates are written for people ("Jan 1, 2026"): the curated answer has ISO 8601, or null. */
+const isoDate = (date: string | null | undefined): string | null =>
+  date === null || date === undefined ? null : Option.getOrNull(Option.map(DateTime.make(date), DateTime.formatIso))
 
 
 export const JinaSearchAnswer = Schema.Struct({
@@ -136,7 +140,7 @@ export const curatedSearch: ProviderTool<ToolInput<"search">, undefined, ToolOut
         title: r.title ?? r.url,
         url: r.url,
         snippet: r.description ?? "",
-        published_at: r.date ?? null
+        published_at: isoDate(r.date)
       }))
     }))
 }

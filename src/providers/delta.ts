@@ -1,11 +1,15 @@
 /**
  * delta speaks the Bluesky AT Protocol: `com.atproto.server.createSession` with the handle and an app
- * password, then `com.atproto.repo.createRecord` in the account's repo (posts and likes are records).
+ * password (the session is kept and reused), then `com.atproto.repo.createRecord` in the account's repo
+ * (posts and likes are records).
  */
-import { Effect, Schema } from "effect"
+import { Effect, Option, Schema } from "effect"
+import * as Crypto from "node:crypto"
+import { ProviderCredentialRejected, ProviderRateLimited } from "../domain/errors.js"
 import type { Credentials } from "../domain/connections.js"
 import type { ToolInput, ToolOutput } from "../domain/tools.js"
 import { GatewayConfig } from "../services/GatewayConfig.js"
+import type { UpstreamResponse } from "../services/ProviderClient.js"
 import { nowMillis, toDate } from "../services/time.js"
 import { decodeUpstream, type ProviderTool, type Raw, requestJson } from "./common.js"
 
@@ -21,6 +25,74 @@ const serviceOf = (credentials: Credentials["delta"]) =>
     guarded: credentials.service !== undefined
   }))
 
+/** An open session: its access token, the account's DID, and when to stop using it (a Clock reading). */
+interface CachedSession {
+  readonly accessJwt: string
+  readonly did: string
+  readonly until: number
+}
+
+/**
+ * Sessions, by PDS and account. Bluesky allows about 30 `createSession` per account in 5 minutes (300 a
+ * day), far fewer than posts, so a session is reused until a minute before its access token expires (or the
+ * PDS says it has). Only a cache: a process that lost it opens a new session.
+ */
+const sessions = new Map<string, CachedSession>()
+const MAX_SESSIONS = 10_000
+const MARGIN_MS = 60_000
+const DEFAULT_LIFETIME_MS = 10 * 60_000
+
+const sessionKey = (service: string, credentials: Credentials["delta"]) =>
+  Crypto.createHash("sha256").update(`${service}\0${credentials.identifier}\0${credentials.app_password}`).digest("hex")
+
+/** When an access token expires, from its `exp` claim (a JWT's payload is readable without its key). */
+const JwtExp = Schema.parseJson(Schema.Struct({ exp: Schema.Number }))
+const expiresAt = (jwt: string, now: number): number =>
+  Option.match(Schema.decodeUnknownOption(JwtExp)(Buffer.from(jwt.split(".")[1] ?? "", "base64url").toString("utf8")), {
+    onNone: () => now + DEFAULT_LIFETIME_MS,
+    onSome: ({ exp }) => exp * 1000
+  })
+
+/** XRPC errors: an expired or invalid access token (a 400 or 401) means a new session, not a bad password. */
+const XrpcError = Schema.parseJson(Schema.Struct({ error: Schema.String, message: Schema.optional(Schema.String) }))
+const xrpcStatus = (response: UpstreamResponse, now: number) => {
+  const error = Schema.decodeUnknownOption(XrpcError)(new TextDecoder().decode(response.body))
+  if (Option.isSome(error) && (error.value.error === "ExpiredToken" || error.value.error === "InvalidToken")) {
+    return new ProviderCredentialRejected({ message: `delta: ${error.value.message ?? error.value.error}. Reconnect the account if this persists.` })
+  }
+  // Bluesky's rate limit says when it resets (epoch seconds), not Retry-After
+  const reset = Number(response.headers["ratelimit-reset"] ?? "NaN")
+  if (response.status === 429 && Number.isFinite(reset)) {
+    return new ProviderRateLimited({
+      message: "delta is rate limiting this account (HTTP 429). Retry later.",
+      retryAfter: Math.max(0, Math.ceil(reset - now / 1000))
+    })
+  }
+  return undefined
+}
+
+const openSession = (service: string, guarded: boolean, credentials: Credentials["delta"], tool: string) =>
+  Effect.gen(function* () {
+    const answer = yield* requestJson({
+      provider: PROVIDER,
+      method: "POST",
+      url: `${service}/xrpc/com.atproto.server.createSession`,
+      json: { identifier: credentials.identifier, password: credentials.app_password },
+      idempotent: true,
+      guarded,
+      classify: xrpcStatus
+    })
+    const { accessJwt, did } = yield* decodeUpstream(PROVIDER, Session, tool)(answer.body)
+    const now = yield* nowMillis
+    const session = { accessJwt, did, until: expiresAt(accessJwt, now) - MARGIN_MS }
+    if (sessions.size >= MAX_SESSIONS) {
+      const oldest = sessions.keys().next()
+      if (oldest.done !== true) sessions.delete(oldest.value)
+    }
+    sessions.set(sessionKey(service, credentials), session)
+    return session
+  })
+
 const createRecord = (
   credentials: Credentials["delta"],
   collection: string,
@@ -29,24 +101,30 @@ const createRecord = (
 ) =>
   Effect.gen(function* () {
     const { guarded, service } = yield* serviceOf(credentials)
-    const session = yield* requestJson({
-      provider: PROVIDER,
-      method: "POST",
-      url: `${service}/xrpc/com.atproto.server.createSession`,
-      json: { identifier: credentials.identifier, password: credentials.app_password },
-      idempotent: true,
-      guarded
-    })
-    const { accessJwt, did } = yield* decodeUpstream(PROVIDER, Session, tool)(session.body)
-    return yield* requestJson({
-      provider: PROVIDER,
-      method: "POST",
-      url: `${service}/xrpc/com.atproto.repo.createRecord`,
-      headers: { authorization: `Bearer ${accessJwt}` },
-      json: { repo: did, collection, record },
-      idempotent: false,
-      guarded
-    })
+    const key = sessionKey(service, credentials)
+    const now = yield* nowMillis
+    const kept = sessions.get(key)
+    const cached = kept !== undefined && kept.until > now ? kept : undefined
+    const write = (session: CachedSession) =>
+      requestJson({
+        provider: PROVIDER,
+        method: "POST",
+        url: `${service}/xrpc/com.atproto.repo.createRecord`,
+        headers: { authorization: `Bearer ${session.accessJwt}` },
+        json: { repo: session.did, collection, record },
+        idempotent: false,
+        guarded,
+        classify: xrpcStatus
+      })
+    if (cached === undefined) return yield* write(yield* openSession(service, guarded, credentials, tool))
+    // A kept session the PDS no longer takes refused the write (nothing was written): once more, on a new one.
+    return yield* write(cached).pipe(
+      Effect.catchTag("ProviderCredentialRejected", () =>
+        Effect.sync(() => sessions.delete(key)).pipe(
+          Effect.zipRight(openSession(service, guarded, credentials, tool)),
+          Effect.flatMap(write)
+        ))
+    )
   })
 
 const isoNow = Effect.map(nowMillis, (ms) => toDate(ms).toISOString())

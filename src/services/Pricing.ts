@@ -38,6 +38,13 @@ export const make = Effect.gen(function* () {
     )
     for (const [name, price] of Object.entries(prices)) {
       if (!isToolName(name)) return yield* new PricingError({ message: `PRICES_FILE ${file}: ${name} is not a tool` })
+      // a tool can be priced per call, or in the unit it measures (results, characters), not in another
+      const own = tools[name].price.unit
+      if (price.unit !== "call" && price.unit !== own) {
+        return yield* new PricingError({
+          message: `PRICES_FILE ${file}: ${name} cannot be priced per ${price.unit}; use "call"${own === "call" ? "" : ` or "${own}"`}`
+        })
+      }
       overrides.set(name, price)
     }
   }

@@ -77,8 +77,6 @@ export class CallDeadline extends Context.Reference<CallDeadline>()("CallDeadlin
 export class ProviderClient extends Context.Tag("ProviderClient")<ProviderClient, {
   /** The upstream answer when it is a 2xx; every other outcome is a provider error. */
   readonly request: (request: UpstreamRequest) => Effect.Effect<UpstreamResponse, ProviderError>
-  /** As `request`, then the body parsed as JSON (invalid JSON is `provider_unavailable`). */
-  readonly json: (request: UpstreamRequest) => Effect.Effect<unknown, ProviderError>
 }>() {}
 
 const MAX_REDIRECTS = 5
@@ -325,14 +323,7 @@ export const make = Effect.gen(function* () {
       traced("ProviderClient.request", { attributes: { provider: request.provider, method: request.method } })
     )
 
-  const json = (req: UpstreamRequest) =>
-    Effect.flatMap(request(req), (response) =>
-      Effect.try({
-        try: (): unknown => JSON.parse(bodyText(response)),
-        catch: () => new ProviderUnavailable({ message: `${req.provider} answered with invalid JSON.` })
-      }))
-
-  return ProviderClient.of({ request, json })
+  return ProviderClient.of({ request })
 })
 
 const connectionMessage = (cause: unknown): string => {

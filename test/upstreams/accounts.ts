@@ -21,17 +21,35 @@ const objectBody = (req: RecordedRequest): Record<string, unknown> | undefined =
   return typeof body === "object" && body !== null && !Array.isArray(body) ? { ...body } : undefined
 }
 
-// delta: Bluesky PDS (XRPC)
+// delta: Bluesky PDS (XRPC). Sessions are JWTs with an `exp`; a token the PDS expired is a 400 ExpiredToken.
+const blueskySessions = new Map<string, "valid" | "expired">()
+let blueskySessionCount = 0
+const mintAccessJwt = () => {
+  const part = (o: unknown) => Buffer.from(JSON.stringify(o)).toString("base64url")
+  blueskySessionCount += 1
+  const exp = Math.floor(Date.now() / 1000) + 7200
+  return `${part({ typ: "at+jwt", alg: "ES256K" })}.${part({ scope: "com.atproto.appPass", sub: "did:plc:alice", exp, n: blueskySessionCount })}.sig`
+}
+/** Expire every open session, as the PDS does after two hours. */
+export const expireBlueskySessions = () => {
+  for (const token of blueskySessions.keys()) blueskySessions.set(token, "expired")
+}
 export const handleBluesky = (req: RecordedRequest): Reply => {
   if (req.method === "POST" && req.path === "/xrpc/com.atproto.server.createSession") {
     const body = objectBody(req)
     if (body?.["identifier"] !== CREDENTIALS.delta.identifier || body["password"] !== CREDENTIALS.delta.app_password) {
       return json(401, { error: "AuthenticationRequired", message: "Invalid identifier or password" })
     }
-    return json(200, { accessJwt: "access-jwt-1", refreshJwt: "refresh-jwt-1", handle: "alice.test", did: "did:plc:alice" })
+    const accessJwt = mintAccessJwt()
+    blueskySessions.set(accessJwt, "valid")
+    return json(200, { accessJwt, refreshJwt: `refresh-${blueskySessionCount}`, handle: "alice.test", did: "did:plc:alice" })
   }
   if (req.method === "POST" && req.path === "/xrpc/com.atproto.repo.createRecord") {
-    if (req.headers["authorization"] !== "Bearer access-jwt-1") return json(401, { error: "AuthMissing", message: "Authentication Required" })
+    const token = (req.headers["authorization"] ?? "").replace(/^Bearer /, "")
+    const state = blueskySessions.get(token)
+    if (req.headers["authorization"] === undefined) return json(401, { error: "AuthMissing", message: "Authentication Required" })
+    if (state === undefined) return json(400, { error: "InvalidToken", message: "Token could not be verified" })
+    if (state === "expired") return json(400, { error: "ExpiredToken", message: "Token has expired" })
     const body = objectBody(req)
     const record = body?.["record"]
     if (body?.["repo"] !== "did:plc:alice" || typeof body["collection"] !== "string" || typeof record !== "object" || record === null) {

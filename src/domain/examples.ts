@@ -326,6 +326,8 @@ export const outputExamples: { readonly [K in ToolName]: ToolOutputEncoded<K> } 
     provider: "theta",
     type: "all",
     page: 2,
+    page_count: 3,
+    item_count: 25,
     ratings: [
       {
         rated_at: "2026-01-01T00:00:00.000Z",
@@ -333,7 +335,7 @@ export const outputExamples: { readonly [K in ToolName]: ToolOutputEncoded<K> } 
         type: "movie",
         title: "Inception",
         year: 2010,
-        ids: {}
+        ids: { trakt: 16662 }
       }
     ]
   },

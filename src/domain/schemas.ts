@@ -366,6 +366,8 @@ export const ThetaRatingsOutput = Schema.Struct({
   provider,
   type: Schema.String,
   page: Schema.Int,
+  page_count: Schema.NullOr(Schema.Int).annotations({ description: "Pages in all (Trakt's X-Pagination-Page-Count)" }),
+  item_count: Schema.NullOr(Schema.Int).annotations({ description: "Ratings in all (Trakt's X-Pagination-Item-Count)" }),
   ratings: Schema.Array(Schema.Struct({
     rated_at: Schema.String,
     rating: Schema.Number,

@@ -31,6 +31,8 @@ export interface Raw {
   /** The final URL (after redirects). */
   readonly url: string
   readonly contentType: string
+  /** The upstream's response headers (lower-case names), for what an API says there (pagination, say). */
+  readonly headers?: Readonly<Record<string, string>>
   /** Files the call kept (a screenshot, say), by the name the normalization looks them up with. */
   readonly artifacts?: Readonly<Record<string, ArtifactRef>>
 }
@@ -54,15 +56,22 @@ export interface ProviderTool<I, C, O> {
   readonly normalize: Normalize<I, O>
 }
 
-/** Decode an upstream answer; a mismatch is a normalization failure (the provider was called and answered). */
-export const decodeUpstream = <A, I>(provider: string, schema: Schema.Schema<A, I>, tool: string) => {
+/**
+ * Decode an upstream answer; a mismatch is a normalization failure (the provider was called and answered).
+ * `step` names an answer the call needs before its main request (a session, a geocoding): `POST /v1/run`
+ * would stop at the same step, so the message does not send the caller there.
+ */
+export const decodeUpstream = <A, I>(provider: string, schema: Schema.Schema<A, I>, tool: string, step?: string) => {
   const decode = Schema.decodeUnknown(schema, { errors: "all" })
   return (body: unknown): Effect.Effect<A, NormalizationFailed> =>
     decode(body).pipe(
       Effect.mapError((error) =>
         new NormalizationFailed({
-          message: `The ${provider} answer could not be mapped to the ${tool} output (${describeParseError(error)}). ` +
-            `POST /v1/run with {"tool":"${tool}","input":...} returns the provider's raw answer.`
+          message: step === undefined
+            ? `The ${provider} answer could not be mapped to the ${tool} output (${describeParseError(error)}). ` +
+              `POST /v1/run with {"tool":"${tool}","input":...} returns the provider's raw answer.`
+            : `The ${provider} ${step} answer, which ${tool} needs before its call, could not be read ` +
+              `(${describeParseError(error)}); the call was not made.`
         })
       )
     )
@@ -77,7 +86,8 @@ const rawOf = (provider: string, response: UpstreamResponse, body: unknown): Raw
   status: response.status,
   body,
   url: response.url,
-  contentType: contentTypeOf(response)
+  contentType: contentTypeOf(response),
+  headers: response.headers
 })
 
 /**

@@ -82,7 +82,7 @@ const openSession = (service: string, guarded: boolean, credentials: Credentials
       guarded,
       classify: xrpcStatus
     })
-    const { accessJwt, did } = yield* decodeUpstream(PROVIDER, Session, tool)(answer.body)
+    const { accessJwt, did } = yield* decodeUpstream(PROVIDER, Session, tool, "createSession")(answer.body)
     const now = yield* nowMillis
     const session = { accessJwt, did, until: expiresAt(accessJwt, now) - MARGIN_MS }
     if (sessions.size >= MAX_SESSIONS) {

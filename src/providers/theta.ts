@@ -17,6 +17,11 @@ const TraktRating = Schema.Struct({
   episode: Schema.optional(TraktItem)
 })
 
+const count = (header: string | undefined): number | null => {
+  const n = Number(header ?? "NaN")
+  return Number.isInteger(n) && n >= 0 ? n : null
+}
+
 export const thetaRatings: AccountTool<"theta_ratings", "theta"> = {
   fetch: (input, credentials) =>
     Effect.gen(function* () {
@@ -41,6 +46,9 @@ export const thetaRatings: AccountTool<"theta_ratings", "theta"> = {
       provider: "theta",
       type: input.type ?? "all",
       page: input.page ?? 1,
+      // Trakt paginates in headers
+      page_count: count(raw.headers?.["x-pagination-page-count"]),
+      item_count: count(raw.headers?.["x-pagination-item-count"]),
       ratings: ratings.map((r) => {
         const item = r.movie ?? r.episode ?? r.season ?? r.show
         return {

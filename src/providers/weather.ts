@@ -107,7 +107,7 @@ const fetch = (input: ToolInput<"weather">) =>
       const url = new URL(`${config.providers.geocoding}/v1/search`)
       url.search = new URLSearchParams({ name: q, count: "1", language: "en", format: "json" }).toString()
       geocoding = yield* requestJson({ provider: PROVIDER, method: "GET", url: url.toString(), idempotent: true })
-      const answer = yield* decodeUpstream(PROVIDER, GeocodingAnswer, "weather")(geocoding.body)
+      const answer = yield* decodeUpstream(PROVIDER, GeocodingAnswer, "weather", "geocoding")(geocoding.body)
       const first = answer.results?.[0]
       if (first === undefined) return yield* invalid(`No place named "${q}" was found. Check q, or send lat and lon instead.`)
       latitude = first.latitude

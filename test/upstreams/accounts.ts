@@ -94,8 +94,16 @@ export const handleTrakt = (req: RecordedRequest): Reply => {
     return json(401, { error: "invalid_grant" })
   }
   if (req.headers["trakt-api-version"] !== "2") return json(412, { error: "trakt-api-version must be 2" })
-  if (req.method !== "GET" || !req.path.startsWith("/users/me/ratings")) return json(404, { error: "not found" })
-  return json(200, [{ rated_at: "2026-01-01T00:00:00.000Z", rating: 9, type: "movie", movie: { title: "Inception", year: 2010 } }])
+  const match = /^\/users\/me\/ratings(?:\/(movies|shows|seasons|episodes|all)(?:\/[\d,]+)?)?$/.exec(req.path)
+  if (req.method !== "GET" || match === null) return json(404, { error: "not found" })
+  // paginated with page and limit, and says so in headers
+  const limit = Number(req.query.get("limit") ?? "10")
+  return json(200, [{ rated_at: "2026-01-01T00:00:00.000Z", rating: 9, type: "movie", movie: { title: "Inception", year: 2010, ids: { trakt: 16662 } } }], {
+    "x-pagination-page": req.query.get("page") ?? "1",
+    "x-pagination-limit": String(limit),
+    "x-pagination-page-count": "3",
+    "x-pagination-item-count": "25"
+  })
 }
 
 // iota: Render
@@ -116,6 +124,14 @@ export const handlePolar = (req: RecordedRequest): Reply => {
   if (req.method === "POST" && req.path === "/v1/events/ingest") {
     const events = objectBody(req)?.["events"]
     if (!Array.isArray(events)) return json(422, { detail: [{ loc: ["body", "events"], msg: "Field required", type: "missing" }] })
+    // each event names itself and its customer (Polar's id, or the merchant's own)
+    const bad = events.findIndex((e: unknown) =>
+      typeof e !== "object" || e === null || !("name" in e) || typeof e.name !== "string" ||
+      !("customer_id" in e || "external_customer_id" in e)
+    )
+    if (bad >= 0) {
+      return json(422, { detail: [{ loc: ["body", "events", bad], msg: "An event needs name and customer_id or external_customer_id", type: "value_error" }] })
+    }
     return json(200, { inserted: events.length })
   }
   return json(404, { detail: "Not Found" })

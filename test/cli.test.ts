@@ -10,7 +10,7 @@ import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { TestDatabaseUrl } from "./support/database.js"
-import { callTool, gatewayLayer } from "./support/gateway.js"
+import { callTool, gatewayLayer, TEST_ENCRYPTION_KEY } from "./support/gateway.js"
 import { expectEnvelope, expectOk } from "./support/assert.js"
 import { startUpstream } from "./upstreams/harness.js"
 import { handleOpenMeteo } from "./upstreams/openMeteo.js"
@@ -119,6 +119,19 @@ layer(gatewayLayer(), { excludeTestServices: true })("the CLI against DATABASE_U
       expect(yield* runJson(["members", "add", "--org", id, "--uid", "alice"], env)).toMatchObject({ uid: "alice", org_id: id })
       const listed = yield* run(["members", "list", "--org", id, "--json"], env)
       expect(JSON.parse(listed.stdout)).toEqual([expect.objectContaining({ uid: "alice", org_id: id })])
+    }))
+
+  it.effect("connections reseal: after a rotation, every connection sealed with the current key", () =>
+    Effect.gen(function* () {
+      const env = { ...(yield* envFor), GATEWAY_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY }
+      const first = yield* runJson(["connections", "reseal"], env)
+      expect(first).toEqual({ resealed: expect.any(Number), unreadable: 0 })
+      // nothing left to do the second time
+      expect(yield* runJson(["connections", "reseal"], env)).toEqual({ resealed: 0, unreadable: 0 })
+      // with DATABASE_URL the key must be given
+      const keyless = yield* run(["connections", "reseal"], yield* envFor)
+      expect(keyless.code).not.toBe(0)
+      expect(keyless.stderr).toContain("GATEWAY_ENCRYPTION_KEY is required")
     }))
 
   it.effect("dev token: only with DEV_IDENTITY, on a loopback HOST, with a sane lifetime", () =>

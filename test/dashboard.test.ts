@@ -531,6 +531,17 @@ layer(gatewayLayer(), { excludeTestServices: true })("encryption keys", (it) => 
       const ids = yield* sql<{ readonly provider: string; readonly key_id: string }>`
         SELECT provider, key_id FROM connections WHERE org_id = ${orgId} ORDER BY provider`
       expect(ids[0]?.key_id).not.toBe(ids[1]?.key_id)
+      // resealed: every row moves to the new key (the whole database: this is the file's last test), and the
+      // old key can then be dropped
+      const { resealed } = yield* Effect.flatMap(Connections, (c) => c.reseal).pipe(Effect.provide(rotated))
+      expect(resealed).toBeGreaterThanOrEqual(1)
+      const after = yield* sql<{ readonly key_id: string }>`SELECT DISTINCT key_id FROM connections WHERE org_id = ${orgId}`
+      expect(after).toHaveLength(1)
+      const dropped = yield* read(withKeys(newKey, []))
+      expect(Exit.isSuccess(dropped) && dropped.value).toEqual({ token: "ghp_token" })
+      // rows of other orgs sealed with a key nobody configured are counted, not touched
+      const { unreadable } = yield* Effect.flatMap(Connections, (c) => c.reseal).pipe(Effect.provide(withKeys(Buffer.alloc(32, 3).toString("base64"), [])))
+      expect(unreadable).toBeGreaterThanOrEqual(1)
       void u
     }))
 })

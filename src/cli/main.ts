@@ -11,6 +11,8 @@ import { envelope, isGatewayError } from "../domain/errors.js"
 import { KeyId, OrgId } from "../domain/ids.js"
 import { catalog, isToolName, toolNames } from "../domain/tools.js"
 import { Betas, BetasLive } from "../services/Betas.js"
+import { Connections, ConnectionsLive } from "../services/Connections.js"
+import { EncryptionLive } from "../services/Encryption.js"
 import { GatewayConfigFromEnv } from "../services/GatewayConfig.js"
 import { type KeyInfo, KeyStore, KeyStoreLive } from "../services/KeyStore.js"
 import { Ledger, LedgerLive, type Org } from "../services/Ledger.js"
@@ -239,6 +241,20 @@ const membersList = Command.make("list", { org: orgOption, json }, ({ json, org 
     )
   }))).pipe(Command.withDescription("List an org's dashboard users"))
 
+const connectionsReseal = Command.make("reseal", { json }, ({ json }) =>
+  admin(json, Effect.gen(function* () {
+    const connections = yield* Connections
+    const { resealed, unreadable } = yield* connections.reseal
+    yield* print(
+      json,
+      { resealed, unreadable },
+      `Sealed ${resealed} connection(s) again with the current key.` +
+        (unreadable > 0 ? ` ${unreadable} are sealed with a key that is not configured (GATEWAY_ENCRYPTION_OLD_KEYS).` : "")
+    )
+  }).pipe(Effect.provide(ConnectionsLive.pipe(Layer.provide(EncryptionLive)))))).pipe(
+  Command.withDescription("Seal every connection with the current GATEWAY_ENCRYPTION_KEY (after a rotation)")
+)
+
 const MAX_DEV_TTL_SECONDS = 7 * 24 * 3600
 
 const devToken = Command.make("token", {
@@ -273,6 +289,7 @@ export const command = Command.make("tool-gateway").pipe(
     Command.make("keys").pipe(Command.withSubcommands([keysCreate, keysList, keysRevoke])),
     Command.make("beta").pipe(Command.withSubcommands([betaCommand("enable"), betaCommand("disable")])),
     Command.make("members").pipe(Command.withSubcommands([membersAdd, membersList])),
+    Command.make("connections").pipe(Command.withSubcommands([connectionsReseal])),
     Command.make("dev").pipe(Command.withSubcommands([devToken]))
   ])
 )

@@ -47,6 +47,11 @@ export class Connections extends Context.Tag("Connections")<Connections, {
   ) => Effect.Effect<Credentials[P], CredentialRequired>
   /** The provider refused the credentials: show it on the connection. */
   readonly markRejected: (orgId: OrgId, provider: AccountProvider) => Effect.Effect<void>
+  /**
+   * Seal again, with the current key, every row sealed with an older one, so that the old key can then be
+   * dropped from `GATEWAY_ENCRYPTION_OLD_KEYS`. `unreadable` rows are sealed with a key that is not configured.
+   */
+  readonly reseal: Effect.Effect<{ readonly resealed: number; readonly unreadable: number }>
 }>() {}
 
 interface ConnectionRow {
@@ -145,7 +150,29 @@ export const make = Effect.gen(function* () {
       sql`UPDATE connections SET status = 'rejected', updated_at = ${toDate(now)}
            WHERE org_id = ${orgId} AND provider = ${provider}`).pipe(Effect.asVoid, Effect.orDie)
 
-  return Connections.of({ connect, list, disconnect, credentials, markRejected })
+  const reseal = Effect.gen(function* () {
+    const rows = yield* sql<SealedRow & { readonly id: string; readonly org_id: OrgId; readonly provider: string }>`
+      SELECT id, org_id, provider, key_id, iv, ciphertext, tag FROM connections WHERE key_id <> ${encryption.currentKeyId}`
+    let resealed = 0
+    let unreadable = 0
+    for (const row of rows) {
+      if (!encryption.knows(row.key_id) || !isAccountProvider(row.provider)) {
+        unreadable += 1
+        continue
+      }
+      const aad = associatedData(row.org_id, row.provider)
+      const plaintext = yield* encryption.open({ keyId: row.key_id, iv: row.iv, ciphertext: row.ciphertext, tag: row.tag }, aad)
+      const sealed = yield* encryption.seal(plaintext, aad)
+      // only if nobody replaced the row meanwhile
+      const updated = yield* sql`
+        UPDATE connections SET key_id = ${sealed.keyId}, iv = ${sealed.iv}, ciphertext = ${sealed.ciphertext}, tag = ${sealed.tag}
+         WHERE id = ${row.id} AND key_id = ${row.key_id} RETURNING id`
+      resealed += updated.length
+    }
+    return { resealed, unreadable }
+  }).pipe(Effect.orDie, traced("Connections.reseal"))
+
+  return Connections.of({ connect, list, disconnect, credentials, markRejected, reseal })
 })
 
 export const ConnectionsLive = Layer.effect(Connections, make)

@@ -23,6 +23,10 @@ export class Encryption extends Context.Tag("Encryption")<Encryption, {
   readonly seal: (plaintext: string, associatedData: string) => Effect.Effect<Sealed>
   /** Fails (as a defect) when the row's key is unknown or the row was tampered with. */
   readonly open: (sealed: Sealed, associatedData: string) => Effect.Effect<string>
+  /** The id of the key new rows are sealed with. */
+  readonly currentKeyId: string
+  /** Whether a row sealed with this key id can be opened (the current key, or one of the old ones). */
+  readonly knows: (keyId: string) => boolean
 }>() {}
 
 const KEY_FILE = "encryption.key"
@@ -111,7 +115,7 @@ export const make = Effect.gen(function* () {
       }).pipe(Effect.orDie)
     })
 
-  return Encryption.of({ seal, open })
+  return Encryption.of({ seal, open, currentKeyId: currentId, knows: (keyId) => keys.has(keyId) })
 })
 
 export const EncryptionLive = Layer.effect(Encryption, make)

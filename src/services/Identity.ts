@@ -10,7 +10,7 @@
  * keys cached, and fetched again for an unknown `kid` (at most once per `JWKS_COOLDOWN_MS`). Time is the
  * Effect `Clock`.
  */
-import { Context, Data, Effect, Layer, Option } from "effect"
+import { Context, Data, Effect, Layer, Option, Schema } from "effect"
 import * as Fs from "node:fs/promises"
 import * as Net from "node:net"
 import * as Path from "node:path"
@@ -36,6 +36,22 @@ import { traced } from "./tracing.js"
 export const DEV_ISSUER = "tool-gateway-dev"
 export const DEV_AUDIENCE = "tool-gateway-dev"
 const DEV_KEY_FILE = "dev-identity-key.json"
+
+/** The dev key file: an RSA private JWK (anything else there is refused rather than trusted). */
+const DevKeyFile = Schema.parseJson(Schema.Struct({
+  kty: Schema.Literal("RSA"),
+  kid: Schema.String,
+  alg: Schema.Literal("RS256"),
+  use: Schema.Literal("sig"),
+  n: Schema.String,
+  e: Schema.String,
+  d: Schema.String,
+  p: Schema.String,
+  q: Schema.String,
+  dp: Schema.String,
+  dq: Schema.String,
+  qi: Schema.String
+}))
 const IAT_SKEW_SECONDS = 60
 
 export interface Principal {
@@ -78,7 +94,7 @@ export const devKey = (dataDir: string): Effect.Effect<DevKey, IdentityError> =>
           .catch(() => undefined)
         text = await Fs.readFile(file, "utf8")
       }
-      const privateJwk: JWK = JSON.parse(text)
+      const privateJwk: JWK = Schema.decodeUnknownSync(DevKeyFile)(text)
       const { d: _d, dp: _dp, dq: _dq, p: _p, q: _q, qi: _qi, ...publicJwk } = privateJwk
       return { privateJwk, publicJwk }
     },

@@ -2,6 +2,7 @@
  * What the benchmark and the soak share: child processes (bench servers, the built gateway), a fresh
  * database on the embedded PostgreSQL or `BENCH_DATABASE_URL`, and the orgs and keys they load it with.
  */
+import * as Crypto from "node:crypto"
 import { Effect, Layer, Option, Redacted, Scope } from "effect"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
@@ -183,7 +184,11 @@ export const provision = (url: string): Promise<Provisioned> =>
       Effect.provide(
         ServicesLive.pipe(
           Layer.provideMerge(DatabaseLive),
-          Layer.provideMerge(GatewayConfig.layerWith({ databaseUrl: Option.some(Redacted.make(url)) }))
+          Layer.provideMerge(GatewayConfig.layerWith({
+            databaseUrl: Option.some(Redacted.make(url)),
+            // provisioning seals no connection; the key only satisfies the rule for DATABASE_URL
+            encryptionKey: Option.some(Redacted.make(Crypto.randomBytes(32).toString("base64")))
+          }))
         )
       )
     )

@@ -482,6 +482,20 @@ layer(gatewayLayer(config), { excludeTestServices: true })("providers", (it) => 
       }))
   })
 
+  describe("theta's ratings", () => {
+    it.effect("an episode is named with its show", () =>
+      Effect.gen(function* () {
+        const c = caseOf("theta_ratings")
+        const { key } = yield* prepare(c)
+        const result = yield* callTool(c.tool, { type: "episodes" }, { key })
+        expectOk(result)
+        expect(result.body).toMatchObject({
+          type: "episodes",
+          ratings: [{ type: "episode", rating: 10, title: "Severance: Good News About Hell", year: 2022, ids: { trakt: 73482 } }]
+        })
+      }))
+  })
+
   describe("a provider's own error statuses", () => {
     const answerTo = (c: Case, fault: Fault) =>
       Effect.gen(function* () {

@@ -51,12 +51,15 @@ export const thetaRatings: AccountTool<"theta_ratings", "theta"> = {
       item_count: count(raw.headers?.["x-pagination-item-count"]),
       ratings: ratings.map((r) => {
         const item = r.movie ?? r.episode ?? r.season ?? r.show
+        // an episode or a season is named with its show ("Show: Episode"); a season often has no title
+        const own = item?.title ?? null
+        const show = r.movie === undefined && item !== r.show ? r.show?.title ?? null : null
         return {
           rated_at: r.rated_at,
           rating: r.rating,
           type: r.type,
-          title: item?.title ?? null,
-          year: item?.year ?? null,
+          title: show !== null && own !== null ? `${show}: ${own}` : own ?? show,
+          year: item?.year ?? r.show?.year ?? null,
           ids: item?.ids ?? {}
         }
       })

@@ -98,6 +98,15 @@ export const handleTrakt = (req: RecordedRequest): Reply => {
   if (req.method !== "GET" || match === null) return json(404, { error: "not found" })
   // paginated with page and limit, and says so in headers
   const limit = Number(req.query.get("limit") ?? "10")
+  if (match[1] === "episodes") {
+    return json(200, [{
+      rated_at: "2026-02-01T00:00:00.000Z",
+      rating: 10,
+      type: "episode",
+      episode: { season: 1, number: 1, title: "Good News About Hell", ids: { trakt: 73482 } },
+      show: { title: "Severance", year: 2022, ids: { trakt: 154997 } }
+    }])
+  }
   return json(200, [{ rated_at: "2026-01-01T00:00:00.000Z", rating: 9, type: "movie", movie: { title: "Inception", year: 2010, ids: { trakt: 16662 } } }], {
     "x-pagination-page": req.query.get("page") ?? "1",
     "x-pagination-limit": String(limit),

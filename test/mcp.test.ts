@@ -14,7 +14,7 @@ import * as Path from "node:path"
 import { Betas } from "../src/services/Betas.js"
 import { Connections } from "../src/services/Connections.js"
 import { KeyStore } from "../src/services/KeyStore.js"
-import { baseUrl, books, gatewayLayer, givenOrg, request, TestUpstreams } from "./support/gateway.js"
+import { baseUrl, books, capturedLogs, gatewayLayer, givenOrg, request, TestUpstreams } from "./support/gateway.js"
 import { CREDENTIALS } from "./upstreams/accounts.js"
 import { PDF } from "./upstreams/pages.js"
 
@@ -37,8 +37,17 @@ const mcpHeaders = (key: string) => ({ "content-type": "application/json", accep
 const rpc = (key: string, message: unknown) => request("/mcp", { body: JSON.stringify(message), headers: mcpHeaders(key) })
 
 const RpcResult = Schema.Struct({
-  result: Schema.Struct({ isError: Schema.optional(Schema.Boolean), structuredContent: Schema.optional(Schema.Unknown) })
+  result: Schema.Struct({
+    isError: Schema.optional(Schema.Boolean),
+    structuredContent: Schema.optional(Schema.Unknown),
+    _meta: Schema.optional(Schema.Unknown)
+  })
 })
+
+const LogLine = Schema.parseJson(Schema.Struct({
+  message: Schema.String,
+  annotations: Schema.Struct({ path: Schema.optional(Schema.String), code: Schema.optional(Schema.String) })
+}))
 
 const textOf = (result: unknown) => {
   const content = typeof result === "object" && result !== null && "content" in result && Array.isArray(result.content)
@@ -88,22 +97,65 @@ layer(gatewayLayer(), { excludeTestServices: true })("hosted MCP", (it) => {
       expect(deleteService?.annotations).toMatchObject({ destructiveHint: true, idempotentHint: true })
     }))
 
-  it.scoped("failures are tool errors carrying the envelope: 402 and credential_required", () =>
+  it.scoped("after listTools(), every failure reaches the SDK client as a tool error carrying the envelope, never an McpError", () =>
     Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
       const { key } = yield* givenOrg({ credits: 0 })
       const client = yield* connect(key)
-      const broke = yield* Effect.promise(() => client.callTool({ name: "weather", arguments: { q: "Berlin" } }))
+      // what every agent does first: the SDK client then checks each result against the tool's outputSchema
+      const { tools } = yield* Effect.promise(() => client.listTools())
+      expect(tools.find((t) => t.name === "weather")?.outputSchema).toBeDefined()
+
+      const call = (name: string, args: Record<string, unknown>) =>
+        Effect.tryPromise(() => client.callTool({ name, arguments: args })).pipe(
+          // an McpError here is the defect this test is about
+          Effect.catchAll((e) => Effect.dieMessage(`callTool(${name}) threw ${String(e.error)}`))
+        )
+      const broke = yield* call("weather", { q: "Berlin" })
       expect(broke.isError).toBe(true)
-      expect(JSON.parse(textOf(broke))).toEqual({
+      expect(broke.structuredContent).toBeUndefined()
+      const envelope = {
         error: { type: "insufficient_credits", code: "insufficient_credits", message: expect.any(String), retryable: false, billable: false }
+      }
+      expect(JSON.parse(textOf(broke))).toEqual(envelope)
+      expect(broke._meta).toMatchObject({
+        "tool-gateway/error": envelope.error,
+        "tool-gateway/credits-charged": 0,
+        "tool-gateway/request-id": expect.stringMatching(/^req_/)
       })
-      const account = yield* Effect.promise(() => client.callTool({ name: "nu_account", arguments: {} }))
-      expect(account.isError).toBe(true)
-      expect(account.structuredContent).toMatchObject({ error: { code: "credential_required", type: "auth", billable: false } })
-      const invalid = yield* Effect.promise(() => client.callTool({ name: "read", arguments: { url: "https://example.com", max_chars: 5 } }))
+
+      const account = yield* call("nu_account", {})
+      expect(account._meta).toMatchObject({ "tool-gateway/error": { code: "credential_required", type: "auth", billable: false } })
+      const invalid = yield* call("read", { url: "https://example.com", max_chars: 5 })
       expect(JSON.parse(textOf(invalid))).toMatchObject({ error: { code: "invalid_request", message: expect.stringContaining("max_chars") } })
-      const unknown = yield* Effect.promise(() => client.callTool({ name: "nope", arguments: {} }))
+      const unknown = yield* call("nope", {})
       expect(JSON.parse(textOf(unknown))).toMatchObject({ error: { code: "unknown_tool" } })
+
+      // with credits: a provider failure, and a normalization failure (billed at the tool's minimum)
+      const funded = yield* givenOrg({ credits: 10 })
+      const agent = yield* connect(funded.key)
+      yield* Effect.promise(() => agent.listTools())
+      u.openMeteo.fault({ status: 500 })
+      const provider = yield* Effect.promise(() => agent.callTool({ name: "weather", arguments: { lat: 1, lon: 2 } }))
+      expect(provider.isError).toBe(true)
+      expect(provider._meta).toMatchObject({ "tool-gateway/error": { code: "provider_unavailable", retryable: true, billable: false }, "tool-gateway/credits-charged": 0 })
+      u.openMeteo.fault({ wrongShape: true })
+      const normalization = yield* Effect.promise(() => agent.callTool({ name: "weather", arguments: { lat: 1, lon: 2 } }))
+      u.openMeteo.fault()
+      expect(normalization.isError).toBe(true)
+      expect(normalization.structuredContent).toBeUndefined()
+      expect(normalization._meta).toMatchObject({ "tool-gateway/error": { code: "normalization_failed", billable: true }, "tool-gateway/credits-charged": 1 })
+      expect(yield* books(funded.orgId)).toMatchObject({ balance: 9, held: 0 })
+
+      // each of those requests is logged with the code the agent saw, not "ok"
+      const logged = capturedLogs.flatMap((line) => {
+        const entry = Schema.decodeUnknownOption(LogLine)(line)
+        return entry._tag === "Some" && entry.value.annotations.path === "/mcp" ? [entry.value.annotations] : []
+      })
+      for (const code of ["insufficient_credits", "credential_required", "invalid_request", "unknown_tool", "provider_unavailable", "normalization_failed"]) {
+        expect(logged.map((l) => l.code)).toContain(code)
+      }
     }))
 
   it.scoped("an Idempotency-Key in _meta makes a call replayable", () =>
@@ -220,10 +272,10 @@ layer(gatewayLayer(), { excludeTestServices: true })("hosted MCP", (it) => {
       }
       const decoded = results.map((r) => Schema.decodeUnknownSync(RpcResult)(r).result)
       expect(decoded.slice(0, 3).map((r) => r.isError ?? false)).toEqual([false, true, true])
-      expect(decoded[1]?.structuredContent).toMatchObject({ error: { code: "invalid_request" } })
+      expect(decoded[1]?._meta).toMatchObject({ "tool-gateway/error": { code: "invalid_request" } })
       for (const refused of decoded.slice(3)) {
         expect(refused.isError).toBe(true)
-        expect(refused.structuredContent).toMatchObject({ error: { type: "rate_limited", code: "rate_limit_exceeded", retryable: true, billable: false } })
+        expect(refused._meta).toMatchObject({ "tool-gateway/error": { type: "rate_limited", code: "rate_limit_exceeded", retryable: true, billable: false } })
       }
       expect(yield* books(orgId)).toMatchObject({ balance: 99, held: 0 })
       // other messages count too, and are refused at the HTTP level
@@ -266,6 +318,6 @@ layer(gatewayLayer({ searchProviders: [] }), { excludeTestServices: true })("hos
       expect(names).toContain("weather")
       expect(names).not.toContain("search")
       const result = yield* Effect.promise(() => client.callTool({ name: "search", arguments: { query: "effect" } }))
-      expect(result.structuredContent).toMatchObject({ error: { code: "provider_not_configured", billable: false } })
+      expect(result._meta).toMatchObject({ "tool-gateway/error": { code: "provider_not_configured", billable: false } })
     }))
 })

@@ -5,7 +5,8 @@
  * output from the same `Schema`s, its description and price, and hints (`readOnlyHint` for reads,
  * `destructiveHint` for posts, deletes and other writes that change or remove what exists). `tools/call`
  * runs the gateway pipeline (rate limit, connection check, reservation, settlement; an Idempotency-Key from
- * `_meta.idempotencyKey`); failures, a rate-limit refusal included, are tool errors carrying the envelope.
+ * `_meta.idempotencyKey`); failures, a rate-limit refusal included, are tool errors carrying the envelope as
+ * text and in `_meta` (never as `structuredContent`, which a client checks against the output schema).
  * Files a tool kept are `resource_link`s (`tool-gateway://artifacts/<id>`) that `resources/read` answers
  * with their bytes, so the agent never needs the key.
  *
@@ -17,6 +18,7 @@ import type { CallToolResult, Tool } from "@modelcontextprotocol/sdk/types.js"
 import { Cause, Effect, Exit, Option, Runtime } from "effect"
 import {
   envelope,
+  envelopeOf,
   InternalError,
   InvalidRequest,
   isGatewayError,
@@ -35,7 +37,7 @@ import { Gateway, type Outcome } from "../services/Gateway.js"
 import type { Caller } from "../services/KeyStore.js"
 import { Pricing } from "../services/Pricing.js"
 import { CurrentCallFacts } from "../services/Telemetry.js"
-import { CurrentRequest } from "./envelope.js"
+import { CurrentRequest, type RequestState } from "./envelope.js"
 import { jsonSchemaOf } from "./jsonSchema.js"
 import { readJsonObject } from "./security.js"
 
@@ -101,9 +103,24 @@ const toolDescriptions = (pricing: typeof Pricing.Service) =>
     }]
   }))
 
-const errorResult = (error: unknown): CallToolResult => {
+/**
+ * What a call answered, for `_meta`: its request id and the credits it was charged (a normalization failure
+ * is billed; every other failure is free).
+ */
+type CallMeta = {
+  readonly "tool-gateway/request-id": string
+  readonly "tool-gateway/credits-charged": number
+  readonly "tool-gateway/replayed"?: true
+}
+
+/**
+ * A failed call: the envelope as text, and again in `_meta`. Never as `structuredContent`: a client that
+ * listed the tools validates `structuredContent` against the tool's output schema even when `isError` is set
+ * (the official SDK client does), and an envelope would fail that check and hide the tool error.
+ */
+const errorResult = (error: unknown, meta: CallMeta): CallToolResult => {
   const body = envelope(isGatewayError(error) ? error : new InternalError({ message: "An internal error occurred; retry." }))
-  return { isError: true, content: [{ type: "text", text: JSON.stringify(body) }], structuredContent: { error: body.error } }
+  return { isError: true, content: [{ type: "text", text: JSON.stringify(body) }], _meta: { ...meta, "tool-gateway/error": body.error } }
 }
 
 const parseJson = (text: string): unknown => {
@@ -115,10 +132,16 @@ const parseJson = (text: string): unknown => {
 }
 
 const resultOf = (outcome: Outcome<unknown>): CallToolResult => {
-  const meta = { "tool-gateway/request-id": outcome.requestId, "tool-gateway/credits-charged": outcome._tag === "Fresh" ? outcome.charged : 0 }
+  const meta: CallMeta = {
+    "tool-gateway/request-id": outcome.requestId,
+    "tool-gateway/credits-charged": outcome._tag === "Fresh" ? outcome.charged : 0,
+    ...(outcome._tag === "Replayed" ? { "tool-gateway/replayed": true } : {})
+  }
   if (outcome._tag === "Replayed" && outcome.status !== 200) {
+    // a stored failure (a normalization failure, or a write whose outcome is unknown), replayed
     const body = parseJson(outcome.body)
-    return { isError: true, content: [{ type: "text", text: outcome.body }], ...(isRecord(body) ? { structuredContent: body } : {}), _meta: { ...meta, "tool-gateway/replayed": true } }
+    const error = isRecord(body) ? body["error"] : undefined
+    return { isError: true, content: [{ type: "text", text: outcome.body }], _meta: { ...meta, ...(error !== undefined ? { "tool-gateway/error": error } : {}) } }
   }
   const structured = parseJson(outcome.body)
   const links = artifactsIn(structured).map((a) => ({
@@ -131,7 +154,7 @@ const resultOf = (outcome: Outcome<unknown>): CallToolResult => {
   return {
     content: [{ type: "text", text: outcome.body }, ...links],
     ...(isRecord(structured) ? { structuredContent: structured } : {}),
-    _meta: outcome._tag === "Replayed" ? { ...meta, "tool-gateway/replayed": true } : meta
+    _meta: meta
   }
 }
 
@@ -170,15 +193,34 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
         })
       })
 
-    const callTool = (caller: Caller, requestId: string, name: string, args: unknown, idempotencyKey: string | undefined) =>
+    /** One `tools/call`: a result, or a tool error carrying the envelope; the request's log line gets its code. */
+    const callTool = (
+      caller: Caller,
+      state: RequestState,
+      name: string,
+      args: unknown,
+      idempotencyKey: string | undefined
+    ) =>
       Effect.gen(function* () {
+        const failed = (error: unknown) =>
+          Effect.map(CurrentCallFacts, (facts) => {
+            const result = errorResult(error, {
+              "tool-gateway/request-id": state.requestId,
+              "tool-gateway/credits-charged": facts.credits
+            })
+            state.code = isGatewayError(error) ? envelopeOf[error._tag].code : envelopeOf.InternalError.code
+            return result
+          })
         // Each call takes its token from the key's rate limit here, so that a refusal is a tool error too.
         const throttled = yield* Effect.either(gateway.throttle(caller))
-        if (throttled._tag === "Left") return errorResult(throttled.left)
-        if (!isToolName(name)) return errorResult(new UnknownTool({ message: `There is no tool named "${name.slice(0, 100)}".` }))
-        const exit = yield* Effect.exit(gateway.runUnknown(caller, name, args ?? {}, { idempotencyKey, requestId }))
-        if (Exit.isSuccess(exit)) return resultOf(exit.value)
-        return errorResult(Option.getOrUndefined(Cause.failureOption(exit.cause)))
+        if (throttled._tag === "Left") return yield* failed(throttled.left)
+        if (!isToolName(name)) return yield* failed(new UnknownTool({ message: `There is no tool named "${name.slice(0, 100)}".` }))
+        const exit = yield* Effect.exit(gateway.runUnknown(caller, name, args ?? {}, { idempotencyKey, requestId: state.requestId }))
+        if (Exit.isSuccess(exit)) {
+          if (exit.value._tag === "Replayed" && exit.value.status !== 200) state.code = codeOfStored(exit.value.body)
+          return resultOf(exit.value)
+        }
+        return yield* failed(Option.getOrUndefined(Cause.failureOption(exit.cause)))
       })
 
     /** `resources/read` of a file a tool kept: its exact bytes, base64, to the org that owns it. */
@@ -248,7 +290,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
         const meta = call.params._meta
         const key = isRecord(meta) && typeof meta["idempotencyKey"] === "string" ? meta["idempotencyKey"] : undefined
         return run(
-          callTool(caller, state.requestId, call.params.name, call.params.arguments, key).pipe(Effect.provideService(CurrentCallFacts, facts))
+          callTool(caller, state, call.params.name, call.params.arguments, key).pipe(Effect.provideService(CurrentCallFacts, facts))
         )
       })
       // Files are listed in the answers that kept them, not here.
@@ -282,6 +324,13 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
 
     yield* router.all(MCP_PATH, handle)
   }))
+
+/** The code of a stored (replayed) failure's envelope. */
+const codeOfStored = (body: string): string => {
+  const parsed = parseJson(body)
+  const error = isRecord(parsed) ? parsed["error"] : undefined
+  return isRecord(error) && typeof error["code"] === "string" ? error["code"] : envelopeOf.InternalError.code
+}
 
 /** The message of a JSON-RPC error answer, or the answer itself. */
 const jsonRpcErrorMessage = (text: string): string => {

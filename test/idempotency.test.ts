@@ -4,14 +4,18 @@
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Effect, TestClock } from "effect"
+import { Effect, Redacted, TestClock } from "effect"
 import { IdempotencyKeyReused } from "../src/domain/errors.js"
+import { Betas } from "../src/services/Betas.js"
+import { Connections } from "../src/services/Connections.js"
 import { Gateway } from "../src/services/Gateway.js"
+import { KeyStore } from "../src/services/KeyStore.js"
 import { fingerprint, Idempotency } from "../src/services/Idempotency.js"
 import { Ledger } from "../src/services/Ledger.js"
 import { toDate } from "../src/services/time.js"
 import { expectEnvelope, expectOk } from "./support/assert.js"
 import { baseUrl, books, callTool, gatewayLayer, givenOrg, servicesLayer, TestUpstreams } from "./support/gateway.js"
+import { CREDENTIALS, EPSILON_TOKEN } from "./upstreams/accounts.js"
 
 layer(gatewayLayer(), { excludeTestServices: true })("Idempotency-Key over HTTP", (it) => {
   it.effect("a replay returns the same answer, marked, without a second provider call or charge", () =>
@@ -162,6 +166,47 @@ layer(gatewayLayer(), { excludeTestServices: true })("Idempotency-Key over HTTP"
       const other = yield* callTool("weather", { q: "Paris" }, { key: b.key, idempotencyKey: "shared" })
       expectOk(other, 1)
       expect(other.headers.get("idempotent-replayed")).toBeNull()
+    }))
+})
+
+layer(gatewayLayer({ ssrfAllow: ["127.0.0.1"] }), { excludeTestServices: true })("a replay passes every check a fresh call passes", (it) => {
+  it.effect("a key limited to other tools, or an org whose beta was turned off, gets no stored answer", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      const { key, orgId } = yield* givenOrg({ credits: 10 })
+      const connections = yield* Connections
+      yield* Effect.orDie(connections.connect(orgId, "epsilon", { base_url: u.rest.url, token: EPSILON_TOKEN }, null))
+      const call = { method: "POST", path: "/items", body: { secret: "payroll" } }
+      const first = yield* callTool("epsilon_request", call, { key, idempotencyKey: "shared-write" })
+      expectOk(first, 1)
+
+      // another key of the same org, limited to xi_movie, sends the same request and Idempotency-Key
+      const keys = yield* KeyStore
+      const limited = yield* Effect.orDie(keys.create(orgId, { name: "movies only", allowedTools: ["xi_movie"] }))
+      const refused = yield* callTool("epsilon_request", call, { key: Redacted.value(limited.key), idempotencyKey: "shared-write" })
+      expectEnvelope(refused, { status: 401, type: "auth", code: "tool_not_allowed", retryable: false, billable: false })
+      expect(refused.text).not.toContain("payroll")
+
+      // a beta tool's stored answer, after the org turned the beta off
+      const betas = yield* Betas
+      yield* Effect.orDie(connections.connect(orgId, "iota", CREDENTIALS.iota, null))
+      yield* Effect.orDie(betas.enable(orgId, "iota_delete_service"))
+      expectOk(yield* callTool("iota_delete_service", { service_id: "srv-1" }, { key, idempotencyKey: "beta-write" }), 1)
+      yield* betas.disable(orgId, "iota_delete_service")
+      const off = yield* callTool("iota_delete_service", { service_id: "srv-1" }, { key, idempotencyKey: "beta-write" })
+      expectEnvelope(off, { status: 401, type: "auth", code: "beta_unavailable", retryable: false, billable: false })
+
+      // a revoked key gets invalid_key, not the answer
+      yield* Effect.orDie(keys.revoke(limited.id))
+      const revoked = yield* callTool("epsilon_request", call, { key: Redacted.value(limited.key), idempotencyKey: "shared-write" })
+      expectEnvelope(revoked, { status: 401, type: "auth", code: "invalid_key", retryable: false, billable: false })
+      // the key with the right to it still gets its replay, and nothing was called twice
+      const replay = yield* callTool("epsilon_request", call, { key, idempotencyKey: "shared-write" })
+      expectOk(replay, 0)
+      expect(replay.text).toBe(first.text)
+      expect(u.rest.hits("/items")).toBe(1)
+      expect(yield* books(orgId)).toMatchObject({ balance: 8, held: 0 })
     }))
 })
 

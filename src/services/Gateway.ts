@@ -297,6 +297,14 @@ export const make = Effect.gen(function* () {
       const reservation = reserveFor(price, def.maxUnits(input))
       const requestId = options.requestId ?? (yield* randomId("req", 20))
 
+      // 5. beta, and the key's tool allow-list: a fresh call and a replay alike must pass them
+      const admit = Effect.gen(function* () {
+        if (def.beta) yield* betas.require(caller.orgId, tool)
+        if (caller.allowedTools !== null && !caller.allowedTools.includes(tool)) {
+          return yield* new ToolNotAllowed({ message: `This API key may not call ${tool}; its tools are limited.` })
+        }
+      })
+
       // 4. Idempotency-Key
       const key = options.idempotencyKey === undefined ? undefined : yield* validateKey(options.idempotencyKey)
       if (key !== undefined) {
@@ -308,18 +316,17 @@ export const make = Effect.gen(function* () {
           leaseMs
         })
         if (claim._tag === "Replay") {
+          // A stored answer is served only to a caller who could make the call now: a revoked key, a key
+          // whose tools are limited, or an org whose beta was turned off gets what a fresh call would get.
           if (!confirmed) yield* keys.confirm(caller)
           confirmed = true
+          yield* admit
           return { _tag: "Replayed", requestId, ...claim.response } satisfies Replayed
         }
       }
 
       const execute: Effect.Effect<Fresh<A>, ToolError<T>> = Effect.gen(function* () {
-        // 5. beta, and the key's tool allow-list
-        if (def.beta) yield* betas.require(caller.orgId, tool)
-        if (caller.allowedTools !== null && !caller.allowedTools.includes(tool)) {
-          return yield* new ToolNotAllowed({ message: `This API key may not call ${tool}; its tools are limited.` })
-        }
+        yield* admit
         // 6. account tools need the org's connection to the provider (credentials for this call only)
         const credentials = yield* connectionCheck[tool](connections, caller.orgId)
         // what the provider refuses on the input's face (a URL the SSRF guard refuses) costs nothing

@@ -300,6 +300,8 @@ layer(Layer.fresh(gatewayLayer()), { excludeTestServices: true })("internal_erro
       yield* blockDatabase(false)
       const during = yield* callTool("weather", { q: "Berlin" }, { key })
       expectError(during, { status: 500, type: "internal", code: "internal_error", retryable: true, billable: false })
+      // and the readiness probe says why, with the envelope
+      expectError(yield* request("/readyz", { method: "GET" }), { status: 503, type: "internal", code: "not_ready", retryable: true, billable: false, message: "database unreachable" })
       yield* blockDatabase(true)
       const after = yield* callTool("weather", { q: "Berlin" }, { key })
       expect(after.status).toBe(200)

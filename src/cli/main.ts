@@ -3,10 +3,12 @@
  * database in `GATEWAY_DATA_DIR` (joining the running server's, or starting it for the command).
  * `--json` prints machine-readable output.
  */
-import { Command, Options } from "@effect/cli"
-import { Console, Effect, Layer, Option, Redacted } from "effect"
+import { Command, HelpDoc, Options, ValidationError } from "@effect/cli"
+import { Console, Effect, Either, Layer, Option, Redacted } from "effect"
 import { migrate } from "../db/migrations.js"
 import { DatabaseLive } from "../db/Database.js"
+import { parseCredits } from "../domain/credits.js"
+import { MAX_RATE } from "../domain/dashboard.js"
 import { envelope, isGatewayError } from "../domain/errors.js"
 import { KeyId, OrgId } from "../domain/ids.js"
 import { catalog, isToolName, toolNames } from "../domain/tools.js"
@@ -87,16 +89,32 @@ const migrateCommand = Command.make("migrate", { json }, ({ json }) =>
       : `Applied ${applied.map(([id, name]) => `${id}_${name}`).join(", ")}.`)
   }))).pipe(Command.withDescription("Apply pending migrations (the server also does this at start-up)"))
 
-const nonNegative = (name: string) =>
-  Options.integer(name).pipe(Options.filterMap((n) => (n >= 0 ? Option.some(n) : Option.none()), `--${name} must be >= 0`))
+/** An amount of credits: digits only, from `min` to 2^53 − 1, or a clear message naming the option. */
+const credits = (name: string, min = 0) =>
+  Options.text(name).pipe(
+    Options.mapEffect((text) =>
+      Either.match(parseCredits(text, `--${name}`, min), {
+        onLeft: (message) => Effect.fail(ValidationError.invalidValue(HelpDoc.p(message))),
+        onRight: Effect.succeed
+      })
+    )
+  )
 
-const positive = (name: string) =>
-  Options.integer(name).pipe(Options.filterMap((n) => (n >= 1 ? Option.some(n) : Option.none()), `--${name} must be >= 1`))
+/** A whole number from 1 to `max` (a rate), or a clear message naming the option. */
+const positive = (name: string, max: number) =>
+  Options.text(name).pipe(
+    Options.mapEffect((text) => {
+      const n = /^\d{1,20}$/.test(text.trim()) ? Number(text.trim()) : Number.NaN
+      return Number.isSafeInteger(n) && n >= 1 && n <= max
+        ? Effect.succeed(n)
+        : Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--${name} must be a whole number from 1 to ${max} (got ${text.slice(0, 40)})`)))
+    })
+  )
 
 const orgCreate = Command.make("create", {
   name: Options.text("name").pipe(Options.withDescription("Org name")),
-  credits: nonNegative("credits").pipe(Options.withDefault(0)),
-  spendCap: nonNegative("spend-cap").pipe(Options.optional),
+  credits: credits("credits").pipe(Options.withDefault(0)),
+  spendCap: credits("spend-cap").pipe(Options.optional),
   json
 }, ({ credits, json, name, spendCap }) =>
   admin(json, Effect.gen(function* () {
@@ -120,7 +138,7 @@ const orgShow = Command.make("show", { org: orgOption, json }, ({ json, org }) =
 
 const creditsGrant = Command.make("grant", {
   org: orgOption,
-  amount: Options.integer("amount").pipe(Options.filterMap((n) => (n > 0 ? Option.some(n) : Option.none()), "--amount must be > 0")),
+  amount: credits("amount", 1),
   json
 }, ({ amount, json, org }) =>
   admin(json, Effect.gen(function* () {
@@ -133,10 +151,13 @@ const capSet = Command.make("set", {
   org: orgOption,
   amount: Options.text("amount").pipe(
     Options.withDescription("Monthly cap in credits, or none"),
-    Options.filterMap(
-      (s): Option.Option<number | null> =>
-        s === "none" ? Option.some(null) : /^\d+$/.test(s) ? Option.some(Number(s)) : Option.none(),
-      "--amount must be a non-negative integer or none"
+    Options.mapEffect((text) =>
+      text.trim() === "none"
+        ? Effect.succeed(null)
+        : Either.match(parseCredits(text, "--amount (or none)"), {
+          onLeft: (message) => Effect.fail(ValidationError.invalidValue(HelpDoc.p(message))),
+          onRight: Effect.succeed
+        })
     )
   ),
   json
@@ -150,7 +171,7 @@ const capSet = Command.make("set", {
 const keysCreate = Command.make("create", {
   org: orgOption,
   name: Options.text("name").pipe(Options.withDefault("default")),
-  spendLimit: nonNegative("spend-limit").pipe(Options.withDescription("Monthly spend limit of the key"), Options.optional),
+  spendLimit: credits("spend-limit").pipe(Options.withDescription("Monthly spend limit of the key"), Options.optional),
   tools: Options.text("tools").pipe(
     Options.withDescription("Comma-separated tools the key may call (default: all)"),
     Options.filterMap((s): Option.Option<ReadonlyArray<string>> => {
@@ -159,11 +180,11 @@ const keysCreate = Command.make("create", {
     }, "--tools must be a comma-separated list of tool names"),
     Options.optional
   ),
-  rateLimit: positive("rate-limit").pipe(
+  rateLimit: positive("rate-limit", MAX_RATE).pipe(
     Options.withDescription("The key's own sustained requests per second (default: the gateway's)"),
     Options.optional
   ),
-  burst: positive("burst").pipe(Options.withDescription("The key's burst (default: its --rate-limit)"), Options.optional),
+  burst: positive("burst", MAX_RATE).pipe(Options.withDescription("The key's burst (default: its --rate-limit)"), Options.optional),
   json
 }, ({ burst, json, name, org, rateLimit, spendLimit, tools }) =>
   admin(json, Effect.gen(function* () {

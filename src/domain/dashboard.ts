@@ -2,14 +2,17 @@
  * Request and response shapes of the dashboard API (signed in with an ID token): connections, keys, the
  * org's balance and spend cap, beta tools, and the usage log.
  */
-import { Schema } from "effect"
+import { ParseResult, Schema } from "effect"
 import { AccountProviderSchema } from "./connections.js"
+import { Credits } from "./credits.js"
 import { NonEmpty, opt, strict } from "./schema-helpers.js"
 import { tools } from "./tools.js"
 
 const Timestamp = Schema.String.annotations({ description: "ISO 8601, UTC" })
-const Credits = Schema.Int.pipe(Schema.nonNegative({ message: () => "must be a non-negative integer" }))
-const PerSecond = Schema.Int.pipe(Schema.between(1, 100_000, { message: () => "must be an integer from 1 to 100000" }))
+/** The most requests per second (and burst) a key's own rate limit may name. */
+export const MAX_RATE = 100_000
+
+const PerSecond = Schema.Int.pipe(Schema.between(1, MAX_RATE, { message: () => `must be an integer from 1 to ${MAX_RATE}` }))
 
 export const KeyRateLimitView = Schema.Struct({
   per_second: PerSecond,
@@ -18,13 +21,16 @@ export const KeyRateLimitView = Schema.Struct({
 const toolNameList = Object.keys(tools)
 const betaToolNameList: ReadonlyArray<string> = Object.values(tools).filter((t) => t.beta).map((t) => t.name)
 
+/** The value a refinement refused, quoted and cut short, for a message. */
+const refused = (issue: ParseResult.ParseIssue): string => JSON.stringify(issue.actual)?.slice(0, 100) ?? "the value"
+
 export const ToolNameSchema = Schema.String.pipe(
-  Schema.filter((s) => toolNameList.includes(s), { message: (i) => `${String(i)} is not a tool` })
+  Schema.filter((s) => toolNameList.includes(s), { message: (issue) => `${refused(issue)} is not a tool` })
 ).annotations({ identifier: "ToolName" })
 
 export const BetaToolSchema = Schema.String.pipe(
   Schema.filter((s) => betaToolNameList.includes(s), {
-    message: (i) => `${String(i)} is not a beta tool (beta tools: ${betaToolNameList.join(", ")})`
+    message: (issue) => `${refused(issue)} is not a beta tool (beta tools: ${betaToolNameList.join(", ")})`
   })
 ).annotations({ identifier: "BetaTool" })
 

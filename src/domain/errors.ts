@@ -129,6 +129,10 @@ export class MethodNotAllowed extends Schema.TaggedError<MethodNotAllowed>()("Me
 export class InternalError extends Schema.TaggedError<InternalError>()("InternalError", {
   message: Schema.String
 }) {}
+/** `GET /readyz` while this process cannot serve calls (its database is unreachable, or not migrated). */
+export class NotReady extends Schema.TaggedError<NotReady>()("NotReady", {
+  message: Schema.String
+}) {}
 
 /** Every error class, in one list: the API declares each of them, the client decodes each of them. */
 export const gatewayErrors = [
@@ -163,7 +167,8 @@ export const gatewayErrors = [
   UnknownTool,
   NotFound,
   MethodNotAllowed,
-  InternalError
+  InternalError,
+  NotReady
 ] as const
 
 export type GatewayError = InstanceType<(typeof gatewayErrors)[number]>
@@ -331,7 +336,8 @@ export const envelopeOf: { readonly [K in GatewayErrorTag]: EnvelopeSpec } = {
   UnknownTool: { type: "not_found", code: "unknown_tool", status: 404, retryable: false, billable: false },
   NotFound: { type: "not_found", code: "not_found", status: 404, retryable: false, billable: false },
   MethodNotAllowed: { type: "not_found", code: "method_not_allowed", status: 405, retryable: false, billable: false },
-  InternalError: { type: "internal", code: "internal_error", status: 500, retryable: true, billable: false }
+  InternalError: { type: "internal", code: "internal_error", status: 500, retryable: true, billable: false },
+  NotReady: { type: "internal", code: "not_ready", status: 503, retryable: true, billable: false }
 }
 
 /** The wire form of an error: what every non-2xx response carries. */

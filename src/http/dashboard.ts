@@ -58,7 +58,7 @@ export const DashboardLive = HttpApiBuilder.group(Api, "dashboard", (handlers) =
             rateLimit: payload.rate_limit === undefined || payload.rate_limit === null
               ? null
               : { perSecond: payload.rate_limit.per_second, burst: payload.rate_limit.burst }
-          }).pipe(Effect.orDie)
+          }).pipe(Effect.catchTag("NotFound", Effect.die))
           return { ...keyView(created), key: Redacted.value(created.key) }
         }))
       .handle("listKeys", () =>
@@ -76,7 +76,7 @@ export const DashboardLive = HttpApiBuilder.group(Api, "dashboard", (handlers) =
       .handle("setSpendCap", ({ payload }) =>
         Effect.gen(function* () {
           const { orgId } = yield* CurrentUser
-          yield* ledger.setSpendCap(orgId, payload.spend_cap).pipe(Effect.orDie)
+          yield* ledger.setSpendCap(orgId, payload.spend_cap).pipe(Effect.catchTag("NotFound", Effect.die))
           return yield* currentOrg
         }))
       .handle("setBeta", ({ path, payload }) =>

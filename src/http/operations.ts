@@ -9,7 +9,7 @@ import { SqlClient } from "@effect/sql"
 import { Duration, Effect, Metric, Option, Redacted } from "effect"
 import { DatabasePool } from "../db/Database.js"
 import { migrationCount } from "../db/migrations.js"
-import { InvalidToken } from "../domain/errors.js"
+import { InvalidToken, NotReady } from "../domain/errors.js"
 import { GatewayConfig } from "../services/GatewayConfig.js"
 import { Ledger } from "../services/Ledger.js"
 import { MetricsExporter } from "../services/Observability.js"
@@ -47,14 +47,13 @@ export const OperationsLive = HttpApiBuilder.Router.use((router) =>
     yield* router.get("/healthz", Effect.succeed(HttpServerResponse.unsafeJson({ status: "ok" })))
     yield* router.get(
       "/readyz",
-      Effect.map(checkDatabase, (check) =>
-        HttpServerResponse.unsafeJson(
-          {
-            status: check.ok ? "ready" : "not_ready",
+      Effect.flatMap(checkDatabase, (check) =>
+        check.ok
+          ? Effect.succeed(HttpServerResponse.unsafeJson({
+            status: "ready",
             checks: { database: check.database, migrations: check.migrations }
-          },
-          { status: check.ok ? 200 : 503 }
-        ))
+          }))
+          : new NotReady({ message: `Not ready: database ${check.database}; migrations ${check.migrations}.` }))
     )
 
     // Gauges that describe shared state are read when scraped (the database may be down: then they keep

@@ -77,7 +77,8 @@ export const wireErrors = [
   wireOf(E.UnknownTool),
   wireOf(E.NotFound),
   wireOf(E.MethodNotAllowed),
-  wireOf(E.InternalError)
+  wireOf(E.InternalError),
+  wireOf(E.NotReady)
 ] as const satisfies ReadonlyArray<unknown> & { readonly length: typeof E.gatewayErrors.length }
 
 /** Every error, as one schema (a union the API splits by status). */

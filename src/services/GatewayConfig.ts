@@ -173,7 +173,10 @@ const list = (name: string, fallback: ReadonlyArray<string>) =>
 
 const positiveInt = (name: string, fallback: number) =>
   Config.integer(name).pipe(
-    Config.validate({ message: `${name} must be a non-negative integer`, validation: (n) => n >= 0 }),
+    Config.validate({
+      message: `${name} must be a whole number from 0 to ${Number.MAX_SAFE_INTEGER}`,
+      validation: (n) => Number.isSafeInteger(n) && n >= 0
+    }),
     Config.withDefault(fallback)
   )
 

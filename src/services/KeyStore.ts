@@ -11,7 +11,9 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer, Redacted } from "effect"
-import { InvalidKey, NotFound } from "../domain/errors.js"
+import { creditsMessage, isCredits } from "../domain/credits.js"
+import { MAX_RATE } from "../domain/dashboard.js"
+import { InvalidKey, InvalidRequest, NotFound } from "../domain/errors.js"
 import { API_KEY_PATTERN, API_KEY_PREFIX, KeyId, OrgId } from "../domain/ids.js"
 import { base62, randomId, sha256 } from "./random.js"
 import { monthOf, nowMillis, toDate } from "./time.js"
@@ -66,7 +68,8 @@ export interface CreatedKey extends KeyInfo {
 }
 
 export class KeyStore extends Context.Tag("KeyStore")<KeyStore, {
-  readonly create: (orgId: OrgId, options: KeyOptions) => Effect.Effect<CreatedKey, NotFound>
+  /** A spend limit is a whole number of credits; a rate limit, 1 to `MAX_RATE` per second (else `invalid_request`). */
+  readonly create: (orgId: OrgId, options: KeyOptions) => Effect.Effect<CreatedKey, NotFound | InvalidRequest>
   readonly verify: (key: string, options?: { readonly cached?: boolean }) => Effect.Effect<Caller, InvalidKey>
   /** For an unconfirmed caller: the key is still valid in the database (else `invalid_key`). */
   readonly confirm: (caller: Caller) => Effect.Effect<Caller, InvalidKey>
@@ -115,6 +118,19 @@ const toInfo = (row: KeyRow, month: number): KeyInfo => ({
   rateLimit: rateLimitOf(row)
 })
 
+const checkKeyOptions = (options: KeyOptions): Effect.Effect<void, InvalidRequest> => {
+  const limit = options.spendLimit
+  if (limit !== undefined && limit !== null && !isCredits(limit)) {
+    return Effect.fail(new InvalidRequest({ message: creditsMessage("the monthly spend limit", limit) }))
+  }
+  const rate = options.rateLimit
+  const inRange = (n: number) => Number.isSafeInteger(n) && n >= 1 && n <= MAX_RATE
+  if (rate !== undefined && rate !== null && (!inRange(rate.perSecond) || !inRange(rate.burst))) {
+    return Effect.fail(new InvalidRequest({ message: `A key's rate limit and burst must be whole numbers from 1 to ${MAX_RATE}.` }))
+  }
+  return Effect.void
+}
+
 // `last_used_at` is written at most this often per key and process: a write per call would make every
 // call on one key contend for one row.
 const LAST_USED_RESOLUTION_MS = 60_000
@@ -154,6 +170,7 @@ export const make = Effect.gen(function* () {
 
   const create = (orgId: OrgId, options: KeyOptions) =>
     Effect.gen(function* () {
+      yield* checkKeyOptions(options)
       const now = yield* nowMillis
       const id = KeyId.make(yield* randomId("key"))
       const key = API_KEY_PREFIX + base62(32)

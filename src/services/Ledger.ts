@@ -7,7 +7,15 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Layer } from "effect"
-import { InsufficientCredits, InvalidKey, KeySpendLimitExceeded, NotFound, SpendCapExceeded } from "../domain/errors.js"
+import { creditsMessage, isCredits, MAX_CREDITS } from "../domain/credits.js"
+import {
+  InsufficientCredits,
+  InvalidKey,
+  InvalidRequest,
+  KeySpendLimitExceeded,
+  NotFound,
+  SpendCapExceeded
+} from "../domain/errors.js"
 import { type KeyId, OrgId } from "../domain/ids.js"
 import { randomId } from "./random.js"
 import { millisToNextMonth, monthOf, nowMillis, toDate } from "./time.js"
@@ -42,15 +50,17 @@ export interface ReserveRequest {
 }
 
 export class Ledger extends Context.Tag("Ledger")<Ledger, {
+  /** Amounts are whole numbers of credits up to `MAX_CREDITS`; anything else is `invalid_request`. */
   readonly createOrg: (input: {
     readonly name: string
     readonly credits?: number
     readonly spendCap?: number | null
-  }) => Effect.Effect<Org>
+  }) => Effect.Effect<Org, InvalidRequest>
   readonly getOrg: (id: OrgId) => Effect.Effect<Org, NotFound>
   readonly countOrgs: Effect.Effect<number>
-  readonly grant: (id: OrgId, amount: number, note?: string) => Effect.Effect<Org, NotFound>
-  readonly setSpendCap: (id: OrgId, cap: number | null) => Effect.Effect<Org, NotFound>
+  /** Add credits; a grant that would take the balance past `MAX_CREDITS` is refused. */
+  readonly grant: (id: OrgId, amount: number, note?: string) => Effect.Effect<Org, NotFound | InvalidRequest>
+  readonly setSpendCap: (id: OrgId, cap: number | null) => Effect.Effect<Org, NotFound | InvalidRequest>
   readonly reserve: (
     request: ReserveRequest
   ) => Effect.Effect<Hold, InvalidKey | InsufficientCredits | SpendCapExceeded | KeySpendLimitExceeded>
@@ -87,6 +97,10 @@ interface OrgRow {
   readonly created_at: Date
 }
 
+/** `invalid_request` unless `value` is a whole number of credits from `min` to `MAX_CREDITS`. */
+export const checkCredits = (name: string, value: number, min = 0): Effect.Effect<void, InvalidRequest> =>
+  isCredits(value, min) ? Effect.void : Effect.fail(new InvalidRequest({ message: creditsMessage(name, value, min) }))
+
 // An arbitrary constant: one sweeper at a time across every process that shares the database.
 const SWEEP_LOCK = 746_269_001
 
@@ -120,6 +134,8 @@ export const make = Effect.gen(function* () {
 
   const createOrg = (input: { readonly name: string; readonly credits?: number; readonly spendCap?: number | null }) =>
     Effect.gen(function* () {
+      yield* checkCredits("credits", input.credits ?? 0)
+      if (input.spendCap !== undefined && input.spendCap !== null) yield* checkCredits("spend cap", input.spendCap)
       const now = yield* nowMillis
       const id = OrgId.make(yield* randomId("org"))
       const credits = input.credits ?? 0
@@ -134,7 +150,7 @@ export const make = Effect.gen(function* () {
         }
       }))
       return yield* readOrg(id)
-    }).pipe(Effect.orDie, traced("Ledger.createOrg"))
+    }).pipe(Effect.catchTag("SqlError", "NotFound", Effect.die), traced("Ledger.createOrg"))
 
   const countOrgs = sql<{ readonly n: number }>`SELECT count(*)::int AS n FROM orgs`.pipe(
     Effect.map((rows) => rows[0]?.n ?? 0),
@@ -143,22 +159,31 @@ export const make = Effect.gen(function* () {
 
   const grant = (id: OrgId, amount: number, note?: string) =>
     Effect.gen(function* () {
+      yield* checkCredits("amount", amount, 1)
       const now = yield* nowMillis
       const updated = yield* sql.withTransaction(Effect.gen(function* () {
-        const rows = yield* sql<{ readonly id: string }>`
-          UPDATE orgs SET balance = balance + ${amount} WHERE id = ${id} RETURNING id`
+        const rows = yield* sql<{ readonly balance: number }>`
+          UPDATE orgs SET balance = balance + ${amount} WHERE id = ${id} AND balance <= ${MAX_CREDITS - amount}
+          RETURNING balance`
         if (rows.length === 0) return false
         yield* sql`
           INSERT INTO journal (org_id, kind, amount, note, created_at)
           VALUES (${id}, 'grant', ${amount}, ${note ?? null}, ${toDate(now)})`
         return true
       }))
-      if (!updated) return yield* new NotFound({ message: `no org with id ${id}` })
+      if (!updated) {
+        const org = yield* readOrg(id)
+        return yield* new InvalidRequest({
+          message: `Granting ${amount} credits would take the balance of ${org.id} (${org.balance}) past ${MAX_CREDITS}, ` +
+            "the largest amount of credits the gateway counts."
+        })
+      }
       return yield* readOrg(id)
     }).pipe(Effect.catchTag("SqlError", Effect.die), traced("Ledger.grant"))
 
   const setSpendCap = (id: OrgId, cap: number | null) =>
     Effect.gen(function* () {
+      if (cap !== null) yield* checkCredits("spend cap", cap)
       const rows = yield* sql<{ readonly id: string }>`UPDATE orgs SET spend_cap = ${cap} WHERE id = ${id} RETURNING id`
       if (rows.length === 0) return yield* new NotFound({ message: `no org with id ${id}` })
       return yield* readOrg(id)
@@ -192,6 +217,13 @@ export const make = Effect.gen(function* () {
             retryAfter: nextMonth
           })
         default:
+          if (row.spend_cap === null) {
+            return yield* new SpendCapExceeded({
+              message: `This call would take the org's spend this month past ${MAX_CREDITS} credits, the largest ` +
+                "amount the gateway counts. Wait for the next month.",
+              retryAfter: nextMonth
+            })
+          }
           return yield* new SpendCapExceeded({
             message: `The org's monthly spend cap of ${row.spend_cap ?? 0} credits would be exceeded ` +
               `(${row.month_spend} spent this month, ${row.held} held, this call reserves up to ${amount}). ` +

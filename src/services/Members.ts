@@ -66,7 +66,8 @@ export const make = Effect.gen(function* () {
           message: "This account is not a member of any org. Ask the operator to add it (tool-gateway members add)."
         })
       }
-      const org = yield* ledger.createOrg({ name: `personal:${uid}`, credits: config.identity.signupCredits })
+      // SIGNUP_CREDITS was checked at start-up
+      const org = yield* Effect.orDie(ledger.createOrg({ name: `personal:${uid}`, credits: config.identity.signupCredits }))
       const now = yield* nowMillis
       // Two first sign-ins at once: the first membership wins; the other org stays empty and unused.
       yield* sql`INSERT INTO members (uid, org_id, created_at) VALUES (${uid}, ${org.id}, ${toDate(now)})

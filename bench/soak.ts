@@ -53,7 +53,7 @@ const main = async () => {
       APPSTORE_BASE_URL: `http://127.0.0.1:${upstream.port}`,
       RATE_LIMIT_PER_SECOND: "0",
       PROVIDER_TIMEOUT_MS: "1000",
-      HOLD_LEASE_GRACE_MS: "1000",
+      HOLD_LEASE_MS: "3000",
       SWEEP_INTERVAL_MS: "1000",
       LOG_LEVEL: "error",
       NODE_OPTIONS: `--max-old-space-size=${heapMb}`

@@ -13,6 +13,7 @@ import { UsageLive } from "./services/Usage.js"
 import { GatewayServiceLive } from "./services/Gateway.js"
 import { IdempotencyLive } from "./services/Idempotency.js"
 import { KeyStoreLive } from "./services/KeyStore.js"
+import { LeasesLive } from "./services/Leases.js"
 import { LedgerLive } from "./services/Ledger.js"
 import { PricingLive } from "./services/Pricing.js"
 import { ProviderClientLive } from "./services/ProviderClient.js"
@@ -35,7 +36,8 @@ export const ServicesLive = GatewayServiceLive.pipe(
       UsageLive,
       PricingLive,
       ArtifactsLive,
-      MetricsExporterLive
+      MetricsExporterLive,
+      LeasesLive
     )
   )
 )

@@ -186,7 +186,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("a process that dies", (it)
       expect(code).toBe(0)
       expect(statuses(answers)).toEqual({ "200": 20 })
       expect(yield* books(orgId)).toMatchObject({ balance: 80, held: 0, pendingHolds: 0, journalSum: 80 })
-      // and it no longer accepts anything
+      // and it no longer accepts anything (test ports are never handed out twice: see freePort)
       expect((yield* post(served.base, "/v1/mobile_app_search", key, app)).status).toBe(0)
     }).pipe(Effect.scoped), 60_000)
 })

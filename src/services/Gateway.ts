@@ -35,7 +35,6 @@ import {
   type AccountToolName,
   catalog,
   type CredentialFor,
-  isToolName,
   type ToolInput,
   type ToolName,
   type ToolOutput
@@ -51,11 +50,12 @@ import { nowMillis, preciseMillis } from "./time.js"
 import { GatewayConfig } from "./GatewayConfig.js"
 import { fingerprint, Idempotency, validateKey } from "./Idempotency.js"
 import { type Caller, KeyStore } from "./KeyStore.js"
-import { Ledger } from "./Ledger.js"
+import { type ClaimLease, Leases } from "./Leases.js"
+import { type Hold, Ledger } from "./Ledger.js"
 import { CallDeadline, ProviderClient } from "./ProviderClient.js"
 import { RateLimit, type RateLimitState } from "./RateLimit.js"
 import { randomId } from "./random.js"
-import { CurrentCallFacts, rateLimitRejections, recordCall, recordProvider } from "./Telemetry.js"
+import { CurrentCallFacts, rateLimitRejections, recordCall, recordProvider, settlementsLost } from "./Telemetry.js"
 import { traced } from "./tracing.js"
 
 /** Errors every tool call can end in. */
@@ -235,16 +235,11 @@ export const make = Effect.gen(function* () {
   const usage = yield* Usage
   const pricing = yield* Pricing
   const artifacts = yield* Artifacts
+  const leases = yield* Leases
   const providerContext = Context.make(GatewayConfig, config).pipe(Context.add(ProviderClient, yield* ProviderClient))
-
-  const minimumCharge = (label: string) => {
-    const name = label.replace(/^run:/, "")
-    return isToolName(name) ? reserveFor(pricing.priceOf(name), 0) : 0
-  }
 
   // The whole provider phase (fallbacks included) must end within this; holds and claims live a little longer.
   const callTimeoutMs = config.providerTimeoutMs * 3
-  const leaseMs = callTimeoutMs + config.holdLeaseGraceMs
 
   const authenticate = (apiKey: string | undefined, authorization?: string | undefined, options?: AuthenticateOptions) =>
     Effect.gen(function* () {
@@ -284,6 +279,8 @@ export const make = Effect.gen(function* () {
   ): Effect.Effect<Outcome<A>, ToolError<T>> => {
     // A key taken from the cache is confirmed by the reservation statement; any other answer confirms it first.
     let confirmed = caller.confirmed
+    // What a billable failure (normalization) was actually charged, for its usage record and its replay.
+    let failureCharge = 0
     const confirmOnFailure = (error: ToolError<T>): Effect.Effect<never, ToolError<T>> =>
       confirmed || error._tag === "InvalidKey"
         ? Effect.fail(error)
@@ -313,7 +310,7 @@ export const make = Effect.gen(function* () {
           key,
           fingerprint: fingerprint(mode.label, input),
           requestId,
-          leaseMs
+          leaseMs: leases.leaseMs
         })
         if (claim._tag === "Replay") {
           // A stored answer is served only to a caller who could make the call now: a revoked key, a key
@@ -338,65 +335,87 @@ export const make = Effect.gen(function* () {
           tool,
           requestId,
           amount: reservation,
-          leaseMs
+          leaseMs: leases.leaseMs
         }).pipe(
           Effect.tapError((e) => e._tag === "InvalidKey" ? keys.forget(caller.keyId) : Effect.sync(() => (confirmed = true)))
         )
         confirmed = true
-        // 8. the provider call, under the call's deadline (abort signals end it; nothing interrupts it, so a
-        // client that hangs up cannot abandon a call the provider may already be serving)
-        const sink = ArtifactSink.of({
-          store: (contentType, data) => artifacts.store(caller.orgId, contentType, data),
-          maxBytes: config.artifactMaxBytes
-        })
-        const started = yield* preciseMillis
-        // one context for the provider phase (each provide copies the fiber's whole context)
-        const callContext = providerContext.pipe(
-          Context.add(ArtifactSink, sink),
-          Context.add(CallDeadline, {
-            at: (yield* nowMillis) + callTimeoutMs,
-            describe: `${tool} did not complete within ${callTimeoutMs} ms.`
-          })
-        )
-        const exit = yield* mode.invoke(credentials).pipe(
-          Effect.provide(callContext),
-          traced("Gateway.provider", { attributes: { tool } }),
-          Effect.exit
-        )
-        const providerMs = (yield* preciseMillis) - started
-        const facts = yield* CurrentCallFacts
-        facts.providerMs = providerMs
-        yield* recordProvider(mode.label, providerMs / 1000)
-        if (Exit.isSuccess(exit)) {
-          facts.provider = exit.value.provider
-          const answered = exit.value
-          const charged = chargeFor(price, mode.units(answered), reservation)
-          const body = yield* mode.encode(answered)
-          yield* ledger.settle(hold, charged)
-          return {
-            _tag: "Fresh",
-            requestId,
-            output: answered.output,
-            body,
-            provider: answered.provider,
-            charged
-          } satisfies Fresh<A>
-        }
-        const failure = failureOf(exit)
-        if (failure?._tag === "NormalizationFailed") {
-          // The provider answered: the call is billed at its minimum price.
-          yield* ledger.settle(hold, chargeFor(price, 0, reservation))
-        } else {
-          yield* ledger.void(hold)
-        }
-        // The provider refused the org's own credentials: show it on the connection.
-        if (failure?._tag === "ProviderCredentialRejected" && def.account && isAccountProvider(def.provider)) {
-          yield* connections.markRejected(caller.orgId, def.provider)
-        }
-        return yield* Effect.failCause(exit.cause)
+        // this process renews the hold's lease until it is settled or voided, however long the provider takes
+        yield* leases.holdHeld(hold.id)
+        return yield* invokeAndSettle(hold, credentials).pipe(Effect.ensuring(leases.releaseHold(hold.id)))
       })
 
+      /**
+       * The charge that was actually posted: `charge`, or 0 when the hold was no longer pending (a sweeper
+       * took this process for dead and voided it). Never silent: logged at ERROR and counted.
+       */
+      const settle = (hold: Hold, charge: number) =>
+        Effect.flatMap(ledger.settle(hold, charge), (settled) =>
+          settled
+            ? Effect.succeed(charge)
+            : Effect.logError("settlement found its hold no longer pending: the call is answered as charged 0").pipe(
+              Effect.annotateLogs({ request_id: requestId, org_id: caller.orgId, tool: mode.label, hold_id: hold.id, charge }),
+              Effect.zipRight(Metric.increment(settlementsLost)),
+              Effect.as(0)
+            ))
+
+      // 8. the provider call, under the call's deadline (abort signals end it; nothing interrupts it, so a
+      // client that hangs up cannot abandon a call the provider may already be serving)
+      const invokeAndSettle = (hold: Hold, credentials: CredentialFor<T>): Effect.Effect<Fresh<A>, ToolError<T>> =>
+        Effect.gen(function* () {
+          const sink = ArtifactSink.of({
+            store: (contentType, data) => artifacts.store(caller.orgId, contentType, data),
+            maxBytes: config.artifactMaxBytes
+          })
+          const started = yield* preciseMillis
+          // one context for the provider phase (each provide copies the fiber's whole context)
+          const callContext = providerContext.pipe(
+            Context.add(ArtifactSink, sink),
+            Context.add(CallDeadline, {
+              at: (yield* nowMillis) + callTimeoutMs,
+              describe: `${tool} did not complete within ${callTimeoutMs} ms.`
+            })
+          )
+          const exit = yield* mode.invoke(credentials).pipe(
+            Effect.provide(callContext),
+            traced("Gateway.provider", { attributes: { tool } }),
+            Effect.exit
+          )
+          const providerMs = (yield* preciseMillis) - started
+          const facts = yield* CurrentCallFacts
+          facts.providerMs = providerMs
+          yield* recordProvider(mode.label, providerMs / 1000)
+          if (Exit.isSuccess(exit)) {
+            facts.provider = exit.value.provider
+            const answered = exit.value
+            const body = yield* mode.encode(answered)
+            const charged = yield* settle(hold, chargeFor(price, mode.units(answered), reservation))
+            return {
+              _tag: "Fresh",
+              requestId,
+              output: answered.output,
+              body,
+              provider: answered.provider,
+              charged
+            } satisfies Fresh<A>
+          }
+          const failure = failureOf(exit)
+          if (failure?._tag === "NormalizationFailed") {
+            // The provider answered: the call is billed at its minimum price.
+            failureCharge = yield* settle(hold, chargeFor(price, 0, reservation))
+          } else {
+            yield* ledger.void(hold)
+          }
+          // The provider refused the org's own credentials: show it on the connection.
+          if (failure?._tag === "ProviderCredentialRejected" && def.account && isAccountProvider(def.provider)) {
+            yield* connections.markRejected(caller.orgId, def.provider)
+          }
+          return yield* Effect.failCause(exit.cause)
+        })
+
       if (key === undefined) return yield* execute
+      const claim: ClaimLease = { orgId: caller.orgId, key, requestId }
+      yield* leases.claimHeld(claim)
       // Only billable outcomes are kept for replay; anything else frees the key for a retry.
       return yield* execute.pipe(
         Effect.onExit((exit) => {
@@ -408,11 +427,12 @@ export const make = Effect.gen(function* () {
             return idempotency.complete(caller.orgId, key, {
               status: 502,
               body: JSON.stringify(envelope(failure)),
-              charged: chargeFor(price, 0, reservation)
+              charged: failureCharge
             })
           }
           return idempotency.release(caller.orgId, key)
-        })
+        }),
+        Effect.ensuring(leases.releaseClaim(claim))
       )
     }).pipe(
       Effect.catchAll(confirmOnFailure),
@@ -421,7 +441,7 @@ export const make = Effect.gen(function* () {
           if (confirmed) facts.unconfirmed = undefined
         }))),
       Effect.uninterruptible,
-      logUsage(caller, mode.label, options.requestId),
+      logUsage(caller, mode.label, options.requestId, () => failureCharge),
       traced("Gateway.run", { attributes: { tool: mode.label, org: caller.orgId } })
     )
   }
@@ -490,7 +510,7 @@ export const make = Effect.gen(function* () {
   }
 
   /** One usage record per call that reached the pipeline, whatever its outcome (written off the caller's path). */
-  const logUsage = (caller: Caller, tool: string, requestId: string | undefined) =>
+  const logUsage = (caller: Caller, tool: string, requestId: string | undefined, failureCharge: () => number) =>
   <A extends Outcome<unknown>, E extends { readonly _tag: keyof typeof envelopeOf }>(
     self: Effect.Effect<A, E>
   ): Effect.Effect<A, E> =>
@@ -520,7 +540,7 @@ export const make = Effect.gen(function* () {
       } else {
         const failure = failureOf(exit)
         const spec = failure === undefined ? envelopeOf.InternalError : envelopeOf[failure._tag]
-        const credits = failure?._tag === "NormalizationFailed" ? minimumCharge(tool) : 0
+        const credits = failure?._tag === "NormalizationFailed" ? failureCharge() : 0
         facts.credits = credits
         yield* recordCall(tool, spec.code, credits, base.latencyMs / 1000)
         yield* usage.record({

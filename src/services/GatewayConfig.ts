@@ -27,8 +27,11 @@ export interface GatewayConfigShape {
   readonly keepAliveTimeoutMs: number
   /** How long a completed Idempotency-Key is remembered, in milliseconds. */
   readonly idempotencyRetentionMs: number
-  /** Added to the provider deadline to form a hold's lease (time for settlement to run). */
-  readonly holdLeaseGraceMs: number
+  /**
+   * How long a hold (and an Idempotency-Key claim) stays valid without renewal. A process renews the leases
+   * of its calls in flight every third of this, so only a dead process's holds expire.
+   */
+  readonly holdLeaseMs: number
   /** How often expired holds are voided. */
   readonly sweepIntervalMs: number
   /** Per-key default rate limit: sustained requests per second and burst; 0 turns it off. */
@@ -106,7 +109,7 @@ export class GatewayConfig extends Context.Tag("GatewayConfig")<GatewayConfig, G
     requestTimeoutMs: 30_000,
     keepAliveTimeoutMs: 5_000,
     idempotencyRetentionMs: 24 * 60 * 60 * 1000,
-    holdLeaseGraceMs: 30_000,
+    holdLeaseMs: 30_000,
     sweepIntervalMs: 15_000,
     rateLimitPerSecond: 50,
     rateLimitBurst: 100,
@@ -212,7 +215,9 @@ export const fromEnv: Config.Config<GatewayConfigShape> = Config.all({
   idempotencyRetentionMs: positiveInt("IDEMPOTENCY_RETENTION_SECONDS", d.idempotencyRetentionMs / 1000).pipe(
     Config.map((s) => s * 1000)
   ),
-  holdLeaseGraceMs: positiveInt("HOLD_LEASE_GRACE_MS", d.holdLeaseGraceMs),
+  holdLeaseMs: positiveInt("HOLD_LEASE_MS", d.holdLeaseMs).pipe(
+    Config.validate({ message: "HOLD_LEASE_MS must be at least 30 (it is renewed every third of it)", validation: (n) => n >= 30 })
+  ),
   sweepIntervalMs: positiveInt("SWEEP_INTERVAL_MS", d.sweepIntervalMs),
   rateLimitPerSecond: positiveInt("RATE_LIMIT_PER_SECOND", d.rateLimitPerSecond),
   rateLimitBurst: positiveInt("RATE_LIMIT_BURST", d.rateLimitBurst),
@@ -297,7 +302,7 @@ export const fromEnv: Config.Config<GatewayConfigShape> = Config.all({
       requestTimeoutMs: c.requestTimeoutMs,
       keepAliveTimeoutMs: c.keepAliveTimeoutMs,
       idempotencyRetentionMs: c.idempotencyRetentionMs,
-      holdLeaseGraceMs: c.holdLeaseGraceMs,
+      holdLeaseMs: c.holdLeaseMs,
       sweepIntervalMs: c.sweepIntervalMs,
       rateLimitPerSecond: c.rateLimitPerSecond,
       rateLimitBurst: c.rateLimitBurst,

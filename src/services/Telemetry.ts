@@ -46,6 +46,16 @@ export const httpRequests = Metric.counter("tool_gateway_http_requests_total", {
   incremental: true
 })
 
+export const settlementsLost = Metric.counter("tool_gateway_settlements_lost_total", {
+  description: "Settlements that found their hold no longer pending (voided by a sweeper): the call was answered as charged 0",
+  incremental: true
+})
+
+export const leaseRenewals = Metric.counter("tool_gateway_lease_renewals_total", {
+  description: "Statements that renewed the leases of this process's calls in flight",
+  incremental: true
+})
+
 export const holdsOutstanding = Metric.gauge("tool_gateway_holds_outstanding", {
   description: "Pending credit holds (calls in flight) across every process sharing the database"
 })

@@ -25,13 +25,22 @@ export const baseEnv = () => {
   return env
 }
 
-export const freePort = Effect.async<number>((resume) => {
-  const probe = Http.createServer()
-  probe.listen(0, "127.0.0.1", () => {
-    const address = probe.address()
-    const port = typeof address === "object" && address !== null ? address.port : 0
-    probe.close(() => resume(Effect.succeed(port)))
+/**
+ * A port for a child process to listen on. Not "bind port 0, close, hand the number out": two children
+ * started at once (or by test files running side by side) could be handed the same number, and the loser
+ * would die while the winner answered its health checks. Each vitest worker takes its ports from a range of
+ * its own, below the kernel's ephemeral range, one after the other, skipping any that is taken.
+ */
+let nextPort = 20_000 + (Number(process.env["VITEST_POOL_ID"] ?? "0") % 8) * 1_000
+const isFree = (port: number) =>
+  Effect.async<boolean>((resume) => {
+    const probe = Http.createServer()
+    probe.once("error", () => resume(Effect.succeed(false)))
+    probe.listen(port, "127.0.0.1", () => probe.close(() => resume(Effect.succeed(true))))
   })
+export const freePort: Effect.Effect<number> = Effect.suspend(() => {
+  const port = nextPort++
+  return Effect.flatMap(isFree(port), (free) => (free ? Effect.succeed(port) : freePort))
 })
 
 export interface Served {
@@ -115,7 +124,7 @@ export const envFor = Effect.gen(function* () {
     LOG_LEVEL: "error",
     RATE_LIMIT_PER_SECOND: "0",
     PROVIDER_TIMEOUT_MS: "1500",
-    HOLD_LEASE_GRACE_MS: "500",
+    HOLD_LEASE_MS: "1500",
     SWEEP_INTERVAL_MS: "200",
     DEV_IDENTITY: "true",
     GATEWAY_DATA_DIR: u.dataDir,

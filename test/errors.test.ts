@@ -7,6 +7,7 @@ import { afterAll, describe, expect, layer } from "@effect/vitest"
 import { Effect, Fiber, Layer, Redacted } from "effect"
 import { envelopeOf } from "../src/domain/errors.js"
 import { fingerprint } from "../src/services/Idempotency.js"
+import { Connections } from "../src/services/Connections.js"
 import { KeyStore } from "../src/services/KeyStore.js"
 import { toDate } from "../src/services/time.js"
 import { type ExpectedError, expectEnvelope } from "./support/assert.js"
@@ -23,6 +24,7 @@ import {
   requestChunked,
   TestUpstreams
 } from "./support/gateway.js"
+import { CREDENTIALS } from "./upstreams/accounts.js"
 
 const seen = new Set<string>()
 const expectError = (result: HttpResult, expected: ExpectedError) => {
@@ -258,6 +260,18 @@ layer(gatewayLayer({ maxBodyBytes: 64 * 1024, rateLimitPerSecond: 5, rateLimitBu
             u.resetAll()
           }))
       }
+
+      it.effect("write_outcome_unknown: a write the provider answered with a 5xx (it may have been done)", () =>
+        Effect.gen(function* () {
+          const u = yield* TestUpstreams
+          u.resetAll()
+          const { key, orgId } = yield* givenOrg()
+          yield* Effect.orDie(Effect.flatMap(Connections, (c) => c.connect(orgId, "lambda", CREDENTIALS.lambda, null)))
+          u.resend.fault({ status: 503 })
+          const result = yield* callTool("lambda_update_broadcast", { id: "bc-1" }, { key })
+          expectError(result, { status: 502, type: "provider", code: "write_outcome_unknown", retryable: false, billable: false, message: "may have been carried out" })
+          u.resetAll()
+        }))
 
       it.effect("provider_not_configured", () =>
         Effect.gen(function* () {

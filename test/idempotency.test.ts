@@ -4,7 +4,8 @@
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Effect, Redacted, TestClock } from "effect"
+import { Effect, Redacted, Schema, TestClock } from "effect"
+import * as Net from "node:net"
 import { IdempotencyKeyReused } from "../src/domain/errors.js"
 import { Betas } from "../src/services/Betas.js"
 import { Connections } from "../src/services/Connections.js"
@@ -209,6 +210,126 @@ layer(gatewayLayer({ ssrfAllow: ["127.0.0.1"] }), { excludeTestServices: true })
       expect(yield* books(orgId)).toMatchObject({ balance: 8, held: 0 })
     }))
 })
+
+layer(gatewayLayer({ ssrfAllow: ["127.0.0.1"], providerTimeoutMs: 400 }), { excludeTestServices: true })("writes whose outcome is unknown", (it) => {
+  const unknown = { status: 502, type: "provider", code: "write_outcome_unknown", retryable: false, billable: false } as const
+
+  /** An org whose epsilon connection points at the REST fake (or elsewhere), and whose lambda is connected. */
+  const writer = (baseUrl?: string) =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      const org = yield* givenOrg({ credits: 10 })
+      const connections = yield* Connections
+      yield* Effect.orDie(connections.connect(org.orgId, "epsilon", { base_url: baseUrl ?? u.rest.url, token: EPSILON_TOKEN }, null))
+      yield* Effect.orDie(connections.connect(org.orgId, "lambda", CREDENTIALS.lambda, null))
+      yield* Effect.orDie(Effect.flatMap(Betas, (b) => b.enable(org.orgId, "lambda_batch_emails")))
+      return org
+    })
+
+  it.effect("a write that timed out at the provider is never sent again: the retry replays the unknown outcome", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      const { key, orgId } = yield* writer()
+      const payment = { method: "POST", path: "/payments", body: { amount: 500 } }
+      u.rest.fault({ delayMs: 1_500, times: 1 })
+      const first = yield* callTool("epsilon_request", payment, { key, idempotencyKey: "pay-1" })
+      expectEnvelope(first, { ...unknown, message: "may have been carried out" })
+      // the retry an agent makes: same request, same key — nothing reaches the provider
+      const retry = yield* callTool("epsilon_request", payment, { key, idempotencyKey: "pay-1" })
+      expect(retry.status).toBe(502)
+      expect(retry.headers.get("idempotent-replayed")).toBe("true")
+      expect(retry.text).toBe(first.text)
+      yield* Effect.sleep("1500 millis")
+      expect(u.rest.hits("/payments")).toBe(1)
+      expect(yield* books(orgId)).toMatchObject({ balance: 10, held: 0 })
+    }))
+
+  it.effect("a write whose connection broke after it was sent is stored too", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      const { key } = yield* writer()
+      u.resend.fault({ reset: true, times: 1 })
+      const emails = { emails: [{ from: "a@example.com", to: "b@example.com", subject: "hi", text: "hello" }] }
+      const first = yield* callTool("lambda_batch_emails", emails, { key, idempotencyKey: "mail-1" })
+      expectEnvelope(first, { ...unknown, message: "broke" })
+      const retry = yield* callTool("lambda_batch_emails", emails, { key, idempotencyKey: "mail-1" })
+      expect(retry.headers.get("idempotent-replayed")).toBe("true")
+      expect(u.resend.hits("/emails/batch")).toBe(1)
+    }))
+
+  it.effect("a write that never left (connection refused) frees its key: the retry runs, once", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      // a port nothing listens on
+      const closed = yield* Effect.promise(() => closedPort())
+      const { key, orgId } = yield* writer(`http://127.0.0.1:${closed}`)
+      const refused = yield* callTool("epsilon_request", { method: "POST", path: "/items", body: { n: 1 } }, { key, idempotencyKey: "refused-1" })
+      expectEnvelope(refused, { status: 502, type: "provider", code: "provider_unavailable", retryable: true, billable: false, message: "ECONNREFUSED" })
+      // the org points the connection at the right place and retries with the same key
+      const connections = yield* Connections
+      yield* Effect.orDie(connections.connect(orgId, "epsilon", { base_url: u.rest.url, token: EPSILON_TOKEN }, null))
+      expectOk(yield* callTool("epsilon_request", { method: "POST", path: "/items", body: { n: 1 } }, { key, idempotencyKey: "refused-1" }), 1)
+      expect(u.rest.hits("/items")).toBe(1)
+    }))
+
+  it.effect("Resend receives an Idempotency-Key of the gateway's, derived from the org and the caller's key", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      const a = yield* writer()
+      const b = yield* writer()
+      const emails = { emails: [{ from: "a@example.com", to: "b@example.com", subject: "hi", text: "hello" }] }
+      expectOk(yield* callTool("lambda_batch_emails", emails, { key: a.key, idempotencyKey: "mail-2" }), 1)
+      expectOk(yield* callTool("lambda_batch_emails", emails, { key: b.key, idempotencyKey: "mail-2" }), 1)
+      expectOk(yield* callTool("lambda_batch_emails", emails, { key: a.key }), 1)
+      const sent = u.resend.requests.map((r) => r.headers["idempotency-key"])
+      expect(sent[0]).toMatch(/^tg-[0-9a-f]{64}$/)
+      expect(sent[0]).not.toContain("mail-2")
+      // another org's same key is another key; a call without a key sends none
+      expect(sent[1]).toMatch(/^tg-[0-9a-f]{64}$/)
+      expect(sent[1]).not.toBe(sent[0])
+      expect(sent[2]).toBeUndefined()
+    }))
+
+  it.effect("Polar events get external_ids derived from the call's key, so a batch sent twice is counted once", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      const { key, orgId } = yield* writer()
+      yield* Effect.orDie(Effect.flatMap(Connections, (c) => c.connect(orgId, "kappa", CREDENTIALS.kappa, null)))
+      yield* Effect.orDie(Effect.flatMap(Betas, (b) => b.enable(orgId, "kappa_ingest_events")))
+      const events = { events: [{ name: "signup", external_customer_id: "c1" }, { name: "login", external_customer_id: "c1", external_id: "mine" }] }
+      expectOk(yield* callTool("kappa_ingest_events", events, { key, idempotencyKey: "events-1" }), 1)
+      const sent = Schema.decodeUnknownSync(Schema.Struct({ events: Schema.Array(Schema.Struct({ external_id: Schema.String })) }))(u.polar.requests[0]?.json)
+      expect(sent.events[0]?.external_id).toMatch(/^tg-[0-9a-f]{64}-0$/)
+      expect(sent.events[1]?.external_id).toBe("mine")
+    }))
+
+  it.effect("reads keep their behaviour: a timed-out read frees its key", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      const { key } = yield* writer()
+      u.rest.fault({ delayMs: 1_500, times: 1 })
+      const first = yield* callTool("epsilon_request", { method: "GET", path: "/items" }, { key, idempotencyKey: "get-1" })
+      expectEnvelope(first, { status: 504, type: "timeout", code: "provider_timeout", retryable: true, billable: false })
+      expectOk(yield* callTool("epsilon_request", { method: "GET", path: "/items" }, { key, idempotencyKey: "get-1" }), 1)
+    }))
+})
+
+/** A port on 127.0.0.1 that nothing listens on. */
+const closedPort = () =>
+  new Promise<number>((resolve) => {
+    const server = Net.createServer()
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address()
+      const port = typeof address === "object" && address !== null ? address.port : 0
+      server.close(() => resolve(port))
+    })
+  })
 
 layer(servicesLayer())("Idempotency-Key in process, on TestClock", (it) => {
   it.effect("a completed key is remembered for 24 hours, then it is new again", () =>

@@ -331,6 +331,10 @@ const expectationFor = (c: Case, f: FaultCase): FaultCase => {
   if (f.name === "malformed JSON" && tools[c.tool].effect === "write") {
     return { ...f, expected: { status: 502, type: "normalization", code: "normalization_failed", retryable: false, billable: true, message: "probably been done" }, settled: true }
   }
+  // a write that may have reached the provider may have been carried out: not retryable, whatever broke
+  if (tools[c.tool].effect === "write" && ["a timeout", "a 5xx", "a connection reset", "an oversized body"].includes(f.name)) {
+    return { ...f, expected: { status: 502, type: "provider", code: "write_outcome_unknown", retryable: false, billable: false, message: "the write may have been carried out" } }
+  }
   // weather's wrong shape hits its first step (geocoding): /v1/run would stop there too, so it is not offered
   if (f.name === "a wrong shape" && c.tool === "weather") return { ...f, expected: { ...f.expected, message: "geocoding answer, which weather needs before its call" } }
   if ((f.name === "a 401" || f.name === "a 403") && c.tool === "read") {
@@ -432,17 +436,24 @@ layer(gatewayLayer(config), { excludeTestServices: true })("providers", (it) => 
       }
 
       if (tools[c.tool].effect === "write") {
-        it.effect("a write is sent once, even after a 503", () =>
+        it.effect("a write is sent once, even after a 503, and its Idempotency-Key replays the unknown outcome", () =>
           Effect.gen(function* () {
             const u = yield* TestUpstreams
             u.resetAll()
-            const { key } = yield* prepare(c)
+            const { key, orgId } = yield* prepare(c)
             const path = c.writePath ?? (typeof c.sent.path === "string" ? c.sent.path : "/")
             c.upstream(u).fault({ status: 503, path })
-            const result = yield* callTool(c.tool, c.input(u), { key })
+            const result = yield* callTool(c.tool, c.input(u), { key, idempotencyKey: `${c.tool}-503` })
             c.upstream(u).fault()
-            expectEnvelope(result, { status: 502, type: "provider", code: "provider_unavailable", retryable: true, billable: false })
+            expectEnvelope(result, { status: 502, type: "provider", code: "write_outcome_unknown", retryable: false, billable: false, message: "(HTTP 503)" })
             expect(c.upstream(u).hits(path)).toBe(1)
+            // what a retry with the same key gets: the stored answer, and no second write
+            const again = yield* callTool(c.tool, c.input(u), { key, idempotencyKey: `${c.tool}-503` })
+            expect(again.status).toBe(502)
+            expect(again.headers.get("idempotent-replayed")).toBe("true")
+            expect(again.text).toBe(result.text)
+            expect(c.upstream(u).hits(path)).toBe(1)
+            expect(yield* books(orgId)).toMatchObject({ balance: 100, held: 0, holdsByStatus: { voided: 1 } })
           }))
       } else {
         it.effect("a read is retried after one 503 and succeeds", () =>

@@ -111,6 +111,14 @@ export class UrlNotAllowed extends Schema.TaggedError<UrlNotAllowed>()("UrlNotAl
 export class ProviderTimeout extends Schema.TaggedError<ProviderTimeout>()("ProviderTimeout", {
   message: Schema.String
 }) {}
+/**
+ * A write (a post, an email, a delete) whose request may have reached the provider — it timed out, the
+ * connection broke after it was sent, or the provider answered 5xx — so it may have been carried out. Not
+ * retryable: sending it again could do it twice. Under an Idempotency-Key this answer is stored and replayed.
+ */
+export class WriteOutcomeUnknown extends Schema.TaggedError<WriteOutcomeUnknown>()("WriteOutcomeUnknown", {
+  message: Schema.String
+}) {}
 export class NormalizationFailed extends Schema.TaggedError<NormalizationFailed>()("NormalizationFailed", {
   message: Schema.String
 }) {}
@@ -163,6 +171,7 @@ export const gatewayErrors = [
   ProviderResponseTooLarge,
   UrlNotAllowed,
   ProviderTimeout,
+  WriteOutcomeUnknown,
   NormalizationFailed,
   UnknownTool,
   NotFound,
@@ -184,6 +193,7 @@ export type ProviderError =
   | ProviderResponseTooLarge
   | UrlNotAllowed
   | ProviderTimeout
+  | WriteOutcomeUnknown
 
 export type ErrorType =
   | "validation"
@@ -326,6 +336,13 @@ export const envelopeOf: { readonly [K in GatewayErrorTag]: EnvelopeSpec } = {
   },
   UrlNotAllowed: { type: "validation", code: "url_not_allowed", status: 400, retryable: false, billable: false },
   ProviderTimeout: { type: "timeout", code: "provider_timeout", status: 504, retryable: true, billable: false },
+  WriteOutcomeUnknown: {
+    type: "provider",
+    code: "write_outcome_unknown",
+    status: 502,
+    retryable: false,
+    billable: false
+  },
   NormalizationFailed: {
     type: "normalization",
     code: "normalization_failed",

@@ -73,6 +73,7 @@ export const wireErrors = [
   wireOf(E.ProviderResponseTooLarge),
   wireOf(E.UrlNotAllowed),
   wireOf(E.ProviderTimeout),
+  wireOf(E.WriteOutcomeUnknown),
   wireOf(E.NormalizationFailed),
   wireOf(E.UnknownTool),
   wireOf(E.NotFound),

@@ -5,6 +5,7 @@
 import { Effect } from "effect"
 import type { Credentials } from "../domain/connections.js"
 import type { ToolInput, ToolOutput } from "../domain/tools.js"
+import { idempotencyHeader } from "../services/ProviderClient.js"
 import { invalid, type ProviderTool, requestText } from "./common.js"
 
 export const PROVIDER = "epsilon"
@@ -28,7 +29,8 @@ export const request: ProviderTool<ToolInput<"epsilon_request">, Credentials["ep
       const url = yield* targetOf(input, credentials)
       for (const [k, v] of Object.entries(input.query ?? {})) url.searchParams.append(k, queryValue(v))
       const method = input.method ?? "GET"
-      const headers: Record<string, string> = {}
+      // a write carries the call's derived Idempotency-Key (the IETF httpapi header), for an API that honours it
+      const headers: Record<string, string> = method === "GET" ? {} : { ...(yield* idempotencyHeader) }
       if (credentials.token !== undefined) {
         if (credentials.header !== undefined) headers[credentials.header.toLowerCase()] = credentials.token
         else headers["authorization"] = `Bearer ${credentials.token}`

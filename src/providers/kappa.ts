@@ -4,6 +4,7 @@
  */
 import { Effect, Schema } from "effect"
 import { GatewayConfig } from "../services/GatewayConfig.js"
+import { ProviderIdempotencyKey } from "../services/ProviderClient.js"
 import { type AccountTool, decodeUpstream, enc, requestJson } from "./common.js"
 
 export const kappaDeleteBenefit: AccountTool<"kappa_delete_benefit", "kappa"> = {
@@ -21,17 +22,28 @@ export const kappaDeleteBenefit: AccountTool<"kappa_delete_benefit", "kappa"> = 
 
 const IngestAnswer = Schema.Struct({ inserted: Schema.Int })
 
+/**
+ * Polar deduplicates events on their `external_id` (per organization): under an Idempotency-Key, each event
+ * without one gets one derived from the call's key and its place in the batch, so a batch that reaches Polar
+ * twice is counted once. An `external_id` the caller set is left alone.
+ */
+const withExternalIds = (events: ReadonlyArray<Readonly<Record<string, unknown>>>, key: string | undefined) =>
+  key === undefined ? events : events.map((e, i) => ("external_id" in e ? e : { ...e, external_id: `${key}-${i}` }))
+
 export const kappaIngestEvents: AccountTool<"kappa_ingest_events", "kappa"> = {
   fetch: (input, credentials) =>
-    Effect.flatMap(GatewayConfig, (config) =>
-      requestJson({
+    Effect.gen(function* () {
+      const config = yield* GatewayConfig
+      const key = yield* ProviderIdempotencyKey
+      return yield* requestJson({
         provider: "kappa",
         method: "POST",
         url: `${config.providers.kappa}/v1/events/ingest`,
         headers: { authorization: `Bearer ${credentials.access_token}` },
-        json: { events: input.events },
+        json: { events: withExternalIds(input.events, key) },
         idempotent: false
-      })),
+      })
+    }),
   normalize: (_input, raw) =>
     Effect.map(decodeUpstream("kappa", IngestAnswer, "kappa_ingest_events")(raw.body), (a) => ({
       provider: "kappa",

@@ -4,6 +4,7 @@
  */
 import { Effect, Schema } from "effect"
 import { GatewayConfig } from "../services/GatewayConfig.js"
+import { idempotencyHeader } from "../services/ProviderClient.js"
 import { type AccountTool, decodeUpstream, enc, requestJson } from "./common.js"
 
 const IdAnswer = Schema.Struct({ id: Schema.String })
@@ -35,15 +36,19 @@ export const batchOf = (input: Readonly<Record<string, unknown>>): ReadonlyArray
 
 export const lambdaBatchEmails: AccountTool<"lambda_batch_emails", "lambda"> = {
   fetch: (input, credentials) =>
-    Effect.flatMap(GatewayConfig, (config) =>
-      requestJson({
+    Effect.gen(function* () {
+      const config = yield* GatewayConfig
+      // Resend keeps an Idempotency-Key for 24 hours: the same batch sent again is not sent twice
+      const idempotency = yield* idempotencyHeader
+      return yield* requestJson({
         provider: "lambda",
         method: "POST",
         url: `${config.providers.lambda}/emails/batch`,
-        headers: { authorization: `Bearer ${credentials.api_key}` },
+        headers: { authorization: `Bearer ${credentials.api_key}`, ...idempotency },
         json: batchOf(input),
         idempotent: false
-      })),
+      })
+    }),
   normalize: (_input, raw) =>
     Effect.map(decodeUpstream("lambda", BatchAnswer, "lambda_batch_emails")(raw.body), (a) => ({
       provider: "lambda",

@@ -25,7 +25,8 @@ import {
   RequestInProgress,
   SpendCapExceeded,
   ToolNotAllowed,
-  envelopeOf
+  envelopeOf,
+  WriteOutcomeUnknown
 } from "../domain/errors.js"
 import { looksLikeApiKey } from "../domain/ids.js"
 import { chargeFor, reserveFor } from "../domain/pricing.js"
@@ -52,9 +53,9 @@ import { fingerprint, Idempotency, validateKey } from "./Idempotency.js"
 import { type Caller, KeyStore } from "./KeyStore.js"
 import { type ClaimLease, Leases } from "./Leases.js"
 import { type Hold, Ledger } from "./Ledger.js"
-import { CallDeadline, ProviderClient } from "./ProviderClient.js"
+import { CallDeadline, ProviderClient, ProviderIdempotencyKey } from "./ProviderClient.js"
 import { RateLimit, type RateLimitState } from "./RateLimit.js"
-import { randomId } from "./random.js"
+import { randomId, sha256Hex } from "./random.js"
 import { CurrentCallFacts, rateLimitRejections, recordCall, recordProvider, settlementsLost } from "./Telemetry.js"
 import { traced } from "./tracing.js"
 
@@ -374,7 +375,8 @@ export const make = Effect.gen(function* () {
             Context.add(CallDeadline, {
               at: (yield* nowMillis) + callTimeoutMs,
               describe: `${tool} did not complete within ${callTimeoutMs} ms.`
-            })
+            }),
+            Context.add(ProviderIdempotencyKey, key === undefined ? undefined : providerIdempotencyKey(caller.orgId, key))
           )
           const exit = yield* mode.invoke(credentials).pipe(
             Effect.provide(callContext),
@@ -422,12 +424,14 @@ export const make = Effect.gen(function* () {
           if (Exit.isSuccess(exit)) {
             return idempotency.complete(caller.orgId, key, { status: 200, body: exit.value.body, charged: exit.value.charged })
           }
+          // A billable failure is kept, and so is a write that may have been carried out: the same request
+          // again must not send it twice. Any other failure frees the key for a retry.
           const failure = failureOf(exit)
-          if (failure?._tag === "NormalizationFailed") {
+          if (failure?._tag === "NormalizationFailed" || failure?._tag === "WriteOutcomeUnknown") {
             return idempotency.complete(caller.orgId, key, {
-              status: 502,
+              status: envelopeOf[failure._tag].status,
               body: JSON.stringify(envelope(failure)),
-              charged: failureCharge
+              charged: failure._tag === "NormalizationFailed" ? failureCharge : 0
             })
           }
           return idempotency.release(caller.orgId, key)
@@ -580,14 +584,20 @@ export const make = Effect.gen(function* () {
       if (outcome.status === 200) {
         return yield* Schema.decodeUnknown(Schema.parseJson(catalog[tool].output))(outcome.body).pipe(Effect.orDie)
       }
+      // a stored failure: a normalization failure, or a write whose outcome is unknown
       const stored = yield* Schema.decodeUnknown(Schema.parseJson(StoredEnvelope))(outcome.body).pipe(Effect.orDie)
-      return yield* new NormalizationFailed({ message: stored.error.message })
+      return yield* stored.error.code === envelopeOf.WriteOutcomeUnknown.code
+        ? new WriteOutcomeUnknown({ message: stored.error.message })
+        : new NormalizationFailed({ message: stored.error.message })
     })
 
   return Gateway.of({ authenticate, throttle, run, runUnknown, runRaw, call })
 })
 
-const StoredEnvelope = Schema.Struct({ error: Schema.Struct({ message: Schema.String }) })
+/** The key a provider's own idempotency mechanism receives: one per org and caller's key, never the caller's key itself. */
+const providerIdempotencyKey = (orgId: OrgId, key: string) => `tg-${sha256Hex(`${orgId}\n${key}`)}`
+
+const StoredEnvelope = Schema.Struct({ error: Schema.Struct({ code: Schema.String, message: Schema.String }) })
 
 /** The typed failure of an exit, if it failed (rather than succeeded, died or was interrupted). */
 const failureOf = <A, E>(exit: Exit.Exit<A, E>): E | undefined =>

@@ -19,7 +19,8 @@ import {
   ProviderResponseTooLarge,
   ProviderTimeout,
   ProviderUnavailable,
-  UrlNotAllowed
+  UrlNotAllowed,
+  WriteOutcomeUnknown
 } from "../domain/errors.js"
 import { GatewayConfig } from "./GatewayConfig.js"
 import { guardedLookup, makePolicy, refusedUrl } from "./Ssrf.js"
@@ -36,7 +37,11 @@ export interface UpstreamRequest {
   readonly headers?: Readonly<Record<string, string>>
   /** Sent as JSON. */
   readonly json?: unknown
-  /** Safe to send again after a network error or a 5xx (reads); writes are sent once. */
+  /**
+   * Safe to send again after a network error or a 5xx (reads). A write (false) is sent once, and a failure
+   * after it may have reached the provider — a timeout, a connection broken after sending, a 5xx, an answer
+   * too large to read — is `write_outcome_unknown`, never a retryable error.
+   */
   readonly idempotent: boolean
   /** The URL came from a caller: SSRF guard, redirects followed hop by hop. */
   readonly guarded?: boolean
@@ -73,6 +78,21 @@ export interface Deadline {
 export class CallDeadline extends Context.Reference<CallDeadline>()("CallDeadline", {
   defaultValue: (): Deadline => ({ at: Number.POSITIVE_INFINITY, describe: "" })
 }) {}
+
+/**
+ * The idempotency key a provider that documents one receives with a write (Resend's `Idempotency-Key`, say),
+ * derived from the org and the caller's `Idempotency-Key`: a retry that does reach the provider twice is
+ * still carried out once. None when the caller sent no key.
+ */
+export class ProviderIdempotencyKey extends Context.Reference<ProviderIdempotencyKey>()("ProviderIdempotencyKey", {
+  defaultValue: (): string | undefined => undefined
+}) {}
+
+/** The `Idempotency-Key` header for a provider that takes one, when the call has a key. */
+export const idempotencyHeader = Effect.map(
+  ProviderIdempotencyKey,
+  (key): Readonly<Record<string, string>> => (key === undefined ? {} : { "idempotency-key": key })
+)
 
 export class ProviderClient extends Context.Tag("ProviderClient")<ProviderClient, {
   /** The upstream answer when it is a 2xx; every other outcome is a provider error. */
@@ -133,6 +153,35 @@ const ssrfReason = (cause: unknown): string | undefined => {
   }
   return undefined
 }
+
+/**
+ * Failures that prove the request never left: nothing was connected to (refused, unresolvable, unreachable,
+ * the connection timed out) or the TLS handshake failed. Anything else may have reached the provider.
+ */
+const NOT_SENT: ReadonlySet<string> = new Set([
+  "ECONNREFUSED",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "UND_ERR_CONNECT_TIMEOUT",
+  "CERT_HAS_EXPIRED",
+  "DEPTH_ZERO_SELF_SIGNED_CERT",
+  "SELF_SIGNED_CERT_IN_CHAIN",
+  "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
+  "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
+  "ERR_TLS_CERT_ALTNAME_INVALID"
+])
+
+const neverSent = (cause: unknown): boolean =>
+  causeChain(cause).some((c) => c instanceof Error && "code" in c && typeof c.code === "string" && NOT_SENT.has(c.code))
+
+/** A write that may have been carried out: what happened, and what the caller should do. */
+const writeOutcomeUnknown = (request: UpstreamRequest, what: string) =>
+  new WriteOutcomeUnknown({
+    message: `${what}, after the request was sent: the write may have been carried out by ${request.provider}. ` +
+      "Check there before sending it again (the same Idempotency-Key replays this answer instead of sending it)."
+  })
 
 /** Thrown inside the body reader when the answer passes the size cap. */
 class TooLarge extends Error {}
@@ -227,15 +276,19 @@ export const make = Effect.gen(function* () {
         }
       },
       catch: (error): ProviderError => {
-        if (isTimeout(error)) return new ProviderTimeout({ message: deadline.describe })
-        if (error instanceof TooLarge) {
-          return new ProviderResponseTooLarge({
-            message: `The ${request.provider} answer is larger than the ${max}-byte limit.`
-          })
-        }
         const reason = ssrfReason(error)
-        return reason !== undefined
-          ? new UrlNotAllowed({ message: `The URL is not allowed: ${reason}.` })
+        if (reason !== undefined) return new UrlNotAllowed({ message: `The URL is not allowed: ${reason}.` })
+        const write = !request.idempotent && !neverSent(error)
+        if (isTimeout(error)) {
+          return write ? writeOutcomeUnknown(request, deadline.describe.replace(/\.$/, "")) : new ProviderTimeout({ message: deadline.describe })
+        }
+        if (error instanceof TooLarge) {
+          return write
+            ? writeOutcomeUnknown(request, `${request.provider} answered with more than ${max} bytes`)
+            : new ProviderResponseTooLarge({ message: `The ${request.provider} answer is larger than the ${max}-byte limit.` })
+        }
+        return write
+          ? writeOutcomeUnknown(request, `The connection to ${request.provider} broke (${connectionMessage(error)})`)
           : new ProviderUnavailable({ message: `Could not reach ${request.provider}: ${connectionMessage(error)}` })
       }
     })
@@ -277,7 +330,11 @@ export const make = Effect.gen(function* () {
         new ProviderRejected({ message: `${name} answered with a redirect (HTTP ${status}).`, upstreamStatus: status })
       )
     }
-    return Effect.fail(new ProviderUnavailable({ message: `${name} failed (HTTP ${status}).` }))
+    return Effect.fail(
+      request.idempotent
+        ? new ProviderUnavailable({ message: `${name} failed (HTTP ${status}).` })
+        : writeOutcomeUnknown(request, `${name} failed (HTTP ${status})`)
+    )
   }
 
   // Guarded requests follow redirects themselves so that every hop passes the guard.

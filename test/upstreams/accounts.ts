@@ -125,6 +125,8 @@ export const handleRender = (req: RecordedRequest): Reply => {
 }
 
 // kappa: Polar
+const polarExternalIds = new Set<string>()
+
 export const handlePolar = (req: RecordedRequest): Reply => {
   if (req.headers["authorization"] !== `Bearer ${CREDENTIALS.kappa.access_token}`) {
     return json(401, { error: "invalid_token", error_description: "The access token is invalid" })
@@ -141,12 +143,26 @@ export const handlePolar = (req: RecordedRequest): Reply => {
     if (bad >= 0) {
       return json(422, { detail: [{ loc: ["body", "events", bad], msg: "An event needs name and customer_id or external_customer_id", type: "value_error" }] })
     }
-    return json(200, { inserted: events.length })
+    // deduplicated on (organization, external_id), as polarsource/polar server/polar/event/repository.py
+    // inserts them (ON CONFLICT DO NOTHING); events without an external_id are never duplicates
+    let duplicates = 0
+    for (const e of events) {
+      const id: unknown = typeof e === "object" && e !== null && "external_id" in e ? e.external_id : undefined
+      if (typeof id !== "string") continue
+      if (polarExternalIds.has(id)) duplicates++
+      else polarExternalIds.add(id)
+    }
+    return json(200, { inserted: events.length - duplicates, duplicates })
   }
   return json(404, { detail: "Not Found" })
 }
 
 // lambda: Resend
+const resendIdempotency = new Map<string, { readonly body: string; readonly reply: Reply }>()
+let resendBatches = 0
+/** Batches Resend actually sent (not counting answers replayed for an Idempotency-Key). */
+export const resendBatchesSent = () => resendBatches
+
 export const handleResend = (req: RecordedRequest): Reply => {
   if (req.headers["authorization"] !== `Bearer ${CREDENTIALS.lambda.api_key}`) {
     return json(401, { statusCode: 401, name: "missing_api_key", message: "Missing API key in the authorization header." })
@@ -155,7 +171,25 @@ export const handleResend = (req: RecordedRequest): Reply => {
   if (req.method === "PATCH" && broadcast !== null) return json(200, { id: broadcast[1] })
   if (req.method === "POST" && req.path === "/emails/batch") {
     if (!Array.isArray(req.json)) return json(422, { statusCode: 422, name: "validation_error", message: "The request body must be an array." })
-    return json(200, { data: req.json.map((_, i) => ({ id: `email-${i}` })) })
+    // Resend's Idempotency-Key (https://resend.com/docs/dashboard/emails/idempotency-keys): up to 256
+    // characters, kept 24 hours; the same key and body answer the first answer without sending again, the
+    // same key with another body is a 409 invalid_idempotent_request.
+    const idempotencyKey = req.headers["idempotency-key"]
+    if (typeof idempotencyKey === "string") {
+      if (idempotencyKey.length > 256) {
+        return json(422, { statusCode: 422, name: "invalid_idempotency_key", message: "The key must be between 1-256 chars." })
+      }
+      const seen = resendIdempotency.get(idempotencyKey)
+      if (seen !== undefined) {
+        return seen.body === req.body
+          ? seen.reply
+          : json(409, { statusCode: 409, name: "invalid_idempotent_request", message: "Same idempotency key used with a different request payload. Change your idempotency key or payload." })
+      }
+    }
+    resendBatches += 1
+    const reply = json(200, { data: req.json.map((_, i) => ({ id: `email-${i}` })) })
+    if (typeof idempotencyKey === "string") resendIdempotency.set(idempotencyKey, { body: req.body, reply })
+    return reply
   }
   return json(404, { statusCode: 404, name: "not_found", message: "The requested endpoint does not exist." })
 }

@@ -296,12 +296,14 @@ layer(gatewayLayer({ ssrfAllow: ["127.0.0.1"] }), { excludeTestServices: true })
         expectOk(yield* callTool("nu_account", {}, { key }))
       }))
 
-    it.effect("the generic REST connection's URL passes the SSRF guard", () =>
+    it.effect("the generic REST connection's URL passes the SSRF guard when it is connected", () =>
       Effect.gen(function* () {
         const { key, token } = yield* givenMember()
-        yield* dashboard("POST", "/v1/connections", token, { provider: "epsilon", credentials: { base_url: "http://169.254.169.254", token: "x" } })
+        const connected = yield* dashboard("POST", "/v1/connections", token, { provider: "epsilon", credentials: { base_url: "http://169.254.169.254", token: "x" } })
+        expectEnvelope(connected, { status: 400, type: "validation", code: "url_not_allowed", retryable: false, billable: false, message: "credentials.base_url" })
+        // nothing was saved: the tool still needs a connection
         const result = yield* callTool("epsilon_request", { path: "/latest/meta-data/" }, { key })
-        expectEnvelope(result, { status: 400, type: "validation", code: "url_not_allowed", retryable: false, billable: false })
+        expectEnvelope(result, { status: 401, type: "auth", code: "credential_required", retryable: false, billable: false })
       }))
   })
 

@@ -7,6 +7,8 @@ import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import * as Dns from "node:dns/promises"
 import * as Os from "node:os"
+import { Connections } from "../src/services/Connections.js"
+import { EPSILON_TOKEN } from "./upstreams/accounts.js"
 import { errorOf, expectEnvelope, expectOk } from "./support/assert.js"
 import { books, callTool, dashboard, gatewayLayer, givenMember, givenOrg, TestUpstreams } from "./support/gateway.js"
 
@@ -29,6 +31,10 @@ layer(gatewayLayer(), { excludeTestServices: true })("SSRF guard", (it) => {
         "http://0.0.0.0/",
         "http://[::ffff:127.0.0.1]/",
         "http://[::ffff:a9fe:a9fe]/",
+        "http://[::ffff:0:7f00:1]/",
+        "http://[2002:7f00:1::]/",
+        "http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/",
+        "http://[64:ff9b::7f00:1]/",
         "http://[fd00:ec2::254]/",
         "http://[fe80::1]/",
         "http://2130706433/",
@@ -99,18 +105,27 @@ layer(gatewayLayer(), { excludeTestServices: true })("SSRF guard", (it) => {
         "http://2130706433",
         "http://0177.0.0.1",
         "http://0x7f000001",
-        "http://localhost:9"
+        "http://localhost:9",
+        // IPv6 spellings that carry an IPv4 address: translated, 6to4, Teredo, local-use NAT64
+        "http://[::ffff:0:a9fe:a9fe]",
+        "http://[2002:a9fe:a9fe::1]",
+        "http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]",
+        "http://[64:ff9b:1::a9fe:a9fe]"
       ]
       for (const base_url of bases) {
+        // refused when it is connected, and so never called
         const connected = yield* dashboard("POST", "/v1/connections", token, { provider: "epsilon", credentials: { base_url, token: "x" } })
-        if (connected.status !== 201) {
-          // refused when connecting: just as good
-          expect(connected.status, `${base_url}: ${connected.text}`).toBe(400)
-          continue
-        }
+        expectEnvelope(connected, { ...refused, message: "credentials.base_url is not allowed" })
+        expect(connected.text).not.toContain(base_url)
         const result = yield* callTool("epsilon_request", { path: "/anything" }, { key })
-        expectEnvelope(result, refused)
+        expectEnvelope(result, { status: 401, type: "auth", code: "credential_required", retryable: false, billable: false })
       }
+      // a PDS named in a delta connection too
+      const pds = yield* dashboard("POST", "/v1/connections", token, {
+        provider: "delta",
+        credentials: { identifier: "alice.test", app_password: "pw-1", service: "http://169.254.169.254" }
+      })
+      expectEnvelope(pds, { ...refused, message: "credentials.service is not allowed" })
       expect(yield* books(orgId)).toMatchObject({ balance: 50, held: 0 })
     }))
 
@@ -133,3 +148,81 @@ layer(gatewayLayer({ ssrfAllow: ["127.0.0.0/8"] }), { excludeTestServices: true 
       expectEnvelope(yield* callTool("read", { url: "http://10.1.2.3/" }, { key }), refused)
     }))
 })
+
+/**
+ * Redirects carry nothing to another origin. An account tool's request is not followed there at all (the
+ * answer says where it pointed); any other request keeps only harmless headers and no body. A 301/302 turns
+ * a POST into a GET, a 303 anything but GET — as in the Fetch standard.
+ */
+layer(gatewayLayer({ ssrfAllow: ["127.0.0.0/8"] }), { excludeTestServices: true })("redirects", (it) => {
+  const connectTo = (baseUrl: string, orgId: Parameters<typeof connectionFor>[0]) => connectionFor(orgId, { base_url: baseUrl, token: EPSILON_TOKEN })
+
+  it.effect("an account tool's cross-origin redirect is not followed: the token and the body stay home, the answer says where", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      const { key, orgId } = yield* givenOrg({ credits: 10 })
+      yield* connectTo(u.rest.url, orgId)
+      // the other origin: another port (the GitHub fake records whatever reaches it)
+      u.rest.fault({ status: 302, headers: { location: `${u.github.url}/collect?x=1` }, times: 1 })
+      const result = yield* callTool("epsilon_request", { method: "POST", path: "/items", body: { card: "4242" } }, { key })
+      expectEnvelope(result, { status: 502, type: "provider", code: "provider_rejected", retryable: false, billable: false, message: `${u.github.url}/collect` })
+      expect(errorOf(result)?.message).not.toContain("x=1")
+      expect(u.github.requests).toHaveLength(0)
+      expect(yield* books(orgId)).toMatchObject({ balance: 10, held: 0 })
+
+      // a delta connection with its own PDS: the app password never reaches the other host either
+      u.resetAll()
+      yield* Effect.orDie(Effect.flatMap(Connections, (c) =>
+        c.connect(orgId, "delta", { identifier: "alice.test", app_password: "pw-stays-home", service: u.rest.url }, null)))
+      u.rest.fault({ status: 307, headers: { location: `${u.github.url}/xrpc/com.atproto.server.createSession` }, times: 1 })
+      const post = yield* callTool("delta_post", { text: "hello" }, { key })
+      expectEnvelope(post, { status: 502, type: "provider", code: "provider_rejected", retryable: false, billable: false, message: "not followed" })
+      expect(u.github.requests).toHaveLength(0)
+    }))
+
+  it.effect("on the same origin, 301/302 turn a POST into a GET and 303 anything but GET; 307 keeps method and body; the token stays", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      const { key, orgId } = yield* givenOrg({ credits: 20 })
+      yield* connectTo(u.rest.url, orgId)
+      const cases = [
+        { status: 301, method: "POST", followed: "GET" },
+        { status: 302, method: "POST", followed: "GET" },
+        { status: 302, method: "PUT", followed: "PUT" },
+        { status: 303, method: "PATCH", followed: "GET" },
+        { status: 307, method: "POST", followed: "POST" },
+        { status: 308, method: "DELETE", followed: "DELETE" }
+      ] as const
+      for (const c of cases) {
+        u.resetAll()
+        u.rest.fault({ status: c.status, headers: { location: "/moved" }, times: 1 })
+        const result = yield* callTool("epsilon_request", { method: c.method, path: "/items", body: { n: 1 } }, { key })
+        expectOk(result)
+        const second = u.rest.requests[1]
+        expect(second?.method, `${c.status} after ${c.method}`).toBe(c.followed)
+        expect(second?.path).toBe("/moved")
+        expect(second?.headers["authorization"]).toBe(`Bearer ${EPSILON_TOKEN}`)
+        if (c.followed === "GET") {
+          expect(second?.body).toBe("")
+          expect(second?.headers["content-type"]).toBeUndefined()
+        } else {
+          expect(second?.json).toEqual({ n: 1 })
+        }
+      }
+    }))
+
+  it.effect("a page's cross-origin redirect is followed with only harmless headers, and every hop passes the guard", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      const { key } = yield* givenOrg()
+      const result = yield* callTool("read", { url: `${u.pages.url}/redirect?to=${encodeURIComponent(`${u.itunes.url}/search?term=x&entity=software`)}` }, { key })
+      expect(result.status, result.text).toBe(200)
+      const hop = u.itunes.requests[0]
+      expect(Object.keys(hop?.headers ?? {}).filter((h) => !["host", "connection", "accept", "user-agent", "accept-encoding", "accept-language", "sec-fetch-mode"].includes(h))).toEqual([])
+    }))
+})
+
+const connectionFor = (orgId: import("../src/domain/ids.js").OrgId, credentials: Record<string, unknown>) =>
+  Effect.orDie(Effect.flatMap(Connections, (c) => c.connect(orgId, "epsilon", credentials, null)))

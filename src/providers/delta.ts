@@ -80,6 +80,7 @@ const openSession = (service: string, guarded: boolean, credentials: Credentials
       json: { identifier: credentials.identifier, password: credentials.app_password },
       idempotent: true,
       guarded,
+      credentialed: true,
       classify: xrpcStatus
     })
     const { accessJwt, did } = yield* decodeUpstream(PROVIDER, Session, tool, "createSession")(answer.body)
@@ -114,6 +115,7 @@ const createRecord = (
         json: { repo: session.did, collection, record },
         idempotent: false,
         guarded,
+        credentialed: true,
         classify: xrpcStatus
       })
     if (cached === undefined) return yield* write(yield* openSession(service, guarded, credentials, tool))

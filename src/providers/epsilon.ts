@@ -42,7 +42,8 @@ export const request: ProviderTool<ToolInput<"epsilon_request">, Credentials["ep
         headers,
         ...(input.body !== undefined ? { json: input.body } : {}),
         idempotent: method === "GET",
-        guarded: true
+        guarded: true,
+        credentialed: true
       })
       // Any REST API: JSON when it parses as JSON, whatever its media type says.
       if (typeof raw.body === "string") {

@@ -3,7 +3,7 @@
  * AES-256-GCM (bound to the org and provider), never returned, and opened only for the call that uses them.
  */
 import { SqlClient } from "@effect/sql"
-import { Context, Effect, Layer, Schema } from "effect"
+import { Context, Duration, Effect, Layer, Option, Schema } from "effect"
 import {
   type AccountProvider,
   credentialSchemas,
@@ -11,10 +11,12 @@ import {
   type CredentialsEncoded,
   isAccountProvider
 } from "../domain/connections.js"
-import { CredentialRequired, InvalidRequest, NotFound } from "../domain/errors.js"
+import { CredentialRequired, InvalidRequest, NotFound, UrlNotAllowed } from "../domain/errors.js"
 import type { OrgId } from "../domain/ids.js"
 import { describeParseError } from "../domain/parse.js"
 import { Encryption } from "./Encryption.js"
+import { GatewayConfig } from "./GatewayConfig.js"
+import { makePolicy, refusedDestination } from "./Ssrf.js"
 import { randomId } from "./random.js"
 import { nowMillis, toDate } from "./time.js"
 import { traced } from "./tracing.js"
@@ -36,7 +38,7 @@ export class Connections extends Context.Tag("Connections")<Connections, {
     provider: AccountProvider,
     credentials: unknown,
     label: string | null
-  ) => Effect.Effect<Connection, InvalidRequest>
+  ) => Effect.Effect<Connection, InvalidRequest | UrlNotAllowed>
   readonly list: (orgId: OrgId) => Effect.Effect<ReadonlyArray<Connection>>
   readonly disconnect: (orgId: OrgId, provider: AccountProvider) => Effect.Effect<Connection, NotFound>
   /** The decrypted credentials for one call, or `credential_required`. */
@@ -75,6 +77,26 @@ const associatedData = (orgId: OrgId, provider: AccountProvider) => `connection:
 export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const encryption = yield* Encryption
+  const policy = makePolicy((yield* GatewayConfig).ssrfAllow)
+
+  /**
+   * The URL a connection names (epsilon's API, delta's PDS) passes the SSRF guard when it is saved, not only
+   * when it is called. The message does not repeat the URL: a connection's body is never echoed.
+   */
+  const checkDestination = (field: string, url: string | undefined) =>
+    url === undefined || !URL.canParse(url)
+      ? Effect.void
+      : Effect.promise(() => refusedDestination(policy, new URL(url))).pipe(
+        Effect.timeoutOption(Duration.seconds(3)),
+        Effect.flatMap((reason) =>
+          Option.isSome(reason) && reason.value !== undefined
+            ? Effect.fail(new UrlNotAllowed({
+              message: `credentials.${field} is not allowed: it points to a private, loopback, link-local or reserved address, ` +
+                "or a scheme other than http(s). Set SSRF_ALLOW for an address the operator trusts."
+            }))
+            : Effect.void
+        )
+      )
 
   const toConnection = (row: ConnectionRow, provider: AccountProvider): Connection => ({
     id: row.id,
@@ -93,6 +115,8 @@ export const make = Effect.gen(function* () {
           new InvalidRequest({ message: `Invalid ${provider} credentials: credentials.${describeParseError(error, { secret: true })}` })
         )
       )
+      const destination: unknown = "base_url" in decoded ? decoded.base_url : "service" in decoded ? decoded.service : undefined
+      if (typeof destination === "string") yield* checkDestination("base_url" in decoded ? "base_url" : "service", destination)
       const sealed = yield* encryption.seal(JSON.stringify(decoded), associatedData(orgId, provider))
       const now = toDate(yield* nowMillis)
       const id = yield* randomId("conn")

@@ -43,8 +43,17 @@ export interface UpstreamRequest {
    * too large to read — is `write_outcome_unknown`, never a retryable error.
    */
   readonly idempotent: boolean
-  /** The URL came from a caller: SSRF guard, redirects followed hop by hop. */
+  /**
+   * The URL came from a caller (a page, a connection's base URL): the SSRF guard on every hop, and redirects
+   * followed one hop at a time as the Fetch standard does — 301/302 turn a POST into a GET, 303 anything but
+   * GET and HEAD; a redirect to another origin carries no body and none of the request's own headers.
+   */
   readonly guarded?: boolean
+  /**
+   * The request carries an account's credentials (a connection's token, an app password): a redirect to
+   * another origin is not followed at all, and the answer says where it pointed.
+   */
+  readonly credentialed?: boolean
   /** Overrides the configured deadline, in milliseconds. */
   readonly timeoutMs?: number
   /** Overrides the configured cap on the answer's size (files kept as artifacts have their own). */
@@ -100,6 +109,38 @@ export class ProviderClient extends Context.Tag("ProviderClient")<ProviderClient
 }>() {}
 
 const MAX_REDIRECTS = 5
+const REDIRECTS: ReadonlySet<number> = new Set([301, 302, 303, 307, 308])
+
+/** One request of a redirect chain. */
+interface Hop {
+  readonly url: string
+  readonly method: HttpMethod
+  readonly headers: Readonly<Record<string, string>>
+  readonly json: unknown
+}
+
+/** Headers that say nothing about who is asking: the only ones that follow a redirect to another origin. */
+const CROSS_ORIGIN_SAFE: ReadonlySet<string> = new Set(["accept", "accept-language", "user-agent"])
+
+/**
+ * The request a redirect leads to, as the Fetch standard's HTTP-redirect fetch makes it: a 303 turns any
+ * method but GET and HEAD into a GET, a 301 or 302 turns a POST into a GET, and a GET carries no body; a
+ * request to another origin keeps no header of its own but the harmless ones (and so no credential).
+ */
+const redirected = (hop: Hop, status: number, url: URL, crossOrigin: boolean): Hop => {
+  const toGet = (status === 303 && hop.method !== "GET") || ((status === 301 || status === 302) && hop.method === "POST")
+  const method = toGet ? "GET" : hop.method
+  const headers = Object.fromEntries(
+    Object.entries(hop.headers).filter(([name]) => !crossOrigin || CROSS_ORIGIN_SAFE.has(name.toLowerCase()))
+  )
+  return { url: url.toString(), method, headers, json: toGet || crossOrigin ? undefined : hop.json }
+}
+
+/** A URL for a message: its origin and path, without its query (which may carry a token). */
+const shown = (url: URL) => {
+  const text = `${url.origin}${url.pathname}`
+  return text.length > 200 ? `${text.slice(0, 200)}…` : text
+}
 // setTimeout's limit; a deadline further away than this (none set) is as good as none.
 const MAX_TIMER_MS = 2 ** 31 - 1
 const decoder = new TextDecoder()
@@ -225,22 +266,23 @@ export const make = Effect.gen(function* () {
    * One HTTP exchange, ended by `deadline` through an abort signal (cheaper than racing a timer fiber,
    * and it runs in the caller's fiber: the pipeline's uninterruptible region does not stop it).
    */
-  const once = (request: UpstreamRequest, url: string, deadline: Deadline) =>
+  const once = (request: UpstreamRequest, hop: Hop, deadline: Deadline) =>
     Effect.flatMap(nowMillis, (now) => {
       const remaining = deadline.at - now
       if (remaining <= 0) return Effect.fail(new ProviderTimeout({ message: deadline.describe }))
-      return exchange(request, url, deadline, remaining)
+      return exchange(request, hop, deadline, remaining)
     })
 
-  const exchange = (request: UpstreamRequest, url: string, deadline: Deadline, remainingMs: number) => {
+  const exchange = (request: UpstreamRequest, hop: Hop, deadline: Deadline, remainingMs: number) => {
     const max = request.maxBytes ?? config.providerMaxResponseBytes
+    const url = hop.url
     const parsed = new URL(url)
-    const body = request.json === undefined ? undefined : JSON.stringify(request.json)
+    const body = hop.json === undefined ? undefined : JSON.stringify(hop.json)
     const headers: Record<string, string> = {
       accept: "application/json",
       "user-agent": "tool-gateway/1",
       ...(body !== undefined ? { "content-type": "application/json" } : {}),
-      ...request.headers
+      ...hop.headers
     }
     return Effect.tryPromise({
       try: async (signal): Promise<UpstreamResponse> => {
@@ -258,7 +300,7 @@ export const make = Effect.gen(function* () {
           const response = await (request.guarded === true ? guarded : trusted).request({
             origin: parsed.origin,
             path: parsed.pathname + parsed.search,
-            method: request.method,
+            method: hop.method,
             headers,
             body: body ?? null,
             signal: controller.signal
@@ -337,24 +379,34 @@ export const make = Effect.gen(function* () {
     )
   }
 
-  // Guarded requests follow redirects themselves so that every hop passes the guard.
+  // Guarded requests follow redirects themselves so that every hop passes the guard and nothing the request
+  // carries reaches another origin.
   const send = (request: UpstreamRequest, deadline: Deadline): Effect.Effect<UpstreamResponse, ProviderError> =>
     Effect.gen(function* () {
-      let url = request.url
-      for (let hop = 0; ; hop++) {
+      let hop: Hop = { url: request.url, method: request.method, headers: request.headers ?? {}, json: request.json }
+      for (let hops = 0; ; hops++) {
         if (request.guarded === true) {
-          const parsed = URL.canParse(url) ? new URL(url) : undefined
+          const parsed = URL.canParse(hop.url) ? new URL(hop.url) : undefined
           const reason = parsed === undefined ? "it is not a valid URL" : refusedUrl(policy, parsed)
           if (reason !== undefined) return yield* new UrlNotAllowed({ message: `The URL is not allowed: ${reason}.` })
         }
-        const response = yield* once(request, url, deadline)
+        const response = yield* once(request, hop, deadline)
         const location = response.headers["location"]
-        const isRedirect = [301, 302, 303, 307, 308].includes(response.status) && location !== undefined
+        const isRedirect = REDIRECTS.has(response.status) && location !== undefined && URL.canParse(location, hop.url)
         if (request.guarded !== true || !isRedirect) return yield* classify(request, response, yield* nowMillis)
-        if (hop >= MAX_REDIRECTS) {
+        if (hops >= MAX_REDIRECTS) {
           return yield* new ProviderRejected({ message: `Too many redirects (more than ${MAX_REDIRECTS}).` })
         }
-        url = new URL(location, url).toString()
+        const next = new URL(location, hop.url)
+        const crossOrigin = next.origin !== new URL(hop.url).origin
+        if (crossOrigin && request.credentialed === true) {
+          return yield* new ProviderRejected({
+            message: `${request.provider} redirected the request to ${shown(next)} (HTTP ${response.status}). It was not ` +
+              "followed: a connection's credentials never go to another host. Use that address in the connection if it is the right one.",
+            upstreamStatus: response.status
+          })
+        }
+        hop = redirected(hop, response.status, next, crossOrigin)
       }
     })
 

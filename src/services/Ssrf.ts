@@ -35,7 +35,14 @@ for (const [net, prefix] of [
   ["fc00::", 7], // unique local, includes fd00:ec2::254 (metadata)
   ["fe80::", 10], // link-local
   ["fec0::", 10], // site-local (deprecated)
-  ["ff00::", 8] // multicast
+  ["ff00::", 8], // multicast
+  // addresses that carry an IPv4 address a router or relay would reach instead: IPv4-translated (RFC 2765),
+  // local-use NAT64 (RFC 8215), Teredo (RFC 4380) and 6to4 (RFC 3056, deprecated by RFC 7526); no public API
+  // is served on them, so they are refused whatever IPv4 address they carry
+  ["::ffff:0:0:0", 96],
+  ["64:ff9b:1::", 48],
+  ["2001::", 32],
+  ["2002::", 16]
 ] as const) blocked.addSubnet(net, prefix, "ipv6")
 
 /** The IPv4 address embedded in an IPv4-mapped, IPv4-compatible or NAT64 IPv6 address. */
@@ -132,4 +139,21 @@ export const guardedLookup = (policy: SsrfPolicy) =>
     if (first === undefined) return callback(new SsrfRefused(`${hostname} did not resolve`), [])
     return callback(null, first.address, first.family)
   })
+}
+
+/**
+ * Why a URL a user saved (a connection's base URL) may not be used, checked when it is saved: what
+ * `refusedUrl` refuses, and a hostname that resolves to a refused address now. A name that does not resolve
+ * is let through (the lookup may fail for a while; the guard checks again on every call).
+ */
+export const refusedDestination = async (policy: SsrfPolicy, url: URL): Promise<string | undefined> => {
+  const reason = refusedUrl(policy, url)
+  const host = hostOf(url)
+  if (reason !== undefined || Net.isIP(host) !== 0 || policy.allowHosts.has(host)) return reason
+  const addresses = await Dns.promises.lookup(host, { all: true }).catch(() => [])
+  for (const { address } of addresses) {
+    const refused = refusedAddress(policy, address)
+    if (refused !== undefined) return `${host} resolves to ${refused}`
+  }
+  return undefined
 }

@@ -11,10 +11,12 @@ import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-tr
 import { Effect, Option, Redacted, Schema } from "effect"
 import * as Child from "node:child_process"
 import * as Http from "node:http"
+import * as Net from "node:net"
 import { expectEnvelope, expectOk } from "./support/assert.js"
 import { blockDatabase, TestDatabaseUrl } from "./support/database.js"
 import { post, serve } from "./support/processes.js"
 import {
+  baseUrl,
   callTool,
   capturedLogs,
   gatewayLayer,
@@ -452,4 +454,76 @@ layer(gatewayLayer(), { excludeTestServices: true })("the built server", (it) =>
         expect(alive).toBe(false)
       }
     }).pipe(Effect.scoped), 60_000)
+})
+
+/** The request log line of `requestId`, from the test gateway's captured logs. */
+const RequestLine = Schema.parseJson(Schema.Struct({
+  message: Schema.String,
+  logLevel: Schema.String,
+  annotations: Schema.Struct({
+    request_id: Schema.String,
+    status: Schema.Number,
+    code: Schema.String,
+    credits: Schema.Number,
+    client_closed: Schema.Boolean
+  })
+}))
+const requestLines = () =>
+  capturedLogs.flatMap((line) => {
+    const parsed = Schema.decodeUnknownOption(RequestLine)(line)
+    return parsed._tag === "Some" && parsed.value.message === "request" ? [parsed.value] : []
+  })
+
+layer(gatewayLayer({ headersTimeoutMs: 500, requestTimeoutMs: 1_000 }), { excludeTestServices: true })("a request whose client is gone", (it) => {
+  it.effect("a client that hangs up mid-call: charged, with its usage record, and logged as what it was (200 ok), not a 500", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      u.itunes.fault({ delayMs: 400, times: 1, status: 200, body: { resultCount: 0, results: [] } })
+      const { key, orgId } = yield* givenOrg({ credits: 10 })
+      const base = yield* baseUrl
+      yield* Effect.promise(async () => {
+        const controller = new AbortController()
+        setTimeout(() => controller.abort(), 100)
+        await fetch(`${base}/v1/mobile_app_search`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-api-key": key },
+          body: JSON.stringify({ query: "gone" }),
+          signal: controller.signal
+        }).catch(() => undefined)
+      })
+      yield* Effect.sleep("800 millis")
+      const sql = yield* SqlClient.SqlClient
+      const usage = yield* sql<{ readonly code: string; readonly credits: number; readonly request_id: string }>`
+        SELECT code, credits, request_id FROM usage WHERE org_id = ${orgId}`.pipe(Effect.orDie)
+      expect(usage).toHaveLength(1)
+      expect(usage[0]).toMatchObject({ code: "ok", credits: 1 })
+      const line = requestLines().find((l) => l.annotations.request_id === usage[0]?.request_id)
+      expect(line?.annotations).toMatchObject({ status: 200, code: "ok", credits: 1, client_closed: true })
+      expect(line?.logLevel).toBe("INFO")
+      // and the books agree
+      const balance = yield* sql<{ readonly balance: number }>`SELECT balance FROM orgs WHERE id = ${orgId}`.pipe(Effect.orDie)
+      expect(balance[0]?.balance).toBe(9)
+    }))
+
+  it.effect("a body that never comes: the client gets 408 request_timeout, and the log line says so", () =>
+    Effect.gen(function* () {
+      const { key } = yield* givenOrg()
+      const base = new URL(yield* baseUrl)
+      const before = requestLines().length
+      const answer = yield* Effect.async<string>((resume) => {
+        const socket = Net.connect(Number(base.port), base.hostname, () => {
+          socket.write(`POST /v1/weather HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-API-Key: ${key}\r\nContent-Length: 100\r\n\r\n{"q":`)
+        })
+        let text = ""
+        socket.on("data", (d: Buffer) => (text += d.toString()))
+        socket.on("close", () => resume(Effect.succeed(text)))
+      })
+      expect(answer).toMatch(/^HTTP\/1\.1 408/)
+      expect(answer).toContain(`"code":"request_timeout"`)
+      yield* Effect.sleep("100 millis")
+      const lines = requestLines().slice(before)
+      expect(lines.map((l) => [l.annotations.status, l.annotations.code])).toContainEqual([408, "request_timeout"])
+      expect(lines.some((l) => l.annotations.status === 500)).toBe(false)
+    }))
 })

@@ -14,7 +14,8 @@ import {
   HttpServerRequest,
   HttpServerResponse
 } from "@effect/platform"
-import { Cause, Context, Effect, FiberRef, LogLevel, Option } from "effect"
+import { NodeHttpServerRequest } from "@effect/platform-node"
+import { Cause, Context, Effect, Exit, FiberRef, LogLevel, Option } from "effect"
 import {
   envelope,
   envelopeOf,
@@ -171,13 +172,14 @@ const logRequest = (
   response: HttpServerResponse.HttpServerResponse,
   state: RequestState,
   facts: CallFacts,
-  latencyMs: number
+  latencyMs: number,
+  clientClosed: boolean
 ) => {
   const status = response.status
   const level = status >= 500 ? LogLevel.Error : status >= 400 ? LogLevel.Warning : LogLevel.Info
   // below the minimum level (LOG_LEVEL=warn, say), the line's fields are not even built
   return Effect.flatMap(FiberRef.get(FiberRef.currentMinimumLogLevel), (minimum) =>
-    LogLevel.lessThan(level, minimum) ? Effect.void : requestLine(request, response, state, facts, latencyMs, level))
+    LogLevel.lessThan(level, minimum) ? Effect.void : requestLine(request, response, state, facts, latencyMs, level, clientClosed))
 }
 
 const requestLine = (
@@ -186,7 +188,8 @@ const requestLine = (
   state: RequestState,
   facts: CallFacts,
   latencyMs: number,
-  level: LogLevel.LogLevel
+  level: LogLevel.LogLevel,
+  clientClosed: boolean
 ) => {
   const status = response.status
   const path = request.url.split("?")[0] ?? "/"
@@ -203,7 +206,9 @@ const requestLine = (
       credits: facts.credits,
       provider: facts.provider ?? null,
       latency_ms: round(latencyMs),
-      provider_latency_ms: facts.providerMs === undefined ? null : round(facts.providerMs)
+      provider_latency_ms: facts.providerMs === undefined ? null : round(facts.providerMs),
+      // the client was gone before the answer was written
+      client_closed: clientClosed
     })
   )
 }
@@ -232,22 +237,55 @@ export const EnvelopeMiddlewareLive = HttpApiBuilder.middleware(
     }
     const maxBody = Option.some(FileSystem.Size(config.maxBodyBytes))
     return (app: HttpApp.Default) =>
-      Effect.gen(function* () {
-        const request = yield* HttpServerRequest.HttpServerRequest
-        const started = yield* preciseMillis
-        const state: RequestState = { requestId: newRequestId(), rateLimit: undefined, code: undefined }
-        const facts = newCallFacts()
-        const response = yield* app.pipe(
-          Effect.provideService(CurrentRequest, state),
-          Effect.provideService(CurrentCallFacts, facts),
-          Effect.provideService(HttpIncomingMessage.MaxBodySize, maxBody),
-          Effect.catchAllCause((cause) => renderCause(cause, request, state, config.maxBodyBytes)),
-          Effect.flatMap((response) => confirmKey(response, state, facts))
-        )
-        yield* recordStatus(response.status)
-        yield* logRequest(request, response, state, facts, (yield* preciseMillis) - started)
-        const withId = HttpServerResponse.setHeader(response, "x-request-id", state.requestId)
-        return state.rateLimit === undefined ? withId : HttpServerResponse.setHeaders(withId, rateLimitHeaders(state.rateLimit))
-      })
+      // Uninterruptible around the app: a client that hangs up interrupts the app, not the log line and the
+      // metrics of what its request did.
+      Effect.uninterruptibleMask((restore) =>
+        Effect.gen(function* () {
+          const request = yield* HttpServerRequest.HttpServerRequest
+          const started = yield* preciseMillis
+          const state: RequestState = { requestId: newRequestId(), rateLimit: undefined, code: undefined }
+          const facts = newCallFacts()
+          const exit = yield* restore(app).pipe(
+            Effect.provideService(CurrentRequest, state),
+            Effect.provideService(CurrentCallFacts, facts),
+            Effect.provideService(HttpIncomingMessage.MaxBodySize, maxBody),
+            Effect.exit
+          )
+          if (Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)) {
+            // Nobody reads this answer: the client left, or the server answered at the socket (a request
+            // timeout). The log line says how the request ended — a call that ran to its end, as what it was.
+            const ended = endedAtSocket(request) ??
+              (facts.status !== undefined ? { status: facts.status, code: facts.code ?? "ok" } : CLIENT_CLOSED)
+            state.code = ended.code
+            const response = HttpServerResponse.empty({ status: ended.status })
+            yield* recordStatus(ended.status)
+            yield* logRequest(request, response, state, facts, (yield* preciseMillis) - started, true)
+            return response
+          }
+          const response = yield* (Exit.isSuccess(exit)
+            ? Effect.succeed(exit.value)
+            : renderCause(exit.cause, request, state, config.maxBodyBytes)).pipe(
+              Effect.flatMap((response) => confirmKey(response, state, facts))
+            )
+          yield* recordStatus(response.status)
+          yield* logRequest(request, response, state, facts, (yield* preciseMillis) - started, false)
+          const withId = HttpServerResponse.setHeader(response, "x-request-id", state.requestId)
+          return state.rateLimit === undefined ? withId : HttpServerResponse.setHeaders(withId, rateLimitHeaders(state.rateLimit))
+        })
+      )
   })
 )
+
+/** What the log says of a request whose client left before anything was answered (nginx's 499). */
+const CLIENT_CLOSED = { status: 499, code: "client_closed_request" } as const
+
+/**
+ * Answers the server wrote at the socket itself (a request timeout, headers too large), by socket: the
+ * request's log line says that answer rather than an interruption.
+ */
+export const socketAnswers = new WeakMap<object, { readonly status: number; readonly code: string }>()
+
+const endedAtSocket = (request: HttpServerRequest.HttpServerRequest) => {
+  const socket = NodeHttpServerRequest.toIncomingMessage(request).socket
+  return socket === null ? undefined : socketAnswers.get(socket)
+}

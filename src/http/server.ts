@@ -8,7 +8,7 @@ import * as Http from "node:http"
 import type * as Net from "node:net"
 import { GatewayConfig } from "../services/GatewayConfig.js"
 import { Api } from "./Api.js"
-import { EnvelopeMiddlewareLive, newRequestId } from "./envelope.js"
+import { EnvelopeMiddlewareLive, newRequestId, socketAnswers } from "./envelope.js"
 import { HandlersLive } from "./handlers.js"
 import { ArtifactsLive } from "./artifacts.js"
 import { CatalogLive } from "./catalog.js"
@@ -108,6 +108,8 @@ const answerClientError = (error: Error & { readonly code?: string }, socket: Ne
     return
   }
   const { status, error: body } = clientErrorAnswer(error.code)
+  // the request in progress on this socket (if any) is logged with this answer
+  socketAnswers.set(socket, { status, code: String(body["code"]) })
   const json = JSON.stringify({ error: body })
   socket.end(
     `HTTP/1.1 ${status} ${Http.STATUS_CODES[status] ?? ""}\r\n` +

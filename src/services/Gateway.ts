@@ -444,8 +444,10 @@ export const make = Effect.gen(function* () {
         Effect.sync(() => {
           if (confirmed) facts.unconfirmed = undefined
         }))),
-      Effect.uninterruptible,
+      // the usage record and the call's facts are part of the uninterruptible tail: a client that hangs up
+      // leaves a call that is charged, recorded and logged as what it was
       logUsage(caller, mode.label, options.requestId, () => failureCharge),
+      Effect.uninterruptible,
       traced("Gateway.run", { attributes: { tool: mode.label, org: caller.orgId } })
     )
   }
@@ -532,6 +534,8 @@ export const make = Effect.gen(function* () {
         const code = outcome._tag === "Fresh" ? "ok" : "replayed"
         const credits = outcome._tag === "Fresh" ? outcome.charged : 0
         facts.credits = credits
+        facts.status = outcome._tag === "Fresh" ? 200 : outcome.status
+        facts.code = code
         yield* recordCall(tool, code, credits, base.latencyMs / 1000)
         yield* usage.record({
           ...base,
@@ -546,6 +550,8 @@ export const make = Effect.gen(function* () {
         const spec = failure === undefined ? envelopeOf.InternalError : envelopeOf[failure._tag]
         const credits = failure?._tag === "NormalizationFailed" ? failureCharge() : 0
         facts.credits = credits
+        facts.status = spec.status
+        facts.code = spec.code
         yield* recordCall(tool, spec.code, credits, base.latencyMs / 1000)
         yield* usage.record({
           ...base,

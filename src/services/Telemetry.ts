@@ -119,6 +119,9 @@ export interface CallFacts {
   credits: number
   provider: string | undefined
   providerMs: number | undefined
+  /** How the call ended (its answer's status and code), once it has: what a log line says if the client left. */
+  status: number | undefined
+  code: string | undefined
 }
 
 export const newCallFacts = (): CallFacts => ({
@@ -128,7 +131,9 @@ export const newCallFacts = (): CallFacts => ({
   tool: undefined,
   credits: 0,
   provider: undefined,
-  providerMs: undefined
+  providerMs: undefined,
+  status: undefined,
+  code: undefined
 })
 
 export class CurrentCallFacts extends Context.Reference<CurrentCallFacts>()("CurrentCallFacts", {

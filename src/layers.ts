@@ -13,6 +13,7 @@ import { UsageLive } from "./services/Usage.js"
 import { GatewayServiceLive } from "./services/Gateway.js"
 import { IdempotencyLive } from "./services/Idempotency.js"
 import { KeyStoreLive } from "./services/KeyStore.js"
+import { HtmlConverterLive } from "./services/HtmlConverter.js"
 import { LeasesLive } from "./services/Leases.js"
 import { LedgerLive } from "./services/Ledger.js"
 import { PricingLive } from "./services/Pricing.js"
@@ -37,7 +38,8 @@ export const ServicesLive = GatewayServiceLive.pipe(
       PricingLive,
       ArtifactsLive,
       MetricsExporterLive,
-      LeasesLive
+      LeasesLive,
+      HtmlConverterLive
     )
   )
 )

@@ -13,6 +13,7 @@ import { type ArtifactRef, ArtifactSink } from "../services/Artifacts.js"
 import type { Credentials } from "../domain/connections.js"
 import type { ToolInput, ToolName, ToolOutput } from "../domain/tools.js"
 import type { GatewayConfig } from "../services/GatewayConfig.js"
+import type { HtmlConverter } from "../services/HtmlConverter.js"
 import { bodyText, ProviderClient, type UpstreamRequest, type UpstreamResponse } from "../services/ProviderClient.js"
 
 /** What a provider call can end in, besides its output. */
@@ -20,7 +21,7 @@ export type ProviderCallError = ProviderError | NormalizationFailed | InvalidReq
 
 export { describeParseError } from "../domain/parse.js"
 
-export type ProviderEffect<A> = Effect.Effect<A, ProviderCallError, ProviderClient | GatewayConfig | ArtifactSink>
+export type ProviderEffect<A> = Effect.Effect<A, ProviderCallError, ProviderClient | GatewayConfig | ArtifactSink | HtmlConverter>
 
 /** An upstream's answer, before normalization. */
 export interface Raw {
@@ -43,7 +44,8 @@ export interface Answered<A> {
   readonly output: A
 }
 
-export type Normalize<I, O> = (input: I, raw: Raw) => Effect.Effect<O, NormalizationFailed | InvalidRequest>
+/** A normalization may convert a page (off the event loop, with the call's deadline): nothing else. */
+export type Normalize<I, O> = (input: I, raw: Raw) => Effect.Effect<O, NormalizationFailed | InvalidRequest, HtmlConverter>
 
 /** A tool on one provider: the raw call, and the mapping of its answer to the tool's output. */
 export interface ProviderTool<I, C, O> {

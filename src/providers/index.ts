@@ -7,6 +7,7 @@ import { Effect, Option } from "effect"
 import { type InvalidRequest, ProviderNotConfigured, UrlNotAllowed } from "../domain/errors.js"
 import { catalog, type CredentialFor, type ToolInput, type ToolName, type ToolOutput } from "../domain/tools.js"
 import { GatewayConfig } from "../services/GatewayConfig.js"
+import type { HtmlConverter } from "../services/HtmlConverter.js"
 import { makePolicy, refusedUrl } from "../services/Ssrf.js"
 import * as Alpha from "./alpha.js"
 import * as AppStore from "./appstore.js"
@@ -168,7 +169,7 @@ export const callProviderRaw = <T extends ToolName>(
  * characters), so that `POST /v1/run` is charged as the tool would be; an answer the tool could not
  * normalize counts nothing (the minimum charge, as for `normalization_failed`).
  */
-export const rawUnits = <T extends ToolName>(tool: T, input: ToolInput<T>, raw: Raw): Effect.Effect<number> => {
+export const rawUnits = <T extends ToolName>(tool: T, input: ToolInput<T>, raw: Raw): Effect.Effect<number, never, HtmlConverter> => {
   const impl: Implementation<T> = implementations[tool]
   const def: { readonly units: (output: ToolOutput<T>) => number } = catalog[tool]
   return Effect.match(impl.normalize(input, raw), { onFailure: () => 0, onSuccess: (output) => def.units(output) })

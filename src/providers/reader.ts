@@ -1,26 +1,21 @@
 /**
- * The built-in reader: fetch the page through the SSRF-guarded client, keep its main content
- * (Mozilla Readability on a linkedom DOM), and write it as markdown (Turndown). Plain text, markdown and
+ * The built-in reader: fetch the page through the SSRF-guarded client, keep its main content and write it
+ * as markdown — in a worker thread, under the call's deadline (`HtmlConverter`). Plain text, markdown and
  * JSON pages are returned as they are.
  */
-import { Readability } from "@mozilla/readability"
 import { Effect } from "effect"
-import { parseHTML } from "linkedom"
-import TurndownService from "turndown"
 import { DEFAULT_MAX_CHARS, type ToolInput, type ToolOutput } from "../domain/tools.js"
 import { ProviderClient } from "../services/ProviderClient.js"
 import { ProviderRejected, ProviderResponseTooLarge } from "../domain/errors.js"
 import { ArtifactSink } from "../services/Artifacts.js"
 import { GatewayConfig } from "../services/GatewayConfig.js"
+import { HtmlConverter } from "../services/HtmlConverter.js"
 import type { ProviderEffect, ProviderTool, Raw } from "./common.js"
 import { truncate } from "./text.js"
 
 export const PROVIDER = "builtin"
 
 const ACCEPT = "text/html,application/xhtml+xml,text/plain;q=0.9,text/markdown;q=0.9,application/json;q=0.8,*/*;q=0.5"
-
-const turndown = new TurndownService({ headingStyle: "atx", codeBlockStyle: "fenced", bulletListMarker: "-" })
-turndown.remove(["script", "style", "noscript", "iframe"])
 
 const contentTypeOf = (header: string) => {
   const [type = "", ...params] = header.split(";").map((s) => s.trim())
@@ -38,21 +33,6 @@ const decode = (body: Uint8Array, charset: string | undefined): string => {
 }
 
 const sniffHtml = (text: string) => /^\s*(<!doctype html|<html|<head|<body)/i.test(text.slice(0, 512))
-
-/** The main content of an HTML document as markdown, and its title. */
-export const extractHtml = (html: string): { readonly title: string | null; readonly markdown: string } => {
-  const { document } = parseHTML(html)
-  const fallbackTitle = document.querySelector("title")?.textContent?.trim() || null
-  let article: ReturnType<Readability<string>["parse"]> = null
-  try {
-    article = new Readability(document, { keepClasses: false }).parse()
-  } catch {
-    article = null
-  }
-  const contentHtml = article?.content ?? document.querySelector("body")?.innerHTML ?? html
-  const markdown = turndown.turndown(contentHtml).replace(/\n{3,}/g, "\n\n").trim()
-  return { title: article?.title?.trim() || fallbackTitle, markdown }
-}
 
 const isText = (type: string) =>
   type === "" || type.startsWith("text/") || type === "application/json" || type.endsWith("+json") ||
@@ -111,7 +91,7 @@ export const builtinRead: ProviderTool<ToolInput<"read">, undefined, ToolOutput<
       let title: string | null = null
       let content: string
       if (type === "text/html" || type === "application/xhtml+xml" || (type === "" && sniffHtml(text))) {
-        const extracted = extractHtml(text)
+        const extracted = yield* Effect.flatMap(HtmlConverter, (converter) => converter.convert(text, "read"))
         title = extracted.title
         content = extracted.markdown
       } else if (type.startsWith("text/") || type === "") {

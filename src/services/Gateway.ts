@@ -49,6 +49,7 @@ import { Pricing } from "./Pricing.js"
 import { Usage } from "./Usage.js"
 import { nowMillis, preciseMillis } from "./time.js"
 import { GatewayConfig } from "./GatewayConfig.js"
+import { HtmlConverter } from "./HtmlConverter.js"
 import { fingerprint, Idempotency, validateKey } from "./Idempotency.js"
 import { type Caller, KeyStore } from "./KeyStore.js"
 import { type ClaimLease, Leases } from "./Leases.js"
@@ -237,7 +238,10 @@ export const make = Effect.gen(function* () {
   const pricing = yield* Pricing
   const artifacts = yield* Artifacts
   const leases = yield* Leases
-  const providerContext = Context.make(GatewayConfig, config).pipe(Context.add(ProviderClient, yield* ProviderClient))
+  const providerContext = Context.make(GatewayConfig, config).pipe(
+    Context.add(ProviderClient, yield* ProviderClient),
+    Context.add(HtmlConverter, yield* HtmlConverter)
+  )
 
   // The whole provider phase (fallbacks included) must end within this; holds and claims live a little longer.
   const callTimeoutMs = config.providerTimeoutMs * 3

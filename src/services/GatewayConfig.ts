@@ -16,6 +16,8 @@ export interface GatewayConfigShape {
   readonly dataDir: string
   /** Deadline of one upstream call, in milliseconds. */
   readonly providerTimeoutMs: number
+  /** The longest a page's conversion to markdown may take (and never past the call's deadline). */
+  readonly htmlConvertTimeoutMs: number
   /** Largest upstream answer the gateway reads, in bytes. */
   readonly providerMaxResponseBytes: number
   /** Largest request body the gateway accepts, in bytes. */
@@ -103,6 +105,7 @@ export class GatewayConfig extends Context.Tag("GatewayConfig")<GatewayConfig, G
     databaseUrl: Option.none(),
     dataDir: ".data",
     providerTimeoutMs: 10_000,
+    htmlConvertTimeoutMs: 5_000,
     providerMaxResponseBytes: 5 * 1024 * 1024,
     maxBodyBytes: 1024 * 1024,
     headersTimeoutMs: 10_000,
@@ -207,6 +210,7 @@ export const fromEnv: Config.Config<GatewayConfigShape> = Config.all({
   databaseUrl: Config.option(Config.redacted("DATABASE_URL")),
   dataDir: Config.string("GATEWAY_DATA_DIR").pipe(Config.withDefault(d.dataDir)),
   providerTimeoutMs: positiveInt("PROVIDER_TIMEOUT_MS", d.providerTimeoutMs),
+  htmlConvertTimeoutMs: positiveInt("HTML_CONVERT_TIMEOUT_MS", d.htmlConvertTimeoutMs),
   providerMaxResponseBytes: positiveInt("PROVIDER_MAX_RESPONSE_BYTES", d.providerMaxResponseBytes),
   maxBodyBytes: positiveInt("MAX_BODY_BYTES", d.maxBodyBytes),
   headersTimeoutMs: positiveInt("HEADERS_TIMEOUT_MS", d.headersTimeoutMs),
@@ -296,6 +300,7 @@ export const fromEnv: Config.Config<GatewayConfigShape> = Config.all({
       databaseUrl: c.databaseUrl,
       dataDir: c.dataDir,
       providerTimeoutMs: c.providerTimeoutMs,
+      htmlConvertTimeoutMs: c.htmlConvertTimeoutMs,
       providerMaxResponseBytes: c.providerMaxResponseBytes,
       maxBodyBytes: c.maxBodyBytes,
       headersTimeoutMs: c.headersTimeoutMs,

@@ -27,7 +27,29 @@ export const PNG = Buffer.from(
 )
 export const PDF = Buffer.concat([Buffer.from("%PDF-1.4\n"), Buffer.from(Array.from({ length: 4096 }, (_, i) => (i * 37) % 256)), Buffer.from("\n%%EOF\n")])
 
+const deep = (tag: string, depth: number, inner: string) => `<${tag}>`.repeat(depth) + inner + `</${tag}>`.repeat(depth)
+const page = (body: string) => `<!doctype html><html><head><title>hostile</title></head><body>${body}</body></html>`
+
+/**
+ * Small pages that cost an HTML converter far more than their size: deep nesting (the 11 KB page of 1,000
+ * nested divs, 20 KB of them, 2,000 nested <b>), unclosed tags, and pages that stay under any depth limit
+ * but make a readability scorer work for seconds (hundreds of deep combs of links, tens of thousands of
+ * links in one block).
+ */
+export const HOSTILE: Readonly<Record<string, string>> = {
+  "divs-1000": page(deep("div", 1000, "x")),
+  "divs-20kb": page(deep("div", 1800, "x")),
+  "bold-2000": page(deep("b", 2000, "x")),
+  "unclosed": page("<div><span>".repeat(5000)),
+  "lists": page(deep("ul><li", 600, "x")),
+  "combs": page(Array.from({ length: 100 }, () => deep("div", 100, "<a href='x'>l</a>".repeat(20))).join("")),
+  "links": page(`<div>${"<a href='#'>link text</a> ".repeat(10_000)}</div>`),
+  "forest": page(deep("div", 120, `<p>${"word ".repeat(20)}</p>`.repeat(100)).repeat(10))
+}
+
 export const handlePages = (req: RecordedRequest): Reply => {
+  const hostile = req.path.startsWith("/hostile/") ? HOSTILE[req.path.slice("/hostile/".length)] : undefined
+  if (hostile !== undefined) return { status: 200, body: hostile, raw: true, headers: { "content-type": "text/html; charset=utf-8" } }
   switch (req.path) {
     case "/article":
       return { status: 200, body: ARTICLE, raw: true, headers: { "content-type": "text/html; charset=utf-8" } }

@@ -1,0 +1,108 @@
+/**
+ * HTML to markdown, for the built-in reader: the page's main content (Mozilla Readability on a linkedom DOM)
+ * written as markdown (Turndown). It runs in a worker thread (see `HtmlConverter`), never on the event loop,
+ * because its cost on hostile input has no useful bound: Readability scores every node against its
+ * ancestors, and Turndown recurses once per level of nesting.
+ *
+ * Bounded here too, by the shape of the document: past `MAX_DEPTH` levels of nesting or `MAX_ELEMENTS`
+ * elements, the page is read as text by an iterative walk (no recursion, linear time) instead of being
+ * converted; and a conversion that overflows the stack falls back to the same walk.
+ */
+import { Readability } from "@mozilla/readability"
+import { parseHTML } from "linkedom"
+import TurndownService from "turndown"
+
+/** Nesting deeper than this is no article: it is read as text. */
+export const MAX_DEPTH = 128
+/** More elements than this is read as text. */
+export const MAX_ELEMENTS = 50_000
+
+export interface Extracted {
+  readonly title: string | null
+  readonly markdown: string
+  /** How it was read: converted to markdown, or (too deep, too large, or too hard) read as text. */
+  readonly mode: "markdown" | "text"
+}
+
+const turndown = new TurndownService({ headingStyle: "atx", codeBlockStyle: "fenced", bulletListMarker: "-" })
+turndown.remove(["script", "style", "noscript", "iframe"])
+
+type DomNode = ReturnType<typeof parseHTML>["document"]["documentElement"]
+
+const SKIPPED = new Set(["SCRIPT", "STYLE", "NOSCRIPT", "IFRAME", "TEMPLATE", "SVG", "HEAD"])
+const BLOCK = new Set([
+  "P", "DIV", "SECTION", "ARTICLE", "MAIN", "HEADER", "FOOTER", "ASIDE", "NAV", "LI", "UL", "OL", "TR", "TABLE",
+  "H1", "H2", "H3", "H4", "H5", "H6", "BLOCKQUOTE", "PRE", "BR", "HR", "DD", "DT", "DL", "FIGURE", "FIGCAPTION"
+])
+
+/** The deepest nesting and the number of elements under `root`, counted without recursion. */
+const shapeOf = (root: DomNode): { readonly depth: number; readonly elements: number } => {
+  let depth = 0
+  let elements = 0
+  const stack: Array<readonly [DomNode, number]> = [[root, 1]]
+  while (stack.length > 0) {
+    const entry = stack.pop()
+    if (entry === undefined) break
+    const [node, level] = entry
+    elements += 1
+    if (level > depth) depth = level
+    if (depth > MAX_DEPTH || elements > MAX_ELEMENTS) break
+    for (const child of Array.from(node.children)) stack.push([child, level + 1])
+  }
+  return { depth, elements }
+}
+
+/** The visible text under `root`, blocks on lines of their own, by an iterative walk. */
+export const textOf = (root: DomNode): string => {
+  const out: Array<string> = []
+  const stack: Array<DomNode | "\n"> = [root]
+  while (stack.length > 0) {
+    const node = stack.pop()
+    if (node === undefined) break
+    if (node === "\n") {
+      out.push("\n")
+      continue
+    }
+    if (node.nodeType === 3) {
+      out.push(node.textContent ?? "")
+      continue
+    }
+    if (node.nodeType !== 1 || SKIPPED.has(node.nodeName.toUpperCase())) continue
+    const block = BLOCK.has(node.nodeName.toUpperCase())
+    if (block) stack.push("\n")
+    const children = Array.from(node.childNodes)
+    for (let i = children.length - 1; i >= 0; i--) {
+      const child = children[i]
+      if (child !== undefined) stack.push(child)
+    }
+    if (block) stack.push("\n")
+  }
+  return out.join("").replace(/[ \t\f\v\r]+/g, " ").replace(/ *\n */g, "\n").replace(/\n{3,}/g, "\n\n").trim()
+}
+
+const tidy = (markdown: string) => markdown.replace(/\n{3,}/g, "\n\n").trim()
+
+/** The main content of an HTML document as markdown, and its title. */
+export const extractHtml = (html: string): Extracted => {
+  const { document } = parseHTML(html)
+  const fallbackTitle = document.querySelector("title")?.textContent?.trim() || null
+  const root = document.documentElement
+  const shape = shapeOf(root)
+  if (shape.depth > MAX_DEPTH || shape.elements > MAX_ELEMENTS) {
+    return { title: fallbackTitle, markdown: textOf(root), mode: "text" }
+  }
+  let article: ReturnType<Readability<string>["parse"]> = null
+  try {
+    article = new Readability(document, { keepClasses: false }).parse()
+  } catch {
+    article = null
+  }
+  const title = article?.title?.trim() || fallbackTitle
+  const contentHtml = article?.content ?? document.querySelector("body")?.innerHTML ?? html
+  try {
+    return { title, markdown: tidy(turndown.turndown(contentHtml)), mode: "markdown" }
+  } catch {
+    // a structure Turndown cannot walk (its recursion ran out of stack): the same content, as text
+    return { title, markdown: textOf(parseHTML(`<html><body>${contentHtml}</body></html>`).document.documentElement), mode: "text" }
+  }
+}

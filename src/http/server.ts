@@ -46,6 +46,19 @@ class GatewayIncomingMessage extends Http.IncomingMessage {
 }
 
 /**
+ * A server that, once told to close, closes each keep-alive connection as soon as its answer is out: Node's
+ * `close` ends the connections idle at that moment and then waits for the others, which a client keeps open
+ * after their answers until the keep-alive timeout. Shutdown waits for the calls in flight, not for that.
+ */
+class GatewayServer extends Http.Server {
+  override close(callback?: (error?: Error) => void): this {
+    const sweep = setInterval(() => this.closeIdleConnections(), 50)
+    this.once("close", () => clearInterval(sweep))
+    return super.close(callback)
+  }
+}
+
+/**
  * Node's http server with timeouts that keep slow or idle clients from holding sockets forever: headers
  * within `headersTimeoutMs`, the whole request within `requestTimeoutMs` (Node answers 408 and closes),
  * idle keep-alive connections closed after `keepAliveTimeoutMs`. The timeouts are checked every second
@@ -56,7 +69,7 @@ export const makeNodeServer = (timeouts: {
   readonly requestTimeoutMs: number
   readonly keepAliveTimeoutMs: number
 }) => {
-  const server = Http.createServer({
+  const server = new GatewayServer({
     IncomingMessage: GatewayIncomingMessage,
     connectionsCheckingInterval: Math.min(1_000, timeouts.headersTimeoutMs)
   })

@@ -25,7 +25,7 @@ export default async function setup(project: TestProject) {
   await Fs.chmod(dir, 0o755)
   const scope = Effect.runSync(Scope.make())
   const embedded = await Effect.runPromise(
-    startEmbedded(dir, { database: "postgres" }).pipe(Scope.extend(scope))
+    startEmbedded(dir, { database: "postgres", ownProcessGroup: false }).pipe(Scope.extend(scope))
   )
   project.provide("adminDatabaseUrl", Redacted.value(embedded.url))
   return async () => {

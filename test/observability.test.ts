@@ -384,7 +384,8 @@ layer(gatewayLayer(), { excludeTestServices: true })("the built server", (it) =>
         credits: 1,
         provider: "open-meteo",
         latency_ms: expect.any(Number),
-        provider_latency_ms: expect.any(Number)
+        provider_latency_ms: expect.any(Number),
+        client_closed: false
       })
       expect(Number(okLine?.annotations["latency_ms"])).toBeGreaterThanOrEqual(Number(okLine?.annotations["provider_latency_ms"]))
       expect(byRequest(invalid.requestId)).toMatchObject({ logLevel: "WARN", annotations: { status: 400, code: "invalid_request", key_id: rich.keyId } })

@@ -4,8 +4,9 @@
  * `/healthz` is polled every 50 ms: every health answer comes within 100 ms, and every read is answered —
  * a 200, or `normalization_failed` (the page was fetched; `/v1/run` still answers it raw) — never a 500.
  */
-import { expect, layer } from "@effect/vitest"
-import { Effect, Schema } from "effect"
+import { describe, expect, it, layer } from "@effect/vitest"
+import { Effect, Fiber, Schema } from "effect"
+import { FairQueue } from "../src/services/HtmlConverter.js"
 import * as Child from "node:child_process"
 import * as Path from "node:path"
 import { expectOk } from "./support/assert.js"
@@ -17,7 +18,7 @@ const Envelope = Schema.Struct({
   error: Schema.Struct({ code: Schema.String, retryable: Schema.Boolean, billable: Schema.Boolean })
 })
 
-layer(gatewayLayer({ ssrfAllow: [PAGES_HOST], htmlConvertTimeoutMs: 1_000 }), { excludeTestServices: true })("hostile pages", (it) => {
+layer(gatewayLayer({ ssrfAllow: [PAGES_HOST], htmlConvertTimeoutMs: 1_000, providerTimeoutMs: 3_000 }), { excludeTestServices: true })("hostile pages", (it) => {
   it.effect("fifty hostile pages in flight: /healthz answers every 50 ms poll within 100 ms; every read is a 200 or an envelope", () =>
     Effect.gen(function* () {
       const u = yield* TestUpstreams
@@ -85,4 +86,38 @@ layer(gatewayLayer({ ssrfAllow: [PAGES_HOST], htmlConvertTimeoutMs: 1_000 }), { 
       expectOk(article)
       expect(article.body).toMatchObject({ title: "The Gateway Article", content: expect.stringContaining("How gateways meter tools") })
     }))
+
+  it.effect("one org's hostile pages do not starve another org's read: owners are served in turn", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      const attacker = yield* givenOrg({ credits: 100 })
+      const other = yield* givenOrg({ credits: 100 })
+      // ten pages that each take a thread for the whole budget
+      const flood = yield* Effect.fork(Effect.forEach(
+        Array.from({ length: 10 }),
+        () => callTool("read", { url: `${u.pages.url}/hostile/combs` }, { key: attacker.key }),
+        { concurrency: 10 }
+      ))
+      yield* Effect.sleep("300 millis")
+      // first come, first served, this page would wait behind all ten (past its 9 s deadline); in turn, behind one or two
+      const started = performance.now()
+      const read = yield* callTool("read", { url: `${u.pages.url}/article` }, { key: other.key })
+      const waited = performance.now() - started
+      expectOk(read)
+      expect(waited).toBeLessThan(6_000)
+      yield* Fiber.join(flood)
+    }))
+})
+
+describe("FairQueue", () => {
+  it("serves owners in turn, each owner's items in order", () => {
+    const queue = new FairQueue<string>()
+    for (const [owner, item] of [["a", "a1"], ["a", "a2"], ["a", "a3"], ["b", "b1"], ["c", "c1"], ["b", "b2"], ["b", "gone"]] as const) queue.push(owner, item)
+    queue.remove("b", "gone")
+    expect(queue.size).toBe(6)
+    const order: Array<string> = []
+    for (let item = queue.shift(); item !== undefined; item = queue.shift()) order.push(item)
+    expect(order).toEqual(["a1", "b1", "c1", "a2", "b2", "a3"])
+    expect(queue.size).toBe(0)
+  })
 })

@@ -49,7 +49,7 @@ import { Pricing } from "./Pricing.js"
 import { Usage } from "./Usage.js"
 import { nowMillis, preciseMillis } from "./time.js"
 import { GatewayConfig } from "./GatewayConfig.js"
-import { HtmlConverter } from "./HtmlConverter.js"
+import { ConversionOwner, HtmlConverter } from "./HtmlConverter.js"
 import { fingerprint, Idempotency, validateKey } from "./Idempotency.js"
 import { type Caller, KeyStore } from "./KeyStore.js"
 import { type ClaimLease, Leases } from "./Leases.js"
@@ -380,7 +380,8 @@ export const make = Effect.gen(function* () {
               at: (yield* nowMillis) + callTimeoutMs,
               describe: `${tool} did not complete within ${callTimeoutMs} ms.`
             }),
-            Context.add(ProviderIdempotencyKey, key === undefined ? undefined : providerIdempotencyKey(caller.orgId, key))
+            Context.add(ProviderIdempotencyKey, key === undefined ? undefined : providerIdempotencyKey(caller.orgId, key)),
+            Context.add(ConversionOwner, caller.orgId)
           )
           const exit = yield* mode.invoke(credentials).pipe(
             Effect.provide(callContext),

@@ -18,7 +18,7 @@ const started = performance.now()
 const outcomes = await Effect.runPromise(
   Effect.flatMap(ProviderClient, (client) =>
     Effect.forEach(Array.from({ length: 10 }), () =>
-      client.request({ provider: "stall", method: "GET", url: `http://127.0.0.1:${port}/`, idempotent: false, timeoutMs: 300 }).pipe(
+      client.request({ provider: "stall", method: "GET", url: `http://127.0.0.1:${port}/`, idempotent: true, timeoutMs: 300 }).pipe(
         Effect.match({ onFailure: (e) => e._tag, onSuccess: () => "answered" })
       ), { concurrency: 10 })
   ).pipe(Effect.provide(ProviderClientLive.pipe(Layer.provide(GatewayConfig.layerWith({ providerTimeoutMs: 300 })))))

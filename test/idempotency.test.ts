@@ -15,7 +15,7 @@ import { fingerprint, Idempotency } from "../src/services/Idempotency.js"
 import { Ledger } from "../src/services/Ledger.js"
 import { toDate } from "../src/services/time.js"
 import { expectEnvelope, expectOk } from "./support/assert.js"
-import { baseUrl, books, callTool, gatewayLayer, givenOrg, servicesLayer, TestUpstreams } from "./support/gateway.js"
+import { books, callTool, gatewayLayer, givenOrg, hangUp, servicesLayer, TestUpstreams } from "./support/gateway.js"
 import { CREDENTIALS, EPSILON_TOKEN } from "./upstreams/accounts.js"
 
 layer(gatewayLayer(), { excludeTestServices: true })("Idempotency-Key over HTTP", (it) => {
@@ -137,17 +137,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("Idempotency-Key over HTTP"
       u.resetAll()
       u.itunes.fault({ delayMs: 400, times: 1, status: 200, body: { resultCount: 0, results: [] } })
       const { key, orgId } = yield* givenOrg({ credits: 10 })
-      const base = yield* baseUrl
-      yield* Effect.promise(async () => {
-        const controller = new AbortController()
-        setTimeout(() => controller.abort(), 100)
-        await fetch(`${base}/v1/mobile_app_search`, {
-          method: "POST",
-          headers: { "content-type": "application/json", "x-api-key": key, "idempotency-key": "hangup-1" },
-          body: JSON.stringify({ query: "hang up" }),
-          signal: controller.signal
-        }).catch(() => undefined)
-      })
+      yield* hangUp("mobile_app_search", { query: "hang up" }, { "x-api-key": key, "idempotency-key": "hangup-1" }, 100)
       yield* Effect.sleep("800 millis")
       expect(yield* books(orgId)).toMatchObject({ balance: 9, held: 0, holdsByStatus: { settled: 1 } })
       const replay = yield* callTool("mobile_app_search", { query: "hang up" }, { key, idempotencyKey: "hangup-1" })

@@ -22,6 +22,7 @@ import {
   gatewayLayer,
   gatewayLayerTracedBy,
   givenOrg,
+  hangUp,
   request,
   TEST_ENCRYPTION_KEY,
   TestUpstreams
@@ -482,17 +483,7 @@ layer(gatewayLayer({ headersTimeoutMs: 500, requestTimeoutMs: 1_000 }), { exclud
       u.resetAll()
       u.itunes.fault({ delayMs: 400, times: 1, status: 200, body: { resultCount: 0, results: [] } })
       const { key, orgId } = yield* givenOrg({ credits: 10 })
-      const base = yield* baseUrl
-      yield* Effect.promise(async () => {
-        const controller = new AbortController()
-        setTimeout(() => controller.abort(), 100)
-        await fetch(`${base}/v1/mobile_app_search`, {
-          method: "POST",
-          headers: { "content-type": "application/json", "x-api-key": key },
-          body: JSON.stringify({ query: "gone" }),
-          signal: controller.signal
-        }).catch(() => undefined)
-      })
+      yield* hangUp("mobile_app_search", { query: "gone" }, { "x-api-key": key }, 100)
       yield* Effect.sleep("800 millis")
       const sql = yield* SqlClient.SqlClient
       const usage = yield* sql<{ readonly code: string; readonly credits: number; readonly request_id: string }>`

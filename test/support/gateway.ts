@@ -226,6 +226,20 @@ export const request = (
     })
   })
 
+/** `POST /v1/<tool>` from a client that hangs up `afterMs` into the call, before the answer. */
+export const hangUp = (tool: string, body: unknown, headers: Record<string, string>, afterMs: number) =>
+  Effect.flatMap(baseUrl, (base) =>
+    Effect.promise(async () => {
+      const controller = new AbortController()
+      setTimeout(() => controller.abort(), afterMs)
+      await fetch(`${base}/v1/${tool}`, {
+        method: "POST",
+        headers: { "content-type": "application/json", ...headers },
+        body: JSON.stringify(body),
+        signal: controller.signal
+      }).catch(() => undefined)
+    }))
+
 /** A request whose body is sent in chunks, without Content-Length. */
 export const requestChunked = (path: string, chunks: ReadonlyArray<string>, headers: Record<string, string>) =>
   Effect.gen(function* () {

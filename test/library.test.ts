@@ -54,9 +54,9 @@ layer(gatewayLayer(), { excludeTestServices: true })("library use", (it) => {
         baseUrl: yield* baseUrl,
         transformClient: HttpClient.mapRequest(HttpClientRequest.setHeader("x-api-key", key))
       })
-      const weather = yield* client.tools.weather({ payload: { q: "Berlin" }, headers: {} })
+      const weather = yield* client.tools.weather({ payload: { q: "Berlin" } })
       expect(weather.location.country).toBe("Germany")
-      const error = yield* Effect.flip(client.tools.weather({ payload: { q: "Berlin" }, headers: {} }))
+      const error = yield* Effect.flip(client.tools.weather({ payload: { q: "Berlin" } }))
       expect(error).toBeInstanceOf(InsufficientCredits)
       expect(error).toMatchObject({ _tag: "InsufficientCredits", message: expect.stringContaining("available") })
     }).pipe(Effect.provide(NodeHttpClient.layerUndici)))

@@ -1,6 +1,9 @@
 /**
- * Every failure a caller can see, one `Schema.TaggedError` per envelope code, and the one table that
- * maps each of them onto the wire envelope `{error:{type,code,message,retryable,billable}}`.
+ * Every failure a caller can see, one `Schema.TaggedError` per envelope code; the one table that maps each
+ * of them onto the wire envelope `{error:{type,code,message,retryable,billable}}`, its HTTP status and the
+ * headers it carries; and the groups of errors each part of the API can answer (sub-lists of the one list),
+ * from which the HTTP API declares its errors — so the compiler proves, say, that a dashboard route cannot
+ * answer `insufficient_credits`.
  */
 import { Schema } from "effect"
 
@@ -137,6 +140,14 @@ export class MethodNotAllowed extends Schema.TaggedError<MethodNotAllowed>()("Me
 export class InternalError extends Schema.TaggedError<InternalError>()("InternalError", {
   message: Schema.String
 }) {}
+/** A request that was not received within the server's timeouts (answered by the server itself). */
+export class RequestTimeout extends Schema.TaggedError<RequestTimeout>()("RequestTimeout", {
+  message: Schema.String
+}) {}
+/** Request headers larger than the server reads (answered by the server itself, 431). */
+export class HeadersTooLarge extends Schema.TaggedError<HeadersTooLarge>()("HeadersTooLarge", {
+  message: Schema.String
+}) {}
 /** `GET /readyz` while this process cannot serve calls (its database is unreachable, or not migrated). */
 export class NotReady extends Schema.TaggedError<NotReady>()("NotReady", {
   message: Schema.String
@@ -177,7 +188,9 @@ export const gatewayErrors = [
   NotFound,
   MethodNotAllowed,
   InternalError,
-  NotReady
+  NotReady,
+  RequestTimeout,
+  HeadersTooLarge
 ] as const
 
 export type GatewayError = InstanceType<(typeof gatewayErrors)[number]>
@@ -206,19 +219,30 @@ export type ErrorType =
   | "not_found"
   | "internal"
 
+/**
+ * The headers an answer carries besides the envelope, each from a field of its error: `retry-after` (the
+ * error's `retryAfter`, or 1 s), `ratelimit` (the key's policy: `limit`, `windowSeconds`), `allow`,
+ * `content-range` (the file's `size`), and `connection-close` (the rest of the request is not read).
+ */
+export type ErrorHeader = "retry-after" | "ratelimit" | "allow" | "content-range" | "connection-close"
+
 export interface EnvelopeSpec {
   readonly type: ErrorType
   readonly code: string
   readonly status: number
   readonly retryable: boolean
   readonly billable: boolean
+  readonly headers?: ReadonlyArray<ErrorHeader>
 }
 
 /**
  * The one table. Its type makes adding an error without an entry a type error.
  * `billable` is true only where the provider was called and answered (normalization).
  */
-export const envelopeOf: { readonly [K in GatewayErrorTag]: EnvelopeSpec } = {
+/** A table of envelopes: one entry for every tag of `E`, or it does not compile. */
+export type EnvelopeTable<E extends { readonly _tag: string }> = { readonly [K in E["_tag"]]: EnvelopeSpec }
+
+export const envelopeOf: EnvelopeTable<GatewayError> = {
   InvalidRequest: { type: "validation", code: "invalid_request", status: 400, retryable: false, billable: false },
   MalformedJson: { type: "validation", code: "malformed_json", status: 400, retryable: false, billable: false },
   UnsupportedMediaType: {
@@ -249,13 +273,21 @@ export const envelopeOf: { readonly [K in GatewayErrorTag]: EnvelopeSpec } = {
     retryable: false,
     billable: false
   },
-  PayloadTooLarge: { type: "validation", code: "payload_too_large", status: 413, retryable: false, billable: false },
+  PayloadTooLarge: {
+    type: "validation",
+    code: "payload_too_large",
+    status: 413,
+    retryable: false,
+    billable: false,
+    headers: ["connection-close"]
+  },
   RangeNotSatisfiable: {
     type: "validation",
     code: "range_not_satisfiable",
     status: 416,
     retryable: false,
-    billable: false
+    billable: false,
+    headers: ["content-range"]
   },
   InvalidKey: { type: "auth", code: "invalid_key", status: 401, retryable: false, billable: false },
   InvalidToken: { type: "auth", code: "invalid_token", status: 401, retryable: false, billable: false },
@@ -275,28 +307,32 @@ export const envelopeOf: { readonly [K in GatewayErrorTag]: EnvelopeSpec } = {
     code: "rate_limit_exceeded",
     status: 429,
     retryable: true,
-    billable: false
+    billable: false,
+    headers: ["retry-after", "ratelimit"]
   },
   RequestInProgress: {
     type: "rate_limited",
     code: "request_in_progress",
     status: 429,
     retryable: true,
-    billable: false
+    billable: false,
+    headers: ["retry-after"]
   },
   SpendCapExceeded: {
     type: "rate_limited",
     code: "spend_cap_exceeded",
     status: 429,
     retryable: false,
-    billable: false
+    billable: false,
+    headers: ["retry-after"]
   },
   KeySpendLimitExceeded: {
     type: "rate_limited",
     code: "key_spend_limit_exceeded",
     status: 429,
     retryable: false,
-    billable: false
+    billable: false,
+    headers: ["retry-after"]
   },
   ProviderUnavailable: {
     type: "provider",
@@ -310,7 +346,8 @@ export const envelopeOf: { readonly [K in GatewayErrorTag]: EnvelopeSpec } = {
     code: "provider_rate_limited",
     status: 502,
     retryable: true,
-    billable: false
+    billable: false,
+    headers: ["retry-after"]
   },
   ProviderRejected: { type: "provider", code: "provider_rejected", status: 502, retryable: false, billable: false },
   ProviderCredentialRejected: {
@@ -352,9 +389,33 @@ export const envelopeOf: { readonly [K in GatewayErrorTag]: EnvelopeSpec } = {
   },
   UnknownTool: { type: "not_found", code: "unknown_tool", status: 404, retryable: false, billable: false },
   NotFound: { type: "not_found", code: "not_found", status: 404, retryable: false, billable: false },
-  MethodNotAllowed: { type: "not_found", code: "method_not_allowed", status: 405, retryable: false, billable: false },
+  MethodNotAllowed: {
+    type: "not_found",
+    code: "method_not_allowed",
+    status: 405,
+    retryable: false,
+    billable: false,
+    headers: ["allow"]
+  },
   InternalError: { type: "internal", code: "internal_error", status: 500, retryable: true, billable: false },
-  NotReady: { type: "internal", code: "not_ready", status: 503, retryable: true, billable: false }
+  NotReady: { type: "internal", code: "not_ready", status: 503, retryable: true, billable: false },
+  RequestTimeout: {
+    type: "timeout",
+    code: "request_timeout",
+    status: 408,
+    retryable: true,
+    billable: false,
+    headers: ["connection-close"]
+  },
+  // Node refuses such a request before it is one; it is still a request the client must fix, as invalid_request
+  HeadersTooLarge: {
+    type: "validation",
+    code: "invalid_request",
+    status: 431,
+    retryable: false,
+    billable: false,
+    headers: ["connection-close"]
+  }
 }
 
 /** The wire form of an error: what every non-2xx response carries. */
@@ -391,6 +452,109 @@ export const EnvelopeSchema = Schema.Struct({
     billable: Schema.Boolean
   })
 }).annotations({ identifier: "ErrorEnvelope", description: "The error envelope of every non-2xx response" })
+
+/** Where a key stands against its rate limit: `limit` requests per `windowSeconds`, `remaining` now. */
+export interface RateLimitState {
+  readonly limit: number
+  readonly windowSeconds: number
+  readonly remaining: number
+  readonly resetSeconds: number
+}
+
+/**
+ * A key's rate limit as draft-ietf-httpapi-ratelimit-headers has it: the policy (quota `q` requests per
+ * window `w` seconds) and where the key stands (`r` requests remaining, full again in `t` seconds).
+ */
+export const rateLimitHeaders = (state: RateLimitState): Record<string, string> => ({
+  "ratelimit-policy": `"key";q=${state.limit};w=${state.windowSeconds}`,
+  ratelimit: `"key";r=${Math.max(0, Math.floor(state.remaining))};t=${Math.max(0, state.resetSeconds)}`
+})
+
+/**
+ * The headers of an error's answer, as its table entry names them, from the error's own fields. A 429
+ * always says when to come back (1 s when the error does not know better).
+ */
+export const responseHeaders = (error: GatewayError): Record<string, string> => {
+  const headers: Record<string, string> = {}
+  for (const header of envelopeOf[error._tag].headers ?? []) {
+    switch (header) {
+      case "retry-after":
+        headers["retry-after"] = String("retryAfter" in error && error.retryAfter !== undefined ? error.retryAfter : 1)
+        break
+      case "ratelimit":
+        if (error._tag === "RateLimitExceeded" && error.limit !== undefined && error.windowSeconds !== undefined) {
+          Object.assign(headers, rateLimitHeaders({
+            limit: error.limit,
+            windowSeconds: error.windowSeconds,
+            remaining: 0,
+            resetSeconds: error.retryAfter ?? 1
+          }))
+        }
+        break
+      case "allow":
+        if (error._tag === "MethodNotAllowed" && error.allow !== undefined) headers["allow"] = error.allow
+        break
+      case "content-range":
+        if (error._tag === "RangeNotSatisfiable" && error.size !== undefined) headers["content-range"] = `bytes */${error.size}`
+        break
+      case "connection-close":
+        headers["connection"] = "close"
+        break
+    }
+  }
+  return headers
+}
+
+// -- the groups: what each part of the API can answer -------------------------------------------------
+// Each is a sub-list of `gatewayErrors`; the HTTP API declares them where they apply (src/http/Api.ts).
+
+/** A JSON body that cannot be read as an object (every route that takes one). */
+export const BodyErrors = [InvalidRequest, MalformedJson, UnsupportedMediaType, PayloadTooLarge] as const
+/** An API key that cannot call: missing, unknown or revoked, sent as a Bearer token, or over its rate. */
+export const ApiKeyErrors = [InvalidKey, InvalidToken, RateLimitExceeded] as const
+/** A dashboard session that cannot act (its signing keys unreachable: provider_unavailable). */
+export const IdTokenErrors = [InvalidToken, NotAMember, ProviderUnavailable] as const
+/** What a tool call can end in once its key and body are accepted (a key revoked meanwhile included). */
+export const CallErrors = [
+  InvalidKey,
+  InvalidRequest,
+  InvalidIdempotencyKey,
+  IdempotencyKeyReused,
+  IdempotencyReplayUnavailable,
+  RequestInProgress,
+  BetaUnavailable,
+  ToolNotAllowed,
+  CredentialRequired,
+  InsufficientCredits,
+  SpendCapExceeded,
+  KeySpendLimitExceeded,
+  UrlNotAllowed,
+  ProviderUnavailable,
+  ProviderRateLimited,
+  ProviderRejected,
+  ProviderCredentialRejected,
+  ProviderNotConfigured,
+  ProviderResponseTooLarge,
+  ProviderTimeout,
+  WriteOutcomeUnknown,
+  NormalizationFailed
+] as const
+/** The dashboard's own refusals: a field it cannot take, something that is not there, a URL it will not call. */
+export const DashboardErrors = [InvalidRequest, NotFound, UrlNotAllowed] as const
+/** A kept file: not there (or expired), or a range outside it. */
+export const ArtifactErrors = [NotFound, RangeNotSatisfiable] as const
+/** What any route can answer: an unexpected failure. */
+export const ServerErrors = [InternalError] as const
+
+type ErrorList = ReadonlyArray<{ readonly Type: GatewayError }>
+/** The errors of a list, as a union. */
+export type ErrorsOf<L extends ErrorList> = L[number]["Type"]
+export type BodyError = ErrorsOf<typeof BodyErrors>
+export type ApiKeyError = ErrorsOf<typeof ApiKeyErrors>
+export type IdTokenError = ErrorsOf<typeof IdTokenErrors>
+export type CallError = ErrorsOf<typeof CallErrors>
+export type DashboardError = ErrorsOf<typeof DashboardErrors>
+export type ArtifactError = ErrorsOf<typeof ArtifactErrors>
 
 export const isGatewayError = (u: unknown): u is GatewayError =>
   u instanceof Error && "_tag" in u && typeof u._tag === "string" && Object.hasOwn(envelopeOf, u._tag)

@@ -1,6 +1,8 @@
 /**
- * The HTTP API: one `POST /v1/<tool>` per tool of the catalog, guarded by the API key, with every
- * gateway error declared (as its envelope) on every operation.
+ * The HTTP API: one `POST /v1/<tool>` per tool of the catalog, guarded by the API key. Each part declares
+ * the errors it can answer — its middlewares' (the key, the body), its group's, and the API's own
+ * `internal_error` — as envelopes, from the groups of `src/domain/errors.ts`: a handler that could fail
+ * otherwise does not compile, and each operation documents exactly its own error statuses.
  */
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, HttpApiSecurity, OpenApi } from "@effect/platform"
 import { Context, Schema } from "effect"
@@ -12,7 +14,18 @@ import type { OrgId } from "../domain/ids.js"
 import type { Caller } from "../services/KeyStore.js"
 import { type Catalog, catalog, type ToolName } from "../domain/tools.js"
 import { cleanSpec } from "./openapi.js"
-import { GatewayErrorWire } from "./wire.js"
+import {
+  ApiKeyErrors,
+  ArtifactErrors,
+  BodyErrors,
+  CallErrors,
+  DashboardErrors,
+  IdTokenErrors,
+  InternalError,
+  NotFound,
+  UnknownTool
+} from "../domain/errors.js"
+import { wireOf, wireUnion } from "./wire.js"
 
 /** The authenticated caller, provided to tool handlers by `ApiKeyAuth`. */
 export class CurrentCaller extends Context.Tag("CurrentCaller")<CurrentCaller, Caller>() {}
@@ -20,7 +33,7 @@ export class CurrentCaller extends Context.Tag("CurrentCaller")<CurrentCaller, C
 /** Authenticates the `X-API-Key` header (and refuses a key sent as a Bearer token), then rate-limits the key. */
 export class ApiKeyAuth extends HttpApiMiddleware.Tag<ApiKeyAuth>()("ApiKeyAuth", {
   provides: CurrentCaller,
-  failure: GatewayErrorWire,
+  failure: wireUnion(...ApiKeyErrors),
   security: {
     apiKey: HttpApiSecurity.apiKey({ key: "X-API-Key", in: "header" }).pipe(
       HttpApiSecurity.annotate(OpenApi.Description, "The API key (tg_…). Never send it in Authorization.")
@@ -37,7 +50,7 @@ export class CurrentUser extends Context.Tag("CurrentUser")<CurrentUser, {
 /** Verifies `Authorization: Bearer <ID token>` and finds the user's org; refuses API keys in either header. */
 export class IdTokenAuth extends HttpApiMiddleware.Tag<IdTokenAuth>()("IdTokenAuth", {
   provides: CurrentUser,
-  failure: GatewayErrorWire,
+  failure: wireUnion(...IdTokenErrors),
   security: {
     idToken: HttpApiSecurity.bearer.pipe(
       HttpApiSecurity.annotate(OpenApi.Description, "A Firebase ID token (or a dev token) of a signed-in dashboard user")
@@ -46,18 +59,18 @@ export class IdTokenAuth extends HttpApiMiddleware.Tag<IdTokenAuth>()("IdTokenAu
 }) {}
 
 /** Checks the body of a tool call before it is decoded: JSON media type, size, well-formed, an object. */
-export class JsonBody extends HttpApiMiddleware.Tag<JsonBody>()("JsonBody", { failure: GatewayErrorWire }) {}
+export class JsonBody extends HttpApiMiddleware.Tag<JsonBody>()("JsonBody", { failure: wireUnion(...BodyErrors) }) {}
 
-export const IdempotencyHeaders = Schema.Struct({
-  "idempotency-key": Schema.optional(Schema.String).annotations({
-    description: "Makes a retry safe: the same key with the same tool and input replays the first answer."
-  })
-})
+/**
+ * `Idempotency-Key` is read by the tool handlers from the request itself rather than declared on each
+ * endpoint: declared, every call of the typed client would have to pass `headers`. OpenAPI documents it as
+ * a parameter of every tool operation (src/http/openapi.ts), and the client sets it with `withIdempotencyKey`.
+ */
+export const IDEMPOTENCY_HEADER = "idempotency-key"
 
 const toolEndpoint = <T extends ToolName>(def: Catalog[T]) =>
   HttpApiEndpoint.post(def.name, `/v1/${def.name}`)
     .setPayload(def.input)
-    .setHeaders(IdempotencyHeaders)
     .addSuccess(def.output)
     .annotate(OpenApi.Summary, `${def.name}: ${def.summary}`)
     .annotate(
@@ -94,7 +107,6 @@ export class ToolsGroup extends HttpApiGroup.make("tools")
   .add(
     HttpApiEndpoint.post("run", "/v1/run")
       .setPayload(S.RunRequest)
-      .setHeaders(IdempotencyHeaders)
       .addSuccess(S.RunOutput)
       .annotate(OpenApi.Summary, "run: call a tool's provider and answer its raw answer")
       .annotate(
@@ -103,6 +115,7 @@ export class ToolsGroup extends HttpApiGroup.make("tools")
           "connection check, reservation and settlement as the tool, without normalization."
       )
   )
+  .addError(wireUnion(...CallErrors))
   .middleware(JsonBody)
   .middleware(ApiKeyAuth)
 {}
@@ -112,6 +125,7 @@ export class UnknownToolGroup extends HttpApiGroup.make("unknownTool")
   .add(
     HttpApiEndpoint.post("unknownTool", "/v1/:tool").setPath(Schema.Struct({ tool: Schema.String }))
   )
+  .addError(wireOf(UnknownTool))
   .middleware(ApiKeyAuth)
   .annotate(OpenApi.Exclude, true)
 {}
@@ -152,6 +166,7 @@ export class DashboardGroup extends HttpApiGroup.make("dashboard")
       .addSuccess(D.OrgView)
   )
   .add(HttpApiEndpoint.get("usage", "/v1/usage").setUrlParams(D.UsageQuery).addSuccess(D.UsagePageView))
+  .addError(wireUnion(...DashboardErrors))
   .middleware(JsonBody)
   .middleware(IdTokenAuth)
 {}
@@ -173,6 +188,7 @@ export class ArtifactsGroup extends HttpApiGroup.make("artifacts")
       .addSuccess(HttpApiSchema.Empty(304))
       .annotate(OpenApi.Summary, "Download a file kept from a tool answer (Range supported; the ETag is its SHA-256)")
   )
+  .addError(wireUnion(...ArtifactErrors))
   .middleware(ApiKeyAuth)
 {}
 
@@ -199,6 +215,7 @@ export class CatalogGroup extends HttpApiGroup.make("catalog")
 /** The dev issuer's public keys (404 unless `DEV_IDENTITY` is on). */
 export class DevGroup extends HttpApiGroup.make("dev")
   .add(HttpApiEndpoint.get("jwks", "/dev/jwks.json").addSuccess(Schema.Struct({ keys: Schema.Array(Schema.Unknown) })))
+  .addError(wireOf(NotFound))
   .annotate(OpenApi.Exclude, true)
 {}
 
@@ -209,7 +226,7 @@ export class Api extends HttpApi.make("tool-gateway")
   .add(ArtifactsGroup)
   .add(DevGroup)
   .add(UnknownToolGroup)
-  .addError(GatewayErrorWire)
+  .addError(wireOf(InternalError))
   .annotate(OpenApi.Title, "Tool Gateway")
   .annotate(OpenApi.Version, "v1")
   .annotate(OpenApi.Transform, cleanSpec)

@@ -26,7 +26,9 @@ import {
   MalformedJson,
   MethodNotAllowed,
   NotFound,
-  PayloadTooLarge
+  PayloadTooLarge,
+  rateLimitHeaders,
+  responseHeaders
 } from "../domain/errors.js"
 import { formatPath, withoutValue } from "../domain/parse.js"
 import { GatewayConfig } from "../services/GatewayConfig.js"
@@ -69,6 +71,20 @@ const causeChainIncludes = (error: unknown, predicate: (e: unknown) => boolean):
   return false
 }
 
+/** A body the server could not read, as the caller's error: too large, not JSON, or cut off. */
+export const unreadableBody = (
+  error: HttpServerError.RequestError,
+  maxBodyBytes: number
+): PayloadTooLarge | MalformedJson | InvalidRequest => {
+  if (causeChainIncludes(error.cause, (e) => e instanceof Error && e.message === "maxBytes exceeded")) {
+    return new PayloadTooLarge({ message: `The request body is larger than ${maxBodyBytes} bytes.` })
+  }
+  if (causeChainIncludes(error.cause, (e) => e instanceof SyntaxError)) {
+    return new MalformedJson({ message: "The request body is not valid JSON." })
+  }
+  return new InvalidRequest({ message: "The request body could not be read." })
+}
+
 /** What the framework or a defect means to the caller, as a gateway error. */
 const toGatewayError = (
   error: unknown,
@@ -91,46 +107,13 @@ const toGatewayError = (
     }
     return new NotFound({ message: `No route ${request.method} ${path}.` })
   }
-  if (error instanceof HttpServerError.RequestError) {
-    if (causeChainIncludes(error.cause, (e) => e instanceof Error && e.message === "maxBytes exceeded")) {
-      return new PayloadTooLarge({ message: `The request body is larger than ${maxBodyBytes} bytes.` })
-    }
-    if (causeChainIncludes(error.cause, (e) => e instanceof SyntaxError)) {
-      return new MalformedJson({ message: "The request body is not valid JSON." })
-    }
-    return new InvalidRequest({ message: "The request body could not be read." })
-  }
+  if (error instanceof HttpServerError.RequestError) return unreadableBody(error, maxBodyBytes)
   return undefined
 }
 
-/**
- * The key's rate limit, as draft-ietf-httpapi-ratelimit-headers has it: the policy (quota `q` requests per
- * window `w` seconds) and where the key stands (`r` requests remaining, full again in `t` seconds).
- */
-const rateLimitHeaders = (state: RateLimitState): Record<string, string> => ({
-  "ratelimit-policy": `"key";q=${state.limit};w=${state.windowSeconds}`,
-  ratelimit: `"key";r=${Math.max(0, Math.floor(state.remaining))};t=${Math.max(0, state.resetSeconds)}`
-})
-
-const respond = (error: GatewayError): HttpServerResponse.HttpServerResponse => {
-  const spec = envelopeOf[error._tag]
-  const headers: Record<string, string> = {}
-  if ("retryAfter" in error && typeof error.retryAfter === "number") headers["retry-after"] = String(error.retryAfter)
-  else if (spec.status === 429) headers["retry-after"] = "1"
-  if (error._tag === "RateLimitExceeded" && error.limit !== undefined && error.windowSeconds !== undefined) {
-    Object.assign(headers, rateLimitHeaders({
-      limit: error.limit,
-      windowSeconds: error.windowSeconds,
-      remaining: 0,
-      resetSeconds: error.retryAfter ?? 1
-    }))
-  }
-  if (error._tag === "MethodNotAllowed" && error.allow !== undefined) headers["allow"] = error.allow
-  if (error._tag === "RangeNotSatisfiable" && error.size !== undefined) headers["content-range"] = `bytes */${error.size}`
-  // The rest of an over-long body is not read: the connection ends with this answer.
-  if (error._tag === "PayloadTooLarge") headers["connection"] = "close"
-  return HttpServerResponse.unsafeJson(envelope(error), { status: spec.status, headers })
-}
+/** An error's answer: its envelope, its status and its headers, all from the one table. */
+const respond = (error: GatewayError): HttpServerResponse.HttpServerResponse =>
+  HttpServerResponse.unsafeJson(envelope(error), { status: envelopeOf[error._tag].status, headers: responseHeaders(error) })
 
 /** The envelope response for any cause; unexpected ones are logged with the request id and answered 500. */
 export const renderCause = (

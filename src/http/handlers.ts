@@ -1,12 +1,12 @@
 /**
  * Tool handlers: thin adapters from a decoded request to `Gateway.run` and from its outcome to a response.
  */
-import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import { HttpApiBuilder, type HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect, Layer } from "effect"
 import { InvalidRequest, UnknownTool } from "../domain/errors.js"
 import { isToolName, type ToolInput, type ToolName } from "../domain/tools.js"
 import { Gateway, type Outcome } from "../services/Gateway.js"
-import { Api, CurrentCaller } from "./Api.js"
+import { Api, CurrentCaller, IDEMPOTENCY_HEADER } from "./Api.js"
 import { CurrentRequest } from "./envelope.js"
 
 const respond = <A>(outcome: Outcome<A>): HttpServerResponse.HttpServerResponse =>
@@ -29,17 +29,11 @@ export const ToolsLive = HttpApiBuilder.group(Api, "tools", (handlers) =>
   Effect.gen(function* () {
     const gateway = yield* Gateway
     const handle = <T extends ToolName>(tool: T) =>
-    (request: {
-      readonly payload: ToolInput<T>
-      readonly headers: { readonly "idempotency-key"?: string | undefined }
-    }) =>
+    ({ payload, request }: { readonly payload: ToolInput<T>; readonly request: HttpServerRequest.HttpServerRequest }) =>
       Effect.gen(function* () {
         const caller = yield* CurrentCaller
         const { requestId } = yield* CurrentRequest
-        const outcome = yield* gateway.run(caller, tool, request.payload, {
-          idempotencyKey: request.headers["idempotency-key"],
-          requestId
-        })
+        const outcome = yield* gateway.run(caller, tool, payload, { idempotencyKey: request.headers[IDEMPOTENCY_HEADER], requestId })
         return respond(outcome)
       })
     return handlers
@@ -66,16 +60,16 @@ export const ToolsLive = HttpApiBuilder.group(Api, "tools", (handlers) =>
       .handle("lambda_batch_emails", handle("lambda_batch_emails"))
       .handle("mu_database", handle("mu_database"))
       .handle("nu_account", handle("nu_account"))
-      .handle("run", (request) =>
+      .handle("run", ({ payload, request }) =>
         Effect.gen(function* () {
           const caller = yield* CurrentCaller
           const { requestId } = yield* CurrentRequest
-          const tool = request.payload.tool
+          const tool = payload.tool
           if (!isToolName(tool)) {
             return yield* new InvalidRequest({ message: `Invalid request: tool: ${tool.slice(0, 100)} is not a tool.` })
           }
-          const outcome = yield* gateway.runRaw(caller, tool, request.payload.input, {
-            idempotencyKey: request.headers["idempotency-key"],
+          const outcome = yield* gateway.runRaw(caller, tool, payload.input, {
+            idempotencyKey: request.headers[IDEMPOTENCY_HEADER],
             requestId
           })
           return respond(outcome)

@@ -1,7 +1,8 @@
 /**
  * The OpenAPI document, cleaned: the envelope is the error schema of every operation (the framework's own
- * decode-error schema is dropped, since decode errors are answered as `invalid_request` envelopes), each
- * error status says which codes it carries, and operations and errors carry examples.
+ * decode-error schema is documented as `invalid_request`, which is how a request that does not decode is
+ * answered), each error status lists the codes that operation can give (they follow from the errors each
+ * part of the API declares), tool operations take `Idempotency-Key`, and operations and errors carry examples.
  */
 import { envelopeOf, type EnvelopeSpec } from "../domain/errors.js"
 import { inputExamples, outputExamples } from "../domain/examples.js"
@@ -12,53 +13,51 @@ type Json = Record<string, unknown>
 
 const isObject = (u: unknown): u is Json => typeof u === "object" && u !== null && !Array.isArray(u)
 const FRAMEWORK_SCHEMAS = ["HttpApiDecodeError", "Issue", "PropertyKey"]
-const isFrameworkRef = (u: unknown) =>
-  isObject(u) && typeof u["$ref"] === "string" && FRAMEWORK_SCHEMAS.some((s) => u["$ref"] === `#/components/schemas/${s}`)
 
-const specsByStatus = new Map<number, Array<EnvelopeSpec>>()
-for (const spec of Object.values(envelopeOf)) {
-  specsByStatus.set(spec.status, [...(specsByStatus.get(spec.status) ?? []), spec])
-}
-
-const describeStatus = (status: number) => {
-  const specs = specsByStatus.get(status) ?? []
-  return `Error envelope. Codes: ${specs.map((s) => `${s.code} (retryable ${s.retryable}, billable ${s.billable})`).join("; ")}.`
-}
+const specByName = new Map(Object.entries(envelopeOf).map(([tag, spec]) => [`${tag}Error`, spec]))
+const DECODE_ERROR = "#/components/schemas/HttpApiDecodeError"
+const INVALID_REQUEST = "#/components/schemas/InvalidRequestError"
 
 const exampleEnvelope = (spec: EnvelopeSpec) => ({
   error: { type: spec.type, code: spec.code, message: "A sentence that says what happened and what to do.", retryable: spec.retryable, billable: spec.billable }
 })
 
-/** Rewrite one response: no framework schema, a description listing the codes, an example. */
+const refOf = (u: unknown): string | undefined => (isObject(u) && typeof u["$ref"] === "string" ? u["$ref"] : undefined)
+
+/**
+ * Rewrite one error response: the framework's decode error is answered as `invalid_request`, so it is
+ * documented as that; the description lists the codes this operation can give with this status, and an
+ * example shows the first.
+ */
 const cleanResponse = (status: number, response: unknown): unknown => {
   if (!isObject(response) || status < 400) return response
   const content = isObject(response["content"]) ? response["content"] : {}
   const json = isObject(content["application/json"]) ? content["application/json"] : {}
   const schema = isObject(json["schema"]) ? json["schema"] : {}
-  const anyOf = Array.isArray(schema["anyOf"]) ? schema["anyOf"].filter((s) => !isFrameworkRef(s)) : undefined
-  const cleaned = anyOf === undefined ? schema : anyOf.length === 1 ? anyOf[0] : { ...schema, anyOf }
-  const first = specsByStatus.get(status)?.[0]
+  const members = Array.isArray(schema["anyOf"]) ? schema["anyOf"] : [schema]
+  const refs = [...new Set(members.map((m) => (refOf(m) === DECODE_ERROR ? INVALID_REQUEST : refOf(m) ?? "")).filter((r) => r !== ""))]
+  const specs = refs.flatMap((ref) => {
+    const spec = specByName.get(ref.replace("#/components/schemas/", ""))
+    return spec === undefined ? [] : [spec]
+  })
+  const cleaned = refs.length === 1 ? { $ref: refs[0] } : { anyOf: refs.map(($ref) => ({ $ref })) }
+  const first = specs[0]
   return {
     ...response,
-    description: describeStatus(status),
+    description: `Error envelope. Codes: ${specs.map((s) => `${s.code} (retryable ${s.retryable}, billable ${s.billable})`).join("; ")}.`,
     content: {
       "application/json": { ...json, schema: cleaned, ...(first !== undefined ? { example: exampleEnvelope(first) } : {}) }
     }
   }
 }
 
-/**
- * Whether an error status can come from an operation: credits and providers only concern tool calls, a
- * range only files, a key or token only the operations that need one. (The framework lists every error
- * status of the API on every operation.)
- */
-const relevant = (path: string, status: number, secured: boolean): boolean => {
-  if (status < 400) return true
-  const call = path === "/v1/run" || isToolName(path.startsWith("/v1/") ? path.slice(4) : "")
-  if ((status === 402 || status === 502 || status === 504) && !call) return false
-  if (status === 416) return path.startsWith("/v1/artifacts/")
-  if (status === 401 || status === 429) return secured
-  return true
+/** `Idempotency-Key`, a parameter of every tool operation (read by the handlers, not declared per endpoint). */
+const idempotencyParameter = {
+  name: "Idempotency-Key",
+  in: "header",
+  required: false,
+  description: "Makes a retry safe: the same key with the same tool and input replays the first answer (1 to 255 visible ASCII characters).",
+  schema: { type: "string" }
 }
 
 /** A success response with an example answer. */
@@ -84,9 +83,7 @@ export const cleanSpec = (input: Json): Json => {
       const responses = isObject(operation["responses"]) ? operation["responses"] : {}
       const tool = path.startsWith("/v1/") ? path.slice(4) : ""
       const cleanedResponses: Json = {}
-      const secured = Array.isArray(operation["security"]) && operation["security"].length > 0
       for (const [status, response] of Object.entries(responses)) {
-        if (!relevant(path, Number(status), secured)) continue
         cleanedResponses[status] = status === "200" && isToolName(tool)
           ? withExample(response, outputExamples[tool])
           : cleanResponse(Number(status), response)
@@ -99,7 +96,14 @@ export const cleanSpec = (input: Json): Json => {
           content: { "application/json": { ...(isObject(json) ? json : {}), example: inputExamples[tool] } }
         }
       }
-      cleanedItem[method] = { ...operation, responses: cleanedResponses, ...(requestBody !== undefined ? { requestBody } : {}) }
+      const call = isToolName(tool) || path === "/v1/run"
+      const parameters = Array.isArray(operation["parameters"]) ? operation["parameters"] : []
+      cleanedItem[method] = {
+        ...operation,
+        responses: cleanedResponses,
+        ...(requestBody !== undefined ? { requestBody } : {}),
+        ...(call ? { parameters: [...parameters, idempotencyParameter] } : {})
+      }
     }
     cleanedPaths[path] = cleanedItem
   }

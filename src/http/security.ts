@@ -11,7 +11,7 @@ import { Members } from "../services/Members.js"
 import { Gateway } from "../services/Gateway.js"
 import { GatewayConfig } from "../services/GatewayConfig.js"
 import { ApiKeyAuth, IdTokenAuth, JsonBody } from "./Api.js"
-import { CurrentRequest } from "./envelope.js"
+import { CurrentRequest, unreadableBody } from "./envelope.js"
 
 export const ApiKeyAuthLive = Layer.effect(
   ApiKeyAuth,
@@ -99,7 +99,7 @@ export const readJsonObject = (maxBodyBytes: number, arrayMessage = "The request
       return yield* new PayloadTooLarge({ message: `The request body is larger than ${maxBodyBytes} bytes.` })
     }
     // Read once here (the text is cached for the payload decoder), with the body size limit in force.
-    const text = yield* request.text
+    const text = yield* request.text.pipe(Effect.mapError((error) => unreadableBody(error, maxBodyBytes)))
     if (text.trim() === "") {
       return yield* new InvalidRequest({ message: "The request body is empty: send a JSON object, e.g. {}." })
     }

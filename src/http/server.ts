@@ -6,6 +6,7 @@ import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import * as Http from "node:http"
 import type * as Net from "node:net"
+import { envelope, envelopeOf, HeadersTooLarge, InvalidRequest, RequestTimeout, responseHeaders } from "../domain/errors.js"
 import { GatewayConfig } from "../services/GatewayConfig.js"
 import { Api } from "./Api.js"
 import { EnvelopeMiddlewareLive, newRequestId, socketAnswers } from "./envelope.js"
@@ -89,26 +90,17 @@ export const makeNodeServer = (timeouts: {
 
 /**
  * What Node refuses before a request reaches the app — a request line or header it cannot parse, headers
- * over its size limit, a request not received within the timeouts — is answered with the envelope too,
- * and a request id, instead of Node's bare status line. The connection is then closed.
+ * over its size limit, a request not received within the timeouts — is answered with the envelope too, from
+ * the one table, with a request id, instead of Node's bare status line. The connection is then closed.
  */
-export const clientErrorAnswer = (code: string | undefined): { readonly status: number; readonly error: Record<string, unknown> } => {
+export const clientErrorOf = (code: string | undefined): RequestTimeout | HeadersTooLarge | InvalidRequest => {
   switch (code) {
     case "HPE_HEADER_OVERFLOW":
-      return {
-        status: 431,
-        error: { type: "validation", code: "invalid_request", message: "The request's headers are larger than this server accepts (16 KB).", retryable: false, billable: false }
-      }
+      return new HeadersTooLarge({ message: "The request's headers are larger than this server accepts (16 KB)." })
     case "ERR_HTTP_REQUEST_TIMEOUT":
-      return {
-        status: 408,
-        error: { type: "timeout", code: "request_timeout", message: "The request was not received in time; send it again, faster.", retryable: true, billable: false }
-      }
+      return new RequestTimeout({ message: "The request was not received in time; send it again, faster." })
     default:
-      return {
-        status: 400,
-        error: { type: "validation", code: "invalid_request", message: "The request is not valid HTTP/1.1.", retryable: false, billable: false }
-      }
+      return new InvalidRequest({ message: "The request is not valid HTTP/1.1." })
   }
 }
 
@@ -120,14 +112,18 @@ const answerClientError = (error: Error & { readonly code?: string }, socket: Ne
     socket.destroy()
     return
   }
-  const { status, error: body } = clientErrorAnswer(error.code)
+  const refusal = clientErrorOf(error.code)
+  const { code, status } = envelopeOf[refusal._tag]
   // the request in progress on this socket (if any) is logged with this answer
-  socketAnswers.set(socket, { status, code: String(body["code"]) })
-  const json = JSON.stringify({ error: body })
+  socketAnswers.set(socket, { status, code })
+  const json = JSON.stringify(envelope(refusal))
+  const headers = { ...responseHeaders(refusal), connection: "close" }
   socket.end(
     `HTTP/1.1 ${status} ${Http.STATUS_CODES[status] ?? ""}\r\n` +
       `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(json)}\r\n` +
-      `x-request-id: ${newRequestId()}\r\nconnection: close\r\n\r\n${json}`
+      `x-request-id: ${newRequestId()}\r\n` +
+      Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join("") +
+      `\r\n${json}`
   )
 }
 

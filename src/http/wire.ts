@@ -1,11 +1,36 @@
 /**
  * The wire form of each error class: the envelope, with its code as a literal so that a client (e.g.
- * `HttpApiClient`) decodes an envelope back into the right class, annotated with its HTTP status.
+ * `HttpApiClient`) decodes an envelope back into the right class, annotated with its HTTP status. Derived
+ * from the one list of errors and the one table: `wireOf` keeps each class's type, and `wireUnion` makes the
+ * union of a group's errors, typed as exactly that group.
+ *
+ * The envelope itself has five fields. What an error says in its answer's headers (`Retry-After`,
+ * `RateLimit-Policy`, `Allow`, `Content-Range`) the typed client copies into the envelope before decoding
+ * (`withHeaderFields`), so that the decoded error has them as fields: `retryAfter`, `limit`, …
  */
 import { HttpApiSchema } from "@effect/platform"
-import { Schema } from "effect"
-import * as E from "../domain/errors.js"
-import { type EnvelopeSpec, envelopeOf, type GatewayError } from "../domain/errors.js"
+import { ParseResult, Schema } from "effect"
+import { type EnvelopeSpec, envelopeOf, type ErrorType, type GatewayError, type GatewayErrorTag } from "../domain/errors.js"
+
+/** The envelope, as it travels. */
+export interface WireEnvelope {
+  readonly error: {
+    readonly type: ErrorType
+    readonly code: string
+    readonly message: string
+    readonly retryable: boolean
+    readonly billable: boolean
+  }
+}
+
+/** Fields some errors carry in their answer's headers, which the typed client copies into the envelope. */
+const HeaderFields = {
+  retry_after: Schema.optional(Schema.Number),
+  limit: Schema.optional(Schema.Number),
+  window_seconds: Schema.optional(Schema.Number),
+  allow: Schema.optional(Schema.String),
+  size: Schema.optional(Schema.Number)
+}
 
 const envelopeStruct = (spec: EnvelopeSpec) =>
   Schema.Struct({
@@ -14,30 +39,34 @@ const envelopeStruct = (spec: EnvelopeSpec) =>
       code: Schema.Literal(spec.code),
       message: Schema.String,
       retryable: Schema.Literal(spec.retryable),
-      billable: Schema.Literal(spec.billable)
+      billable: Schema.Literal(spec.billable),
+      ...HeaderFields
     })
   })
 
+/** An error class of the one list (its schema, and its tag). */
+export type ErrorClass = Schema.Schema.AnyNoContext & { readonly _tag: GatewayErrorTag; readonly Type: GatewayError }
+
 /** The envelope ⇄ error class transformation of one class. */
-export const wireOf = <A extends GatewayError, I>(
-  cls: Schema.Schema<A, I> & {
-    readonly _tag: A["_tag"]
-    readonly make: (props: { readonly message: string }) => A
-  }
-) => {
+export const wireOf = <C extends ErrorClass>(cls: C): Schema.Schema<Schema.Schema.Type<C>, WireEnvelope> => {
   const spec = envelopeOf[cls._tag]
-  return Schema.transform(envelopeStruct(spec), Schema.typeSchema(cls), {
-    strict: false,
-    decode: (wire) => cls.make({ message: wire.error.message }),
-    encode: (error: GatewayError) => ({
-      error: {
-        type: spec.type,
-        code: spec.code,
+  return Schema.transformOrFail(envelopeStruct(spec), Schema.typeSchema(cls), {
+    strict: true,
+    decode: ({ error }) =>
+      ParseResult.decodeUnknown(cls)({
+        _tag: cls._tag,
         message: error.message,
-        retryable: spec.retryable,
-        billable: spec.billable
-      }
-    })
+        ...(error.retry_after !== undefined ? { retryAfter: error.retry_after } : {}),
+        ...(error.limit !== undefined ? { limit: error.limit } : {}),
+        ...(error.window_seconds !== undefined ? { windowSeconds: error.window_seconds } : {}),
+        ...(error.allow !== undefined ? { allow: error.allow } : {}),
+        ...(error.size !== undefined ? { size: error.size } : {})
+      }),
+    // exactly the five fields of the envelope: what else an error knows goes in its headers
+    encode: (error) =>
+      ParseResult.succeed({
+        error: { type: spec.type, code: spec.code, message: error.message, retryable: spec.retryable, billable: spec.billable }
+      })
   }).annotations({
     ...HttpApiSchema.annotations({ status: spec.status }),
     identifier: `${cls._tag}Error`,
@@ -45,42 +74,11 @@ export const wireOf = <A extends GatewayError, I>(
   })
 }
 
-export const wireErrors = [
-  wireOf(E.InvalidRequest),
-  wireOf(E.MalformedJson),
-  wireOf(E.UnsupportedMediaType),
-  wireOf(E.InvalidIdempotencyKey),
-  wireOf(E.IdempotencyKeyReused),
-  wireOf(E.IdempotencyReplayUnavailable),
-  wireOf(E.PayloadTooLarge),
-  wireOf(E.RangeNotSatisfiable),
-  wireOf(E.InvalidKey),
-  wireOf(E.InvalidToken),
-  wireOf(E.CredentialRequired),
-  wireOf(E.BetaUnavailable),
-  wireOf(E.ToolNotAllowed),
-  wireOf(E.NotAMember),
-  wireOf(E.InsufficientCredits),
-  wireOf(E.RateLimitExceeded),
-  wireOf(E.RequestInProgress),
-  wireOf(E.SpendCapExceeded),
-  wireOf(E.KeySpendLimitExceeded),
-  wireOf(E.ProviderUnavailable),
-  wireOf(E.ProviderRateLimited),
-  wireOf(E.ProviderRejected),
-  wireOf(E.ProviderCredentialRejected),
-  wireOf(E.ProviderNotConfigured),
-  wireOf(E.ProviderResponseTooLarge),
-  wireOf(E.UrlNotAllowed),
-  wireOf(E.ProviderTimeout),
-  wireOf(E.WriteOutcomeUnknown),
-  wireOf(E.NormalizationFailed),
-  wireOf(E.UnknownTool),
-  wireOf(E.NotFound),
-  wireOf(E.MethodNotAllowed),
-  wireOf(E.InternalError),
-  wireOf(E.NotReady)
-] as const satisfies ReadonlyArray<unknown> & { readonly length: typeof E.gatewayErrors.length }
-
-/** Every error, as one schema (a union the API splits by status). */
-export const GatewayErrorWire = Schema.Union(...wireErrors)
+/** The union of some errors' wire forms, typed as exactly those errors. */
+export const wireUnion = <const L extends readonly [ErrorClass, ...ReadonlyArray<ErrorClass>]>(
+  ...classes: L
+): Schema.Schema<Schema.Schema.Type<L[number]>, WireEnvelope> => {
+  const [first, ...rest] = classes
+  const [second, ...more] = rest
+  return second === undefined ? wireOf(first) : Schema.Union(wireOf(first), wireOf(second), ...more.map((c) => wireOf(c)))
+}

@@ -7,21 +7,13 @@
 import * as RateLimiter from "@effect/experimental/RateLimiter"
 import * as RateLimiterRedis from "@effect/experimental/RateLimiter/Redis"
 import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
-import { RateLimitExceeded } from "../domain/errors.js"
+import { RateLimitExceeded, type RateLimitState } from "../domain/errors.js"
 import { GatewayConfig } from "./GatewayConfig.js"
 import type { Caller, KeyRateLimit } from "./KeyStore.js"
 import { nowMillis } from "./time.js"
 
 /** A key's policy and where its bucket stands, for the `RateLimit-Policy` and `RateLimit` headers. */
-export interface RateLimitState {
-  /** The bucket's size (the burst). */
-  readonly limit: number
-  /** Seconds to refill an empty bucket: the policy's window. */
-  readonly windowSeconds: number
-  readonly remaining: number
-  /** Seconds until the bucket is full again. */
-  readonly resetSeconds: number
-}
+export type { RateLimitState }
 
 export class RateLimit extends Context.Tag("RateLimit")<RateLimit, {
   /** Take one request from the caller's bucket; `undefined` when rate limiting is off. */

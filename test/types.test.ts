@@ -1,0 +1,88 @@
+/**
+ * Promises about types, proved by the compiler (`npm run typecheck` checks this file; at run time the
+ * assertions are no-ops). The typed failure channel maps exactly onto the envelope: the wire union is the
+ * gateway's errors, each client operation fails with exactly the errors its part of the API can answer, a
+ * tag that is not one of them cannot be caught, an error without a table entry does not compile, and a
+ * route cannot answer an error that is not its own.
+ */
+import { HttpApiBuilder } from "@effect/platform"
+import { describe, expectTypeOf, it } from "@effect/vitest"
+import { Effect, Schema } from "effect"
+import {
+  type ApiKeyError,
+  type ArtifactError,
+  type BodyError,
+  type CallError,
+  type ClientError,
+  type DashboardError,
+  type EnvelopeTable,
+  envelopeOf,
+  type GatewayError,
+  gatewayErrors,
+  type IdTokenError,
+  InsufficientCredits,
+  type InternalError,
+  NotFound,
+  ToolGatewayClient
+} from "tool-gateway/client"
+import { Api } from "../src/http/Api.js"
+import { wireOf, wireUnion } from "../src/http/wire.js"
+
+type Client = ToolGatewayClient["Type"]
+type ErrorOf<F> = F extends (...args: ReadonlyArray<never>) => Effect.Effect<infer _A, infer E, infer _R> ? E : never
+
+class Unlisted extends Schema.TaggedError<Unlisted>()("Unlisted", { message: Schema.String }) {}
+
+describe("the typed failure channel", () => {
+  it("the wire union of every error is exactly the gateway's errors; one class's wire form keeps its class", () => {
+    const all = wireUnion(...gatewayErrors)
+    expectTypeOf<Schema.Schema.Type<typeof all>>().toEqualTypeOf<GatewayError>()
+    expectTypeOf<Schema.Schema.Type<ReturnType<typeof wireOf<typeof NotFound>>>>().toEqualTypeOf<NotFound>()
+    expectTypeOf<GatewayError>().not.toBeAny()
+  })
+
+  it("each client operation fails with exactly its part of the API's errors, plus the client's own", () => {
+    expectTypeOf<ErrorOf<Client["tools"]["weather"]>>().toEqualTypeOf<ApiKeyError | BodyError | CallError | InternalError | ClientError>()
+    expectTypeOf<ErrorOf<Client["tools"]["run"]>>().toEqualTypeOf<ApiKeyError | BodyError | CallError | InternalError | ClientError>()
+    expectTypeOf<ErrorOf<Client["dashboard"]["listKeys"]>>().toEqualTypeOf<
+      IdTokenError | BodyError | DashboardError | InternalError | ClientError
+    >()
+    expectTypeOf<ErrorOf<Client["artifacts"]["get"]>>().toEqualTypeOf<ApiKeyError | ArtifactError | InternalError | ClientError>()
+    expectTypeOf<ErrorOf<Client["catalog"]["list"]>>().toEqualTypeOf<InternalError | ClientError>()
+    // a tool call's failures include a 402; the catalog's do not
+    expectTypeOf<Extract<ErrorOf<Client["tools"]["weather"]>, InsufficientCredits>>().not.toBeNever()
+    expectTypeOf<Extract<ErrorOf<Client["dashboard"]["listKeys"]>, InsufficientCredits>>().toBeNever()
+  })
+
+  it("a tag that is not one of an operation's errors cannot be caught", () => {
+    const call = Effect.flatMap(ToolGatewayClient, (client) => client.tools.weather({ payload: { q: "Berlin" } }))
+    call.pipe(Effect.catchTag("InsufficientCredits", () => Effect.void))
+    // @ts-expect-error: no error of a tool call has this tag
+    call.pipe(Effect.catchTag("NoSuchTag", () => Effect.void))
+    const keys = Effect.flatMap(ToolGatewayClient, (client) => client.dashboard.listKeys())
+    // @ts-expect-error: a dashboard route never answers insufficient_credits
+    keys.pipe(Effect.catchTag("InsufficientCredits", () => Effect.void))
+  })
+
+  it("an error class without a table entry does not compile", () => {
+    // @ts-expect-error: the table has no entry for Unlisted
+    const table: EnvelopeTable<GatewayError | Unlisted> = envelopeOf
+    // checked by the compiler, never run (there is nothing to build a wire form from)
+    const compileOnly = () =>
+      // @ts-expect-error: a class outside the one list has no wire form
+      wireOf(Unlisted)
+    expectTypeOf(table).not.toBeAny()
+    expectTypeOf(compileOnly).toBeFunction()
+  })
+
+  it("a dashboard route cannot answer insufficient_credits: its handler does not compile", () => {
+    HttpApiBuilder.group(Api, "dashboard", (handlers) =>
+      // @ts-expect-error: InsufficientCredits is not an error of the dashboard
+      handlers.handle("getOrg", () => Effect.fail(new InsufficientCredits({ message: "no" }))))
+    HttpApiBuilder.group(Api, "catalog", (handlers) =>
+      // @ts-expect-error: the catalog answers no NotFound either
+      handlers.handle("list", () => Effect.fail(new NotFound({ message: "no" }))))
+  })
+
+
+})

@@ -13,6 +13,7 @@ import { UsageLive } from "./services/Usage.js"
 import { GatewayServiceLive } from "./services/Gateway.js"
 import { IdempotencyLive } from "./services/Idempotency.js"
 import { KeyStoreLive } from "./services/KeyStore.js"
+import { DeltaSessionsLive } from "./services/DeltaSessions.js"
 import { HtmlConverterLive } from "./services/HtmlConverter.js"
 import { LeasesLive } from "./services/Leases.js"
 import { LedgerLive } from "./services/Ledger.js"
@@ -39,7 +40,8 @@ export const ServicesLive = GatewayServiceLive.pipe(
       ArtifactsLive,
       MetricsExporterLive,
       LeasesLive,
-      HtmlConverterLive
+      HtmlConverterLive,
+      DeltaSessionsLive
     )
   )
 )

@@ -15,7 +15,7 @@ import {
   HttpServerResponse
 } from "@effect/platform"
 import { NodeHttpServerRequest } from "@effect/platform-node"
-import { Cause, Context, Effect, Exit, FiberRef, LogLevel, Option } from "effect"
+import { Cause, Effect, Exit, FiberRef, LogLevel, Option } from "effect"
 import {
   envelope,
   envelopeOf,
@@ -48,9 +48,14 @@ export interface RequestState {
   code: string | undefined
 }
 
-export class CurrentRequest extends Context.Reference<CurrentRequest>()("CurrentRequest", {
-  defaultValue: (): RequestState => ({ requestId: "", rateLimit: undefined, code: undefined })
-}) {}
+/** The request in progress, per fiber (set by the envelope middleware for each request). */
+export const CurrentRequest = FiberRef.unsafeMake<RequestState | undefined>(undefined)
+
+/** The current request's state (outside a request: a fresh one, whose writes go nowhere). */
+export const currentRequest: Effect.Effect<RequestState> = Effect.map(
+  FiberRef.get(CurrentRequest),
+  (state) => state ?? { requestId: newRequestId(), rateLimit: undefined, code: undefined }
+)
 
 export const newRequestId = () => `req_${base62(20)}`
 
@@ -229,8 +234,8 @@ export const EnvelopeMiddlewareLive = HttpApiBuilder.middleware(
           const state: RequestState = { requestId: newRequestId(), rateLimit: undefined, code: undefined }
           const facts = newCallFacts()
           const exit = yield* restore(app).pipe(
-            Effect.provideService(CurrentRequest, state),
-            Effect.provideService(CurrentCallFacts, facts),
+            Effect.locally(CurrentRequest, state),
+            Effect.locally(CurrentCallFacts, facts),
             Effect.provideService(HttpIncomingMessage.MaxBodySize, maxBody),
             Effect.exit
           )

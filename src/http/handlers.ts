@@ -7,7 +7,7 @@ import { InvalidRequest, UnknownTool } from "../domain/errors.js"
 import { isToolName, type ToolInput, type ToolName } from "../domain/tools.js"
 import { Gateway, type Outcome } from "../services/Gateway.js"
 import { Api, CurrentCaller, IDEMPOTENCY_HEADER } from "./Api.js"
-import { CurrentRequest } from "./envelope.js"
+import { currentRequest } from "./envelope.js"
 
 const respond = <A>(outcome: Outcome<A>): HttpServerResponse.HttpServerResponse =>
   outcome._tag === "Fresh"
@@ -32,7 +32,7 @@ export const ToolsLive = HttpApiBuilder.group(Api, "tools", (handlers) =>
     ({ payload, request }: { readonly payload: ToolInput<T>; readonly request: HttpServerRequest.HttpServerRequest }) =>
       Effect.gen(function* () {
         const caller = yield* CurrentCaller
-        const { requestId } = yield* CurrentRequest
+        const { requestId } = yield* currentRequest
         const outcome = yield* gateway.run(caller, tool, payload, { idempotencyKey: request.headers[IDEMPOTENCY_HEADER], requestId })
         return respond(outcome)
       })
@@ -63,7 +63,7 @@ export const ToolsLive = HttpApiBuilder.group(Api, "tools", (handlers) =>
       .handle("run", ({ payload, request }) =>
         Effect.gen(function* () {
           const caller = yield* CurrentCaller
-          const { requestId } = yield* CurrentRequest
+          const { requestId } = yield* currentRequest
           const tool = payload.tool
           if (!isToolName(tool)) {
             return yield* new InvalidRequest({ message: `Invalid request: tool: ${tool.slice(0, 100)} is not a tool.` })

@@ -36,8 +36,8 @@ import { GatewayConfig } from "../services/GatewayConfig.js"
 import { Gateway, type Outcome } from "../services/Gateway.js"
 import type { Caller } from "../services/KeyStore.js"
 import { Pricing } from "../services/Pricing.js"
-import { CurrentCallFacts } from "../services/Telemetry.js"
-import { CurrentRequest, type RequestState } from "./envelope.js"
+import { callFacts, CurrentCallFacts } from "../services/Telemetry.js"
+import { currentRequest, type RequestState } from "./envelope.js"
 import { jsonSchemaOf } from "./jsonSchema.js"
 import { readJsonObject } from "./security.js"
 
@@ -203,7 +203,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
     ) =>
       Effect.gen(function* () {
         const failed = (error: unknown) =>
-          Effect.map(CurrentCallFacts, (facts) => {
+          Effect.map(callFacts, (facts) => {
             const result = errorResult(error, {
               "tool-gateway/request-id": state.requestId,
               "tool-gateway/credits-charged": facts.credits
@@ -254,7 +254,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
 
     const handle = Effect.gen(function* () {
       const request = yield* HttpServerRequest.HttpServerRequest
-      const state = yield* CurrentRequest
+      const state = yield* currentRequest
       // Stateless: no server-sent event stream to open (GET) and no session to end (DELETE).
       if (request.method !== "POST") {
         return yield* new MethodNotAllowed({
@@ -273,7 +273,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
       // Every message counts against the key's rate limit; a tool call takes its token in the call.
       if (message["method"] !== "tools/call") state.rateLimit = yield* gateway.throttle(caller)
       // tool calls run on the server's runtime: give them this request's facts for its log line and metrics
-      const facts = yield* CurrentCallFacts
+      const facts = yield* callFacts
 
       const {
         CallToolRequestSchema,
@@ -290,7 +290,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
         const meta = call.params._meta
         const key = isRecord(meta) && typeof meta["idempotencyKey"] === "string" ? meta["idempotencyKey"] : undefined
         return run(
-          callTool(caller, state, call.params.name, call.params.arguments, key).pipe(Effect.provideService(CurrentCallFacts, facts))
+          callTool(caller, state, call.params.name, call.params.arguments, key).pipe(Effect.locally(CurrentCallFacts, facts))
         )
       })
       // Files are listed in the answers that kept them, not here.

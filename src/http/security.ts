@@ -11,7 +11,7 @@ import { Members } from "../services/Members.js"
 import { Gateway } from "../services/Gateway.js"
 import { GatewayConfig } from "../services/GatewayConfig.js"
 import { ApiKeyAuth, IdTokenAuth, JsonBody } from "./Api.js"
-import { CurrentRequest, unreadableBody } from "./envelope.js"
+import { currentRequest, unreadableBody } from "./envelope.js"
 
 export const ApiKeyAuthLive = Layer.effect(
   ApiKeyAuth,
@@ -26,7 +26,7 @@ export const ApiKeyAuthLive = Layer.effect(
           const authenticated = yield* gateway.authenticate(Redacted.value(key), request.headers["authorization"], {
             cached: request.method === "POST"
           })
-          const state = yield* CurrentRequest
+          const state = yield* currentRequest
           state.rateLimit = authenticated.rateLimit
           return authenticated.caller
         })

@@ -13,6 +13,7 @@ import { type ArtifactRef, ArtifactSink } from "../services/Artifacts.js"
 import type { Credentials } from "../domain/connections.js"
 import type { ToolInput, ToolName, ToolOutput } from "../domain/tools.js"
 import type { GatewayConfig } from "../services/GatewayConfig.js"
+import type { DeltaSessions } from "../services/DeltaSessions.js"
 import type { HtmlConverter } from "../services/HtmlConverter.js"
 import { bodyText, ProviderClient, type UpstreamRequest, type UpstreamResponse } from "../services/ProviderClient.js"
 
@@ -21,7 +22,11 @@ export type ProviderCallError = ProviderError | NormalizationFailed | InvalidReq
 
 export { describeParseError } from "../domain/parse.js"
 
-export type ProviderEffect<A> = Effect.Effect<A, ProviderCallError, ProviderClient | GatewayConfig | ArtifactSink | HtmlConverter>
+export type ProviderEffect<A> = Effect.Effect<
+  A,
+  ProviderCallError,
+  ProviderClient | GatewayConfig | ArtifactSink | HtmlConverter | DeltaSessions
+>
 
 /** An upstream's answer, before normalization. */
 export interface Raw {

@@ -10,6 +10,7 @@ import type { Credentials } from "../domain/connections.js"
 import type { ToolInput, ToolOutput } from "../domain/tools.js"
 import { GatewayConfig } from "../services/GatewayConfig.js"
 import type { UpstreamResponse } from "../services/ProviderClient.js"
+import { type DeltaSession, DeltaSessions } from "../services/DeltaSessions.js"
 import { nowMillis, toDate } from "../services/time.js"
 import { decodeUpstream, type ProviderTool, type Raw, requestJson } from "./common.js"
 
@@ -25,20 +26,6 @@ const serviceOf = (credentials: Credentials["delta"]) =>
     guarded: credentials.service !== undefined
   }))
 
-/** An open session: its access token, the account's DID, and when to stop using it (a Clock reading). */
-interface CachedSession {
-  readonly accessJwt: string
-  readonly did: string
-  readonly until: number
-}
-
-/**
- * Sessions, by PDS and account. Bluesky allows about 30 `createSession` per account in 5 minutes (300 a
- * day), far fewer than posts, so a session is reused until a minute before its access token expires (or the
- * PDS says it has). Only a cache: a process that lost it opens a new session.
- */
-const sessions = new Map<string, CachedSession>()
-const MAX_SESSIONS = 10_000
 const MARGIN_MS = 60_000
 const DEFAULT_LIFETIME_MS = 10 * 60_000
 
@@ -86,11 +73,7 @@ const openSession = (service: string, guarded: boolean, credentials: Credentials
     const { accessJwt, did } = yield* decodeUpstream(PROVIDER, Session, tool, "createSession")(answer.body)
     const now = yield* nowMillis
     const session = { accessJwt, did, until: expiresAt(accessJwt, now) - MARGIN_MS }
-    if (sessions.size >= MAX_SESSIONS) {
-      const oldest = sessions.keys().next()
-      if (oldest.done !== true) sessions.delete(oldest.value)
-    }
-    sessions.set(sessionKey(service, credentials), session)
+    yield* Effect.flatMap(DeltaSessions, (sessions) => sessions.set(sessionKey(service, credentials), session))
     return session
   })
 
@@ -104,9 +87,10 @@ const createRecord = (
     const { guarded, service } = yield* serviceOf(credentials)
     const key = sessionKey(service, credentials)
     const now = yield* nowMillis
-    const kept = sessions.get(key)
+    const sessions = yield* DeltaSessions
+    const kept = yield* sessions.get(key)
     const cached = kept !== undefined && kept.until > now ? kept : undefined
-    const write = (session: CachedSession) =>
+    const write = (session: DeltaSession) =>
       requestJson({
         provider: PROVIDER,
         method: "POST",
@@ -122,7 +106,7 @@ const createRecord = (
     // A kept session the PDS no longer takes refused the write (nothing was written): once more, on a new one.
     return yield* write(cached).pipe(
       Effect.catchTag("ProviderCredentialRejected", () =>
-        Effect.sync(() => sessions.delete(key)).pipe(
+        sessions.drop(key).pipe(
           Effect.zipRight(openSession(service, guarded, credentials, tool)),
           Effect.flatMap(write)
         ))

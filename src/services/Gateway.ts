@@ -49,6 +49,7 @@ import { Pricing } from "./Pricing.js"
 import { Usage } from "./Usage.js"
 import { nowMillis, preciseMillis } from "./time.js"
 import { GatewayConfig } from "./GatewayConfig.js"
+import { DeltaSessions } from "./DeltaSessions.js"
 import { ConversionOwner, HtmlConverter } from "./HtmlConverter.js"
 import { fingerprint, Idempotency, validateKey } from "./Idempotency.js"
 import { type Caller, KeyStore } from "./KeyStore.js"
@@ -57,7 +58,7 @@ import { type Hold, Ledger } from "./Ledger.js"
 import { CallDeadline, ProviderClient, ProviderIdempotencyKey } from "./ProviderClient.js"
 import { RateLimit, type RateLimitState } from "./RateLimit.js"
 import { randomId, sha256Hex } from "./random.js"
-import { CurrentCallFacts, rateLimitRejections, recordCall, recordProvider, settlementsLost } from "./Telemetry.js"
+import { callFacts, rateLimitRejections, recordCall, recordProvider, settlementsLost, withCallFacts } from "./Telemetry.js"
 import { traced } from "./tracing.js"
 
 /** Errors every tool call can end in. */
@@ -240,7 +241,8 @@ export const make = Effect.gen(function* () {
   const leases = yield* Leases
   const providerContext = Context.make(GatewayConfig, config).pipe(
     Context.add(ProviderClient, yield* ProviderClient),
-    Context.add(HtmlConverter, yield* HtmlConverter)
+    Context.add(HtmlConverter, yield* HtmlConverter),
+    Context.add(DeltaSessions, yield* DeltaSessions)
   )
 
   // The whole provider phase (fallbacks included) must end within this; holds and claims live a little longer.
@@ -255,7 +257,7 @@ export const make = Effect.gen(function* () {
         })
       }
       const caller = yield* keys.verify(apiKey?.trim() ?? "", { cached: options?.cached === true })
-      const facts = yield* CurrentCallFacts
+      const facts = yield* callFacts
       facts.orgId = caller.orgId
       facts.keyId = caller.keyId
       facts.unconfirmed = caller.confirmed ? undefined : caller
@@ -389,7 +391,7 @@ export const make = Effect.gen(function* () {
             Effect.exit
           )
           const providerMs = (yield* preciseMillis) - started
-          const facts = yield* CurrentCallFacts
+          const facts = yield* callFacts
           facts.providerMs = providerMs
           yield* recordProvider(mode.label, providerMs / 1000)
           if (Exit.isSuccess(exit)) {
@@ -445,7 +447,7 @@ export const make = Effect.gen(function* () {
       )
     }).pipe(
       Effect.catchAll(confirmOnFailure),
-      Effect.ensuring(Effect.flatMap(CurrentCallFacts, (facts) =>
+      Effect.ensuring(Effect.flatMap(callFacts, (facts) =>
         Effect.sync(() => {
           if (confirmed) facts.unconfirmed = undefined
         }))),
@@ -453,7 +455,8 @@ export const make = Effect.gen(function* () {
       // leaves a call that is charged, recorded and logged as what it was
       logUsage(caller, mode.label, options.requestId, () => failureCharge),
       Effect.uninterruptible,
-      traced("Gateway.run", { attributes: { tool: mode.label, org: caller.orgId } })
+      traced("Gateway.run", { attributes: { tool: mode.label, org: caller.orgId } }),
+      withCallFacts
     )
   }
 
@@ -530,7 +533,7 @@ export const make = Effect.gen(function* () {
       const exit = yield* Effect.exit(self)
       const ended = yield* nowMillis
       const base = { orgId: caller.orgId, keyId: caller.keyId, tool, latencyMs: ended - started, at: started }
-      const facts = yield* CurrentCallFacts
+      const facts = yield* callFacts
       facts.orgId = caller.orgId
       facts.keyId = caller.keyId
       facts.tool = tool
@@ -600,7 +603,7 @@ export const make = Effect.gen(function* () {
       return yield* stored.error.code === envelopeOf.WriteOutcomeUnknown.code
         ? new WriteOutcomeUnknown({ message: stored.error.message })
         : new NormalizationFailed({ message: stored.error.message })
-    })
+    }).pipe(withCallFacts)
 
   return Gateway.of({ authenticate, throttle, run, runUnknown, runRaw, call })
 })

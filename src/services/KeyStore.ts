@@ -10,7 +10,7 @@
  * refused on its very next request, on every process, and the common call costs one round trip less.
  */
 import { SqlClient } from "@effect/sql"
-import { Context, Effect, Layer, Redacted } from "effect"
+import { Context, Effect, FiberSet, Layer, Redacted } from "effect"
 import { creditsMessage, isCredits } from "../domain/credits.js"
 import { MAX_RATE } from "../domain/dashboard.js"
 import { InvalidKey, InvalidRequest, NotFound } from "../domain/errors.js"
@@ -153,6 +153,7 @@ interface CachedKey {
 export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const lastUsedWritten = new Map<string, number>()
+  const background = yield* FiberSet.make()
   const cache = new Map<string, CachedKey>()
 
   const remember = (hash: string, entry: CachedKey) => {
@@ -194,7 +195,8 @@ export const make = Effect.gen(function* () {
     lastUsedWritten.set(id, now)
     return sql`UPDATE api_keys SET last_used_at = ${toDate(now)} WHERE id = ${id}`.pipe(
       Effect.catchAllCause((cause) => Effect.logDebug("last_used_at update failed", cause)),
-      Effect.forkDaemon,
+      // off the caller's path, in a fiber the layer owns: closing the layer ends it
+      FiberSet.run(background),
       Effect.asVoid
     )
   }
@@ -273,4 +275,4 @@ export const make = Effect.gen(function* () {
   return KeyStore.of({ create, verify, confirm, forget, list, revoke })
 })
 
-export const KeyStoreLive = Layer.effect(KeyStore, make)
+export const KeyStoreLive = Layer.scoped(KeyStore, make)

@@ -3,7 +3,7 @@
  * `GET /metrics`), and the per-call facts the request log line carries. Updating a metric is an
  * in-memory operation; nothing is exported on the request path.
  */
-import { Context, Effect, Metric, MetricBoundaries } from "effect"
+import { Effect, FiberRef, Metric, MetricBoundaries } from "effect"
 import type { Caller } from "./KeyStore.js"
 
 /** Seconds, from 0.5 ms to about 33 s: covers the gateway's own overhead and slow providers alike. */
@@ -104,8 +104,7 @@ export const recordProvider = (tool: string, seconds: number) => Metric.update(p
 export const recordStatus = (status: number) => Metric.increment(statusBy(`${Math.floor(status / 100)}xx`))
 
 /**
- * The facts of one call, filled in as the pipeline learns them, read by the request log line. The HTTP
- * layer provides a fresh one per request; elsewhere (in-process calls) the default is written and dropped.
+ * The facts of one call, filled in as the pipeline learns them, read by the request log line.
  */
 export interface CallFacts {
   /**
@@ -136,6 +135,17 @@ export const newCallFacts = (): CallFacts => ({
   code: undefined
 })
 
-export class CurrentCallFacts extends Context.Reference<CurrentCallFacts>()("CurrentCallFacts", {
-  defaultValue: newCallFacts
-}) {}
+/**
+ * The facts of the call in progress, per fiber: set by the HTTP layer for each request (`Effect.locally`),
+ * and by `Gateway` for a call made outside any request (an in-process caller), so that concurrent calls
+ * never write into each other's. Undefined outside a call.
+ */
+export const CurrentCallFacts = FiberRef.unsafeMake<CallFacts | undefined>(undefined)
+
+/** The current call's facts (outside a call: a fresh object, whose writes go nowhere). */
+export const callFacts: Effect.Effect<CallFacts> = Effect.map(FiberRef.get(CurrentCallFacts), (facts) => facts ?? newCallFacts())
+
+/** Run `effect` with facts of its own unless the fiber already has a call's (a request's). */
+export const withCallFacts = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.flatMap(FiberRef.get(CurrentCallFacts), (facts) =>
+    facts !== undefined ? effect : Effect.locally(effect, CurrentCallFacts, newCallFacts()))

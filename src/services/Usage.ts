@@ -9,7 +9,7 @@
  * killed can lose its last interval of records, never a credit (the journal is the ledger).
  */
 import { SqlClient } from "@effect/sql"
-import { Clock, Context, Duration, Effect, Layer, Schedule } from "effect"
+import { Clock, Context, Duration, Effect, FiberSet, Layer, Schedule } from "effect"
 import type { KeyId, OrgId } from "../domain/ids.js"
 import { toDate } from "./time.js"
 
@@ -112,6 +112,8 @@ export const make = Effect.gen(function* () {
   // whose jumps of hours would otherwise replay one flush per interval.
   yield* flush.pipe(Effect.repeat(Schedule.spaced(FLUSH_INTERVAL)), Effect.withClock(Clock.make()), Effect.forkScoped)
 
+  // owned by the layer: closing it waits for nothing that was forgotten (the final flush writes what is left)
+  const earlyFlushes = yield* FiberSet.make()
   // One early flush at a time when the buffer fills (say, while the database is slow): not one per record.
   let flushQueued = false
   const record = (e: UsageEntry) =>
@@ -119,7 +121,7 @@ export const make = Effect.gen(function* () {
       pending.push(e)
       if (pending.length < FLUSH_SIZE || flushQueued) return Effect.void
       flushQueued = true
-      return Effect.asVoid(Effect.forkDaemon(Effect.ensuring(flush, Effect.sync(() => (flushQueued = false)))))
+      return Effect.asVoid(FiberSet.run(earlyFlushes, Effect.ensuring(flush, Effect.sync(() => (flushQueued = false)))))
     })
 
   const page = (

@@ -11,7 +11,7 @@ import * as Path from "node:path"
 import * as Readline from "node:readline"
 import { fileURLToPath } from "node:url"
 import Pg from "pg"
-import { DatabaseLive, GatewayConfig, KeyStore, Ledger, ServicesLive, startEmbedded } from "tool-gateway"
+import { configLayer, DatabaseLive, KeyStore, Ledger, ServicesLive, startEmbedded } from "tool-gateway"
 
 const here = Path.dirname(fileURLToPath(import.meta.url))
 export const root = Path.resolve(here, "..", "..")
@@ -184,10 +184,10 @@ export const provision = (url: string): Promise<Provisioned> =>
       Effect.provide(
         ServicesLive.pipe(
           Layer.provideMerge(DatabaseLive),
-          Layer.provideMerge(GatewayConfig.layerWith({
-            databaseUrl: Option.some(Redacted.make(url)),
+          Layer.provideMerge(configLayer({
+            server: { databaseUrl: Option.some(Redacted.make(url)) },
             // provisioning seals no connection; the key only satisfies the rule for DATABASE_URL
-            encryptionKey: Option.some(Redacted.make(Crypto.randomBytes(32).toString("base64")))
+            identity: { encryptionKey: Option.some(Redacted.make(Crypto.randomBytes(32).toString("base64"))) }
           }))
         )
       )

@@ -27,7 +27,7 @@ const download = (path: string, key: string, headers: Record<string, string> = {
 const artifactOf = (body: unknown, field: string) =>
   Schema.decodeUnknownSync(Schema.Struct({ [field]: ArtifactRef }))(body)[field]
 
-layer(gatewayLayer({ ssrfAllow: ["127.0.0.0/8"] }), { excludeTestServices: true })("artifacts", (it) => {
+layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.0/8"] } }), { excludeTestServices: true })("artifacts", (it) => {
   it.effect("read of a PDF keeps the file; its bytes come back exactly", () =>
     Effect.gen(function* () {
       const u = yield* TestUpstreams
@@ -132,7 +132,7 @@ layer(gatewayLayer({ ssrfAllow: ["127.0.0.0/8"] }), { excludeTestServices: true 
     }))
 })
 
-layer(gatewayLayer({ ssrfAllow: ["127.0.0.0/8"], artifactMaxBytes: 1024 }), { excludeTestServices: true })("artifact size cap", (it) => {
+layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.0/8"], artifactMaxBytes: 1024 } }), { excludeTestServices: true })("artifact size cap", (it) => {
   it.effect("a file over ARTIFACT_MAX_BYTES is refused, not billed", () =>
     Effect.gen(function* () {
       const u = yield* TestUpstreams
@@ -159,7 +159,7 @@ layer(servicesLayer())("artifact retention, on TestClock", (it) => {
     }))
 })
 
-layer(gatewayLayer({ ssrfAllow: ["127.0.0.0/8"], artifactRetentionMs: 1_000 }), { excludeTestServices: true })("artifact expiry over HTTP", (it) => {
+layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.0/8"], artifactRetentionMs: 1_000 } }), { excludeTestServices: true })("artifact expiry over HTTP", (it) => {
   it.effect("an expired artifact is 404 with the envelope", () =>
     Effect.gen(function* () {
       const u = yield* TestUpstreams

@@ -7,7 +7,7 @@ import { Effect, Exit, Layer, Option, Schema } from "effect"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import { toolNames } from "../src/domain/tools.js"
-import { GatewayConfig } from "../src/services/GatewayConfig.js"
+import { defaults, LedgerConfig } from "../src/config.js"
 import { PricingLive } from "../src/services/Pricing.js"
 import { expectOk } from "./support/assert.js"
 import { books, callTool, gatewayLayer, givenOrg, request, TestUpstreams } from "./support/gateway.js"
@@ -51,11 +51,8 @@ layer(gatewayLayer(), { excludeTestServices: true })("GET /v1/tools", (it) => {
 
 layer(
   gatewayLayer({
-    providers: {
-      ...GatewayConfig.defaults.providers,
-      alpha: { ...GatewayConfig.defaults.providers.alpha, apiKey: Option.none() }
-    },
-    searchProviders: ["alpha"]
+    // no operator keys anywhere: the public defaults
+    providers: { endpoints: defaults.providers.endpoints, searchProviders: ["alpha"] }
   }),
   { excludeTestServices: true }
 )("an unconfigured gateway", (it) => {
@@ -93,7 +90,7 @@ describe("PRICES_FILE", () => {
         await Fs.writeFile(path, JSON.stringify({ weather: { unit: "call", credits: 3 }, search: { unit: "results", credits: 2, per: 5, min: 2 } }))
         return path
       })
-      return gatewayLayer({ pricesFile: Option.some(file) })
+      return gatewayLayer({ ledger: { pricesFile: Option.some(file) } })
     })),
     { excludeTestServices: true }
   )("an operator's prices", (it) => {
@@ -109,7 +106,7 @@ describe("PRICES_FILE", () => {
 
     it.effect("a malformed or unknown entry stops the gateway from starting", () =>
       Effect.gen(function* () {
-        const config = yield* GatewayConfig
+        const config = yield* LedgerConfig
         for (const [contents, message] of [
           [{ nope: { unit: "call", credits: 1 } }, "nope is not a tool"],
           [{ weather: { unit: "call", credits: -1 } }, "weather"],
@@ -119,7 +116,7 @@ describe("PRICES_FILE", () => {
         ] as const) {
           const file = yield* pricesFile(contents)
           const exit = yield* Effect.exit(
-            Layer.build(PricingLive.pipe(Layer.provide(Layer.succeed(GatewayConfig, { ...config, pricesFile: Option.some(file) })))).pipe(
+            Layer.build(PricingLive.pipe(Layer.provide(Layer.succeed(LedgerConfig, { ...config, pricesFile: Option.some(file) })))).pipe(
               Effect.scoped
             )
           )

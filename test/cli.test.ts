@@ -168,6 +168,25 @@ layer(gatewayLayer(), { excludeTestServices: true })("the CLI against DATABASE_U
       expect(Date.now() - started).toBeLessThan(30_000)
     }), 60_000)
 
+  it.effect("a zero where zero means nothing, or a value that is not one, stops serve at start-up with one line", () =>
+    Effect.gen(function* () {
+      const env = yield* envFor
+      const cases = [
+        ["PROVIDER_TIMEOUT_MS", "0", "PROVIDER_TIMEOUT_MS must be a whole number of at least 1"],
+        ["MAX_BODY_BYTES", "0", "MAX_BODY_BYTES must be a whole number of at least 1"],
+        ["HOLD_LEASE_MS", "10", "HOLD_LEASE_MS must be a whole number of at least 30"],
+        ["IDEMPOTENCY_RETENTION_SECONDS", "0", "IDEMPOTENCY_RETENTION_SECONDS must be a whole number of at least 1"],
+        ["PUBLIC_URL", "gateway.example.com", "PUBLIC_URL must be an http(s) URL"]
+      ] as const
+      const runs = yield* Effect.forEach(cases, ([name, value]) => run(["serve"], { ...env, [name]: value, PORT: "0" }), { concurrency: 3 })
+      runs.forEach((refused, i) => {
+        const [name, , message] = cases[i] ?? ["", "", ""]
+        expect(refused.code, name).toBe(2)
+        expect(refused.stderr, name).toContain(message)
+        expect(refused.stderr.trim().split("\n"), name).toHaveLength(1)
+      })
+    }), 60_000)
+
   it.effect("a key revoked through the CLI is refused at once by the running server", () =>
     Effect.gen(function* () {
       const env = yield* envFor

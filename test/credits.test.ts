@@ -8,7 +8,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect, Exit, Layer, TestClock } from "effect"
 import { InsufficientCredits, KeySpendLimitExceeded, SpendCapExceeded } from "../src/domain/errors.js"
 import type { KeyId, OrgId } from "../src/domain/ids.js"
-import { GatewayConfig } from "../src/services/GatewayConfig.js"
+import { defaults, LedgerConfig } from "../src/config.js"
 import { KeyStore } from "../src/services/KeyStore.js"
 import { Ledger } from "../src/services/Ledger.js"
 import { SweeperLive } from "../src/services/Sweeper.js"
@@ -16,7 +16,7 @@ import { expectEnvelope } from "./support/assert.js"
 import { books, callTool, gatewayLayer, givenOrg, servicesLayer } from "./support/gateway.js"
 
 // 100 calls at once on a machine that also runs other test files: a provider deadline that load cannot reach
-layer(gatewayLayer({ providerTimeoutMs: 10_000 }), { excludeTestServices: true })("over HTTP, concurrently", (it) => {
+layer(gatewayLayer({ providers: { timeoutMs: 10_000 } }), { excludeTestServices: true })("over HTTP, concurrently", (it) => {
   it.effect("200 concurrent calls on a balance that covers 50: exactly 50 succeed", () =>
     Effect.gen(function* () {
       const { key, orgId } = yield* givenOrg({ credits: 50 })
@@ -156,7 +156,7 @@ layer(servicesLayer())("the ledger, in process, on TestClock", (it) => {
       const org = yield* givenOrg({ credits: 9 })
       const { orgId } = org
       yield* hold(org, 4, 500)
-      yield* Layer.build(SweeperLive.pipe(Layer.provide(GatewayConfig.layerWith({ sweepIntervalMs: 1_000 }))))
+      yield* Layer.build(SweeperLive.pipe(Layer.provide(Layer.succeed(LedgerConfig, { ...defaults.ledger, sweepIntervalMs: 1_000 }))))
       expect(yield* books(orgId)).toMatchObject({ held: 4 })
       // Each sweep's queries are real I/O: move the clock a tick at a time and let them land (in real time).
       for (let i = 0; i < 50 && (yield* books(orgId)).held > 0; i++) {

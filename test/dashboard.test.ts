@@ -12,7 +12,7 @@ import { type ToolName, tools } from "../src/domain/tools.js"
 import { Betas } from "../src/services/Betas.js"
 import { Connections, ConnectionsLive } from "../src/services/Connections.js"
 import { type EncryptionKeyError, EncryptionLive } from "../src/services/Encryption.js"
-import { GatewayConfig } from "../src/services/GatewayConfig.js"
+import { IdentityConfig, ProvidersConfig, ServerConfig } from "../src/config.js"
 import { errorOf, expectEnvelope, expectOk } from "./support/assert.js"
 import {
   books,
@@ -147,7 +147,7 @@ const providerOf = (tool: ToolName): AccountProvider => {
   return found
 }
 
-layer(gatewayLayer({ ssrfAllow: ["127.0.0.1"] }), { excludeTestServices: true })("dashboard API", (it) => {
+layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.1"] } }), { excludeTestServices: true })("dashboard API", (it) => {
   describe("connections", () => {
     it.effect("connect, list, replace and remove; credentials are never returned", () =>
       Effect.gen(function* () {
@@ -473,7 +473,7 @@ layer(gatewayLayer({ ssrfAllow: ["127.0.0.1"] }), { excludeTestServices: true })
   })
 })
 
-layer(gatewayLayer({ identity: { ...GatewayConfig.defaults.identity, devIssuer: true, autoCreateOrgs: true, signupCredits: 25 } }), {
+layer(gatewayLayer({ identity: { devIssuer: true, autoCreateOrgs: true, signupCredits: 25 } }), {
   excludeTestServices: true
 })("personal orgs", (it) => {
   it.effect("with AUTO_CREATE_ORGS, a first sign-in gets a personal org", () =>
@@ -489,12 +489,12 @@ layer(gatewayLayer({ identity: { ...GatewayConfig.defaults.identity, devIssuer: 
 layer(gatewayLayer(), { excludeTestServices: true })("encryption keys", (it) => {
   it.effect("with DATABASE_URL the key must be given: a key generated into one host's data dir is refused", () =>
     Effect.gen(function* () {
-      const config = yield* GatewayConfig
-      const built = yield* Effect.exit(Effect.scoped(Layer.build(EncryptionLive.pipe(Layer.provide(Layer.succeed(GatewayConfig, {
-        ...config,
-        encryptionKey: Option.none(),
-        databaseUrl: Option.some(Redacted.make("postgres://db.internal/gateway"))
-      }))))))
+      const identity = yield* IdentityConfig
+      const server = yield* ServerConfig
+      const built = yield* Effect.exit(Effect.scoped(Layer.build(EncryptionLive.pipe(Layer.provide(Layer.mergeAll(
+        Layer.succeed(IdentityConfig, { ...identity, encryptionKey: Option.none() }),
+        Layer.succeed(ServerConfig, { ...server, databaseUrl: Option.some(Redacted.make("postgres://db.internal/gateway")) })
+      ))))))
       expect(Exit.isFailure(built)).toBe(true)
       expect(String(built)).toContain("GATEWAY_ENCRYPTION_KEY is required with DATABASE_URL")
     }))
@@ -505,16 +505,22 @@ layer(gatewayLayer(), { excludeTestServices: true })("encryption keys", (it) => 
       const { orgId, token } = yield* givenMember()
       yield* dashboard("POST", "/v1/connections", token, { provider: "nu", credentials: { token: "ghp_token" } })
       const sql = yield* SqlClient.SqlClient
-      const config = yield* GatewayConfig
+      const config = yield* IdentityConfig
+      const server = yield* ServerConfig
+      const providers = yield* ProvidersConfig
       const newKey = Buffer.alloc(32, 9).toString("base64")
       const withKeys = (current: string, old: ReadonlyArray<string>) =>
         ConnectionsLive.pipe(
           Layer.provide(EncryptionLive),
-          Layer.provide(Layer.succeed(GatewayConfig, {
-            ...config,
-            encryptionKey: Option.some(Redacted.make(current)),
-            encryptionOldKeys: old.map((k) => Redacted.make(k))
-          })),
+          Layer.provide(Layer.mergeAll(
+            Layer.succeed(IdentityConfig, {
+              ...config,
+              encryptionKey: Option.some(Redacted.make(current)),
+              encryptionOldKeys: old.map((k) => Redacted.make(k))
+            }),
+            Layer.succeed(ServerConfig, server),
+            Layer.succeed(ProvidersConfig, providers)
+          )),
           Layer.provide(Layer.succeed(SqlClient.SqlClient, sql))
         )
       const read = (layer: Layer.Layer<Connections, EncryptionKeyError>) =>

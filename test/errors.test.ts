@@ -42,7 +42,7 @@ afterAll(() => {
 
 const json = { "content-type": "application/json" }
 
-layer(gatewayLayer({ maxBodyBytes: 64 * 1024, rateLimitPerSecond: 5, rateLimitBurst: 5, searchProviders: [] }), {
+layer(gatewayLayer({ server: { maxBodyBytes: 64 * 1024, rateLimitPerSecond: 5, rateLimitBurst: 5 }, providers: { searchProviders: [] } }), {
   excludeTestServices: true
 })(
   "the error table",

@@ -59,7 +59,7 @@ const check = (t: ToolCase, f: FaultCase) =>
     u.resetAll()
   })
 
-const config = { providerTimeoutMs: TIMEOUT_MS, searchProviders: ["alpha"], readProviders: ["builtin"] }
+const config = { providers: { timeoutMs: TIMEOUT_MS, searchProviders: ["alpha"], readProviders: ["builtin"] } }
 
 layer(gatewayLayer(config), { excludeTestServices: true })("upstream faults", (it) => {
   const tools: ReadonlyArray<ToolCase> = [
@@ -114,7 +114,7 @@ layer(gatewayLayer(config), { excludeTestServices: true })("upstream faults", (i
     }))
 })
 
-layer(gatewayLayer({ ...config, readProviders: ["beta"] }), { excludeTestServices: true })("read through a JSON provider", (it) => {
+layer(gatewayLayer({ providers: { ...config.providers, readProviders: ["beta"] } }), { excludeTestServices: true })("read through a JSON provider", (it) => {
   const t: ToolCase = { tool: "read", input: () => ({ url: "https://example.com/page" }), upstream: (u) => u.jina }
   it.effect("answers through beta", () =>
     Effect.gen(function* () {

@@ -67,7 +67,7 @@ const drawn = (schema: Schema.Schema.AnyNoContext, n: number, seed: number): Rea
   }
 }
 
-layer(gatewayLayer({ maxBodyBytes: 64 * 1024, headersTimeoutMs: 500, requestTimeoutMs: 1_000, keepAliveTimeoutMs: 1_000 }), {
+layer(gatewayLayer({ server: { maxBodyBytes: 64 * 1024, headersTimeoutMs: 500, requestTimeoutMs: 1_000, keepAliveTimeoutMs: 1_000 } }), {
   excludeTestServices: true
 })("hostile input", (it) => {
   it.effect("bodies drawn from every tool's Schema, arbitrary JSON and arbitrary bytes: no 5xx, every failure an envelope", () =>

@@ -160,7 +160,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("Idempotency-Key over HTTP"
     }))
 })
 
-layer(gatewayLayer({ ssrfAllow: ["127.0.0.1"] }), { excludeTestServices: true })("a replay passes every check a fresh call passes", (it) => {
+layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.1"] } }), { excludeTestServices: true })("a replay passes every check a fresh call passes", (it) => {
   it.effect("a key limited to other tools, or an org whose beta was turned off, gets no stored answer", () =>
     Effect.gen(function* () {
       const u = yield* TestUpstreams
@@ -201,7 +201,7 @@ layer(gatewayLayer({ ssrfAllow: ["127.0.0.1"] }), { excludeTestServices: true })
     }))
 })
 
-layer(gatewayLayer({ ssrfAllow: ["127.0.0.1"], providerTimeoutMs: 400 }), { excludeTestServices: true })("writes whose outcome is unknown", (it) => {
+layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.1"], timeoutMs: 400 } }), { excludeTestServices: true })("writes whose outcome is unknown", (it) => {
   const unknown = { status: 502, type: "provider", code: "write_outcome_unknown", retryable: false, billable: false } as const
 
   /** An org whose epsilon connection points at the REST fake (or elsewhere), and whose lambda is connected. */

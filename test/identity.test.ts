@@ -6,7 +6,7 @@ import { expect, layer } from "@effect/vitest"
 import { Effect, Exit, Layer, Option, TestClock } from "effect"
 import { SignJWT, UnsecuredJWT } from "jose"
 import { Identity, IdentityLive } from "../src/services/Identity.js"
-import { GatewayConfig } from "../src/services/GatewayConfig.js"
+import { defaults, IdentityConfig, ServerConfig } from "../src/config.js"
 import { expectEnvelope } from "./support/assert.js"
 import {
   dashboard,
@@ -165,19 +165,18 @@ layer(servicesLayer())("identity in process", (it) => {
   it.effect("the dev issuer refuses to run on a non-loopback HOST", () =>
     Effect.gen(function* () {
       const u = yield* TestUpstreams
-      const config = GatewayConfig.make({
-        host: "0.0.0.0",
-        dataDir: u.dataDir,
-        identity: { ...GatewayConfig.defaults.identity, devIssuer: true }
-      })
-      const exit = yield* Effect.exit(Layer.build(IdentityLive.pipe(Layer.provide(Layer.succeed(GatewayConfig, config)))).pipe(Effect.scoped))
+      const config = Layer.mergeAll(
+        Layer.succeed(ServerConfig, { ...defaults.server, host: "0.0.0.0", dataDir: u.dataDir }),
+        Layer.succeed(IdentityConfig, { ...defaults.identity, devIssuer: true })
+      )
+      const exit = yield* Effect.exit(Layer.build(IdentityLive.pipe(Layer.provide(config))).pipe(Effect.scoped))
       expect(Exit.isFailure(exit)).toBe(true)
       expect(String(exit)).toContain("loopback")
     }))
 })
 
 layer(gatewayLayer({
-  identity: { ...GatewayConfig.defaults.identity, firebaseProjectId: Option.some(FIREBASE_PROJECT), firebaseJwksUrl: "http://127.0.0.1:9/jwks", jwksCooldownMs: 0 }
+  identity: { firebaseProjectId: Option.some(FIREBASE_PROJECT), firebaseJwksUrl: "http://127.0.0.1:9/jwks", jwksCooldownMs: 0 }
 }), { excludeTestServices: true })("ID tokens while the signing keys cannot be fetched", (it) => {
   it.effect("a valid token is answered provider_unavailable (retryable), not invalid_token", () =>
     Effect.gen(function* () {

@@ -309,7 +309,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("hosted MCP", (it) => {
     }))
 })
 
-layer(gatewayLayer({ searchProviders: [] }), { excludeTestServices: true })("hosted MCP on a gateway without search providers", (it) => {
+layer(gatewayLayer({ providers: { searchProviders: [] } }), { excludeTestServices: true })("hosted MCP on a gateway without search providers", (it) => {
   it.scoped("a tool this gateway has no provider for is not listed; called anyway, it says why", () =>
     Effect.gen(function* () {
       const { key } = yield* givenOrg()

@@ -176,7 +176,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("health and metrics", (it) 
     }))
 })
 
-layer(gatewayLayer({ metricsToken: Option.some(Redacted.make("scrape-secret")) }), { excludeTestServices: true })(
+layer(gatewayLayer({ server: { metricsToken: Option.some(Redacted.make("scrape-secret")) } }), { excludeTestServices: true })(
   "a metrics token",
   (it) => {
     it.effect("/metrics needs the bearer token when METRICS_TOKEN is set", () =>
@@ -319,7 +319,7 @@ const collectorAddress = collector.address()
 const collectorUrl = `http://127.0.0.1:${typeof collectorAddress === "object" && collectorAddress !== null ? collectorAddress.port : 0}`
 afterAll(() => new Promise<void>((done) => collector.close(() => done())))
 
-layer(gatewayLayer({ otlpEndpoint: Option.some(collectorUrl) }), { excludeTestServices: true })("traces over OTLP", (it) => {
+layer(gatewayLayer({ server: { otlpEndpoint: Option.some(collectorUrl) } }), { excludeTestServices: true })("traces over OTLP", (it) => {
   it.effect("OTEL_EXPORTER_OTLP_ENDPOINT exports the same tree to a collector", () =>
     Effect.gen(function* () {
       const { key } = yield* givenOrg()
@@ -476,7 +476,7 @@ const requestLines = () =>
     return parsed._tag === "Some" && parsed.value.message === "request" ? [parsed.value] : []
   })
 
-layer(gatewayLayer({ headersTimeoutMs: 500, requestTimeoutMs: 1_000 }), { excludeTestServices: true })("a request whose client is gone", (it) => {
+layer(gatewayLayer({ server: { headersTimeoutMs: 500, requestTimeoutMs: 1_000 } }), { excludeTestServices: true })("a request whose client is gone", (it) => {
   it.effect("a client that hangs up mid-call: charged, with its usage record, and logged as what it was (200 ok), not a 500", () =>
     Effect.gen(function* () {
       const u = yield* TestUpstreams

@@ -18,7 +18,7 @@ const Envelope = Schema.Struct({
   error: Schema.Struct({ code: Schema.String, retryable: Schema.Boolean, billable: Schema.Boolean })
 })
 
-layer(gatewayLayer({ ssrfAllow: [PAGES_HOST], htmlConvertTimeoutMs: 1_000, providerTimeoutMs: 3_000 }), { excludeTestServices: true })("hostile pages", (it) => {
+layer(gatewayLayer({ providers: { ssrfAllow: [PAGES_HOST], htmlConvertTimeoutMs: 1_000, timeoutMs: 3_000 } }), { excludeTestServices: true })("hostile pages", (it) => {
   it.effect("fifty hostile pages in flight: /healthz answers every 50 ms poll within 100 ms; every read is a 200 or an envelope", () =>
     Effect.gen(function* () {
       const u = yield* TestUpstreams

@@ -366,7 +366,7 @@ const prepare = (c: Case, credits = 100) =>
 const matches = (r: RecordedRequest, sent: Sent) =>
   r.method === sent.method && (typeof sent.path === "string" ? r.path === sent.path : sent.path.test(r.path))
 
-const config = { providerTimeoutMs: TIMEOUT_MS, searchProviders: ["alpha"], readProviders: ["builtin"], ssrfAllow: ["127.0.0.0/8"] }
+const config = { providers: { timeoutMs: TIMEOUT_MS, searchProviders: ["alpha"], readProviders: ["builtin"], ssrfAllow: ["127.0.0.0/8"] } }
 
 layer(gatewayLayer(config), { excludeTestServices: true })("providers", (it) => {
   it.effect("every tool of the catalog has a case here", () =>
@@ -640,7 +640,7 @@ layer(gatewayLayer(config), { excludeTestServices: true })("providers", (it) => 
   })
 })
 
-layer(gatewayLayer({ ...config, readProviders: ["builtin", "beta", "gamma"] }), { excludeTestServices: true })(
+layer(gatewayLayer({ providers: { ...config.providers, readProviders: ["builtin", "beta", "gamma"] } }), { excludeTestServices: true })(
   "read fallback",
   (it) => {
     it.effect("first provider down → the second answers, one charge; all down → the last error", () =>

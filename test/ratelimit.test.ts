@@ -24,7 +24,7 @@ const keyWithLimit = (perSecond: number, burst: number) =>
     return Redacted.value(created.key)
   })
 
-layer(gatewayLayer({ rateLimitPerSecond: 5, rateLimitBurst: 5 }), { excludeTestServices: true })("rate limits", (it) => {
+layer(gatewayLayer({ server: { rateLimitPerSecond: 5, rateLimitBurst: 5 } }), { excludeTestServices: true })("rate limits", (it) => {
   it.effect("every answer to a key carries its policy and what is left; past the burst, 429 with Retry-After", () =>
     Effect.gen(function* () {
       const { key } = yield* givenOrg({ credits: 100 })

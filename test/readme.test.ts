@@ -26,7 +26,7 @@ const runScript = (script: string, extra: Record<string, string>) =>
     })
   })
 
-layer(gatewayLayer({ ssrfAllow: ["127.0.0.1"] }), { excludeTestServices: true })("README", (it) => {
+layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.1"] } }), { excludeTestServices: true })("README", (it) => {
   it.effect("the walkthrough works when pasted into a shell", () =>
     Effect.gen(function* () {
       const script = yield* block("walkthrough")

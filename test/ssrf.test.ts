@@ -137,7 +137,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("SSRF guard", (it) => {
     }))
 })
 
-layer(gatewayLayer({ ssrfAllow: ["127.0.0.0/8"] }), { excludeTestServices: true })("SSRF allow-list by CIDR", (it) => {
+layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.0/8"] } }), { excludeTestServices: true })("SSRF allow-list by CIDR", (it) => {
   it.effect("an allow-listed range is reachable, others still are not", () =>
     Effect.gen(function* () {
       const u = yield* TestUpstreams
@@ -154,7 +154,7 @@ layer(gatewayLayer({ ssrfAllow: ["127.0.0.0/8"] }), { excludeTestServices: true 
  * answer says where it pointed); any other request keeps only harmless headers and no body. A 301/302 turns
  * a POST into a GET, a 303 anything but GET — as in the Fetch standard.
  */
-layer(gatewayLayer({ ssrfAllow: ["127.0.0.0/8"] }), { excludeTestServices: true })("redirects", (it) => {
+layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.0/8"] } }), { excludeTestServices: true })("redirects", (it) => {
   const connectTo = (baseUrl: string, orgId: Parameters<typeof connectionFor>[0]) => connectionFor(orgId, { base_url: baseUrl, token: EPSILON_TOKEN })
 
   it.effect("an account tool's cross-origin redirect is not followed: the token and the body stay home, the answer says where", () =>

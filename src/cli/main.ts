@@ -15,14 +15,13 @@ import { catalog, isToolName, toolNames } from "../domain/tools.js"
 import { Betas, BetasLive } from "../services/Betas.js"
 import { Connections, ConnectionsLive } from "../services/Connections.js"
 import { EncryptionLive } from "../services/Encryption.js"
-import { GatewayConfigFromEnv } from "../services/GatewayConfig.js"
 import { type KeyInfo, KeyStore, KeyStoreLive } from "../services/KeyStore.js"
 import { Ledger, LedgerLive, type Org } from "../services/Ledger.js"
 import { devKey, isLoopback, mintDevToken } from "../services/Identity.js"
 import { Members, MembersLive } from "../services/Members.js"
 import { nowMillis } from "../services/time.js"
 import { keyView, orgView } from "../views.js"
-import { GatewayConfig } from "../services/GatewayConfig.js"
+import { ConfigFromEnv, IdentityConfig, ServerConfig } from "../config.js"
 
 const json = Options.boolean("json").pipe(Options.withDescription("Print JSON"))
 const orgOption = Options.text("org").pipe(Options.withDescription("Org id (org_…)"))
@@ -31,7 +30,7 @@ const orgOption = Options.text("org").pipe(Options.withDescription("Org id (org_
 const AdminLive = MembersLive.pipe(
   Layer.provideMerge(Layer.mergeAll(LedgerLive, KeyStoreLive, BetasLive)),
   Layer.provideMerge(DatabaseLive),
-  Layer.provideMerge(GatewayConfigFromEnv)
+  Layer.provideMerge(ConfigFromEnv)
 )
 
 const orgJson = (org: Org, betas: ReadonlyArray<string> = []) => ({ ...orgView(org, betas), created_at: org.createdAt.toISOString() })
@@ -283,12 +282,13 @@ const devToken = Command.make("token", {
   ttl: Options.integer("ttl").pipe(Options.withDescription("Lifetime in seconds"), Options.withDefault(3600))
 }, ({ ttl, uid }) =>
   Effect.gen(function* () {
-    const config = yield* GatewayConfig
+    const config = yield* ServerConfig
+    const identity = yield* IdentityConfig
     const refuse = (message: string) =>
       Effect.zipRight(Console.error(`error: ${message}`), Effect.sync(() => {
         process.exitCode = 1
       }))
-    if (!config.identity.devIssuer) {
+    if (!identity.devIssuer) {
       return yield* refuse("the dev issuer is off; start the gateway and this command with DEV_IDENTITY=true")
     }
     if (!isLoopback(config.host)) return yield* refuse(`DEV_IDENTITY only runs on a loopback HOST (HOST is ${config.host})`)
@@ -296,7 +296,7 @@ const devToken = Command.make("token", {
     const key = yield* devKey(config.dataDir)
     const token = yield* mintDevToken(key, uid, yield* nowMillis, ttl)
     yield* Console.log(token)
-  }).pipe(Effect.provide(GatewayConfigFromEnv))).pipe(
+  }).pipe(Effect.provide(ConfigFromEnv))).pipe(
   Command.withDescription("Mint a dashboard ID token for local use (DEV_IDENTITY=true only)")
 )
 

@@ -15,7 +15,7 @@ import { databaseUrl, MigrationsLive, pgLayer } from "../db/Database.js"
 import { HttpServerLive } from "../http/server.js"
 import { GatewayLive } from "../layers.js"
 import { currentKeyText } from "../services/Encryption.js"
-import { GatewayConfig, GatewayConfigFromEnv } from "../services/GatewayConfig.js"
+import { ConfigFromEnv, IdentityConfig, ServerConfig } from "../config.js"
 import { IdentityError, isLoopback } from "../services/Identity.js"
 import { KeyStore, KeyStoreLive } from "../services/KeyStore.js"
 import { Ledger, LedgerLive } from "../services/Ledger.js"
@@ -26,7 +26,7 @@ const curlExample = (base: string, key: string) =>
 /** First start on an empty embedded database: a `default` org with 1000 credits and one key, printed once. */
 const bootstrap = (base: string) =>
   Effect.gen(function* () {
-    const config = yield* GatewayConfig
+    const config = yield* ServerConfig
     if (!config.bootstrap || Option.isSome(config.databaseUrl)) return
     const ledger = yield* Ledger
     if ((yield* ledger.countOrgs) > 0) return
@@ -56,7 +56,7 @@ const single = Layer.launch(
   Layer.effectDiscard(Effect.flatMap(serverBase, bootstrap)).pipe(
     Layer.provideMerge(HttpServerLive),
     Layer.provideMerge(GatewayLive),
-    Layer.provideMerge(GatewayConfigFromEnv)
+    Layer.provideMerge(ConfigFromEnv)
   )
 )
 
@@ -68,14 +68,15 @@ const RESTART_DELAY = Duration.seconds(1)
 /** The primary of `--workers N`: database, migrations and bootstrap once, then N workers, supervised. */
 const primary = (count: number) =>
   Effect.gen(function* () {
-    const config = yield* GatewayConfig
+    const config = yield* ServerConfig
+    const identity = yield* IdentityConfig
     // what would stop every worker from starting is refused here, once
-    if (config.identity.devIssuer && !isLoopback(config.host)) {
+    if (identity.devIssuer && !isLoopback(config.host)) {
       return yield* new IdentityError({ message: `DEV_IDENTITY only runs on a loopback HOST (HOST is ${config.host})` })
     }
     // the workers reach the database by DATABASE_URL, so they get the key (on the embedded database, the
     // one generated into the data dir) explicitly
-    const encryptionKey = yield* currentKeyText(config)
+    const encryptionKey = yield* currentKeyText(identity, config)
     const url = yield* databaseUrl
     yield* bootstrap(`http://${config.host}:${config.port}`).pipe(
       // only what bootstrapping needs: no rate-limit store, metrics, usage writer or provider pools here
@@ -117,7 +118,7 @@ const primary = (count: number) =>
     )
     console.error(`Started ${count} workers on http://${config.host}:${config.port}`)
     return yield* Deferred.await(unstartable)
-  }).pipe(Effect.scoped, Effect.provide(GatewayConfigFromEnv))
+  }).pipe(Effect.scoped, Effect.provide(ConfigFromEnv))
 
 /** Run the gateway: one process, or a primary and `workers` server processes. */
 export const serve = (

@@ -8,7 +8,7 @@ import { SqlError } from "@effect/sql/SqlError"
 import type { MigrationError } from "@effect/sql/Migrator"
 import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import Pg from "pg"
-import { GatewayConfig } from "../services/GatewayConfig.js"
+import { ServerConfig } from "../config.js"
 import { type EmbeddedPostgresError, startEmbedded } from "./embedded.js"
 import { migrate } from "./migrations.js"
 
@@ -79,7 +79,7 @@ export const pgLayer = (
 
 /** The database URL: the configured one, or the embedded server's (started for the life of the scope). */
 export const databaseUrl = Effect.gen(function* () {
-  const config = yield* GatewayConfig
+  const config = yield* ServerConfig
   if (Option.isSome(config.databaseUrl)) return config.databaseUrl.value
   const embedded = yield* startEmbedded(config.dataDir)
   return embedded.url
@@ -93,5 +93,5 @@ export const MigrationsLive: Layer.Layer<never, SqlError | MigrationError, SqlCl
 export const DatabaseLive: Layer.Layer<
   PgClient.PgClient | SqlClient.SqlClient | DatabasePool,
   SqlError | MigrationError | EmbeddedPostgresError,
-  GatewayConfig
+  ServerConfig
 > = Layer.provideMerge(MigrationsLive, Layer.unwrapScoped(Effect.map(databaseUrl, (url) => pgLayer(url))))

@@ -6,14 +6,14 @@ import { HttpApiBuilder } from "@effect/platform"
 import { Effect } from "effect"
 import { catalog, toolNames } from "../domain/tools.js"
 import { isConfigured } from "../providers/index.js"
-import { GatewayConfig } from "../services/GatewayConfig.js"
+import { ProvidersConfig } from "../config.js"
 import { Pricing } from "../services/Pricing.js"
 import { Api } from "./Api.js"
 import { jsonSchemaOf } from "./jsonSchema.js"
 
 export const CatalogLive = HttpApiBuilder.group(Api, "catalog", (handlers) =>
   Effect.gen(function* () {
-    const config = yield* GatewayConfig
+    const config = yield* ProvidersConfig
     const pricing = yield* Pricing
     // The list only changes with the configuration: built once.
     const data = toolNames.map((name) => {

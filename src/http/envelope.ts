@@ -31,7 +31,7 @@ import {
   responseHeaders
 } from "../domain/errors.js"
 import { formatPath, withoutValue } from "../domain/parse.js"
-import { GatewayConfig } from "../services/GatewayConfig.js"
+import { ServerConfig } from "../config.js"
 import { KeyStore } from "../services/KeyStore.js"
 import type { RateLimitState } from "../services/RateLimit.js"
 import { base62 } from "../services/random.js"
@@ -204,7 +204,7 @@ const requestLine = (
 export const EnvelopeMiddlewareLive = HttpApiBuilder.middleware(
   Api,
   Effect.gen(function* () {
-    const config = yield* GatewayConfig
+    const config = yield* ServerConfig
     const keys = yield* KeyStore
     /** An error answer to a caller whose cached key nothing confirmed yet: a revoked key gets `invalid_key`. */
     const confirmKey = (response: HttpServerResponse.HttpServerResponse, state: RequestState, facts: CallFacts) => {

@@ -32,7 +32,7 @@ import { isConfigured } from "../providers/index.js"
 import { type ArtifactRef, Artifacts } from "../services/Artifacts.js"
 import { Betas } from "../services/Betas.js"
 import { Connections } from "../services/Connections.js"
-import { GatewayConfig } from "../services/GatewayConfig.js"
+import { ProvidersConfig, ServerConfig } from "../config.js"
 import { Gateway, type Outcome } from "../services/Gateway.js"
 import type { Caller } from "../services/KeyStore.js"
 import { Pricing } from "../services/Pricing.js"
@@ -167,7 +167,8 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
     const connections = yield* Connections
     const artifacts = yield* Artifacts
     const pricing = yield* Pricing
-    const config = yield* GatewayConfig
+    const config = yield* ProvidersConfig
+    const { maxBodyBytes } = yield* ServerConfig
     const runtime = yield* Effect.runtime<never>()
     const run = Runtime.runPromise(runtime)
     const described = toolDescriptions(pricing)
@@ -267,7 +268,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
         rateLimit: false
       })
       const message = yield* readJsonObject(
-        config.maxBodyBytes,
+        maxBodyBytes,
         "JSON-RPC batches are not accepted (MCP dropped them in 2025-06-18): send one message per request."
       )
       // Every message counts against the key's rate limit; a tool call takes its token in the call.

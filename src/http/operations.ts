@@ -10,7 +10,7 @@ import { Duration, Effect, Metric, Option, Redacted } from "effect"
 import { DatabasePool } from "../db/Database.js"
 import { migrationCount } from "../db/migrations.js"
 import { InvalidToken, NotReady } from "../domain/errors.js"
-import { GatewayConfig } from "../services/GatewayConfig.js"
+import { ServerConfig } from "../config.js"
 import { Ledger } from "../services/Ledger.js"
 import { MetricsExporter } from "../services/Observability.js"
 import { creditsHeld, holdsOutstanding, poolConnections } from "../services/Telemetry.js"
@@ -22,7 +22,7 @@ const poolGauge = (state: string) => Metric.tagged(poolConnections, "state", sta
 export const OperationsLive = HttpApiBuilder.Router.use((router) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const config = yield* GatewayConfig
+    const config = yield* ServerConfig
     const exporter = yield* MetricsExporter
     const ledger = yield* Ledger
     const pool = yield* DatabasePool

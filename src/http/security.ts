@@ -9,7 +9,7 @@ import { looksLikeApiKey } from "../domain/ids.js"
 import { Identity } from "../services/Identity.js"
 import { Members } from "../services/Members.js"
 import { Gateway } from "../services/Gateway.js"
-import { GatewayConfig } from "../services/GatewayConfig.js"
+import { ServerConfig } from "../config.js"
 import { ApiKeyAuth, IdTokenAuth, JsonBody } from "./Api.js"
 import { currentRequest, unreadableBody } from "./envelope.js"
 
@@ -118,7 +118,7 @@ export const readJsonObject = (maxBodyBytes: number, arrayMessage = "The request
 export const JsonBodyLive = Layer.effect(
   JsonBody,
   Effect.gen(function* () {
-    const config = yield* GatewayConfig
+    const config = yield* ServerConfig
     return JsonBody.of(
       Effect.gen(function* () {
         const request = yield* HttpServerRequest.HttpServerRequest

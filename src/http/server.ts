@@ -7,7 +7,7 @@ import { Effect, Layer } from "effect"
 import * as Http from "node:http"
 import type * as Net from "node:net"
 import { envelope, envelopeOf, HeadersTooLarge, InvalidRequest, RequestTimeout, responseHeaders } from "../domain/errors.js"
-import { GatewayConfig } from "../services/GatewayConfig.js"
+import { ServerConfig } from "../config.js"
 import { Api } from "./Api.js"
 import { EnvelopeMiddlewareLive, newRequestId, socketAnswers } from "./envelope.js"
 import { HandlersLive } from "./handlers.js"
@@ -136,7 +136,7 @@ export const HttpServerLive = HttpApiBuilder.serve().pipe(
   HttpServer.withLogAddress,
   Layer.provideMerge(
     Layer.unwrapEffect(
-      Effect.map(GatewayConfig, (config) => NodeHttpServer.layer(() => makeNodeServer(config), { port: config.port, host: config.host }))
+      Effect.map(ServerConfig, (config) => NodeHttpServer.layer(() => makeNodeServer(config), { port: config.port, host: config.host }))
     )
   )
 )

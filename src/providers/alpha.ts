@@ -5,7 +5,7 @@
 import { Effect, Option, Redacted, Schema } from "effect"
 import { ProviderNotConfigured } from "../domain/errors.js"
 import { DEFAULT_MAX_RESULTS, type ToolInput, type ToolOutput } from "../domain/tools.js"
-import { GatewayConfig } from "../services/GatewayConfig.js"
+import { ProvidersConfig } from "../config.js"
 import { decodeUpstream, NullableString, type ProviderTool, requestJson } from "./common.js"
 
 export const PROVIDER = "alpha"
@@ -31,13 +31,13 @@ export const ExaSearchAnswer = Schema.Struct({
 
 const SNIPPET_CHARS = 400
 
-export const isConfigured = (config: typeof GatewayConfig.Service) => Option.isSome(config.providers.alpha.apiKey)
+export const isConfigured = (config: typeof ProvidersConfig.Service) => Option.isSome(config.endpoints.alpha.apiKey)
 
 /** `POST /search` with a body; the raw answer. */
 const search = (body: Readonly<Record<string, unknown>>) =>
   Effect.gen(function* () {
-    const config = yield* GatewayConfig
-    const endpoint = config.providers.alpha
+    const config = yield* ProvidersConfig
+    const endpoint = config.endpoints.alpha
     if (Option.isNone(endpoint.apiKey)) {
       return yield* new ProviderNotConfigured({ message: "alpha is not configured on this gateway (ALPHA_API_KEY)." })
     }

@@ -3,7 +3,7 @@
  */
 import { Effect, Schema } from "effect"
 import type { ToolInput, ToolOutput } from "../domain/tools.js"
-import { GatewayConfig } from "../services/GatewayConfig.js"
+import { ProvidersConfig } from "../config.js"
 import { decodeUpstream, type ProviderTool, requestJson } from "./common.js"
 
 export const PROVIDER = "itunes"
@@ -42,8 +42,8 @@ const countryOf = (input: ToolInput<"mobile_app_search">) => (input.country ?? D
 export const mobileAppSearch: ProviderTool<ToolInput<"mobile_app_search">, undefined, ToolOutput<"mobile_app_search">> = {
   fetch: (input) =>
     Effect.gen(function* () {
-      const config = yield* GatewayConfig
-      const url = new URL(`${config.providers.appstore}/search`)
+      const config = yield* ProvidersConfig
+      const url = new URL(`${config.endpoints.appstore.baseUrl}/search`)
       url.search = new URLSearchParams({
         term: input.query,
         country: countryOf(input),

@@ -5,7 +5,7 @@
 import { DateTime, Effect, Option, Redacted, Schema } from "effect"
 import { ProviderNotConfigured } from "../domain/errors.js"
 import { DEFAULT_MAX_CHARS, DEFAULT_MAX_RESULTS, type ToolInput, type ToolOutput } from "../domain/tools.js"
-import { GatewayConfig, type ProviderEndpoint } from "../services/GatewayConfig.js"
+import { type ProviderEndpoint, ProvidersConfig } from "../config.js"
 import { decodeUpstream, keepFile, NullableString, type ProviderTool, requestJson } from "./common.js"
 import { truncate } from "./text.js"
 
@@ -47,7 +47,7 @@ const keyOf = (endpoint: ProviderEndpoint) =>
     ? Effect.fail(new ProviderNotConfigured({ message: "beta is not configured on this gateway (BETA_API_KEY)." }))
     : Effect.succeed(Redacted.value(endpoint.apiKey.value))
 
-export const isConfigured = (config: typeof GatewayConfig.Service) => Option.isSome(config.providers.betaSearch.apiKey)
+export const isConfigured = (config: typeof ProvidersConfig.Service) => Option.isSome(config.endpoints.betaSearch.apiKey)
 
 /**
  * `withContent`: Jina reads every result page and answers its content too (slower, more tokens); the
@@ -55,8 +55,8 @@ export const isConfigured = (config: typeof GatewayConfig.Service) => Option.isS
  */
 const search = (body: Readonly<Record<string, unknown>>, withContent: boolean) =>
   Effect.gen(function* () {
-    const config = yield* GatewayConfig
-    const endpoint = config.providers.betaSearch
+    const config = yield* ProvidersConfig
+    const endpoint = config.endpoints.betaSearch
     const key = yield* keyOf(endpoint)
     return yield* requestJson({
       provider: PROVIDER,
@@ -70,8 +70,8 @@ const search = (body: Readonly<Record<string, unknown>>, withContent: boolean) =
 
 const read = (url: string, format: string | undefined) =>
   Effect.gen(function* () {
-    const config = yield* GatewayConfig
-    const endpoint = config.providers.betaRead
+    const config = yield* ProvidersConfig
+    const endpoint = config.endpoints.betaRead
     const key = yield* keyOf(endpoint)
     return yield* requestJson({
       provider: PROVIDER,

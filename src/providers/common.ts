@@ -12,7 +12,7 @@ import { describeParseError } from "../domain/parse.js"
 import { type ArtifactRef, ArtifactSink } from "../services/Artifacts.js"
 import type { Credentials } from "../domain/connections.js"
 import type { ToolInput, ToolName, ToolOutput } from "../domain/tools.js"
-import type { GatewayConfig } from "../services/GatewayConfig.js"
+import type { ProvidersConfig } from "../config.js"
 import type { DeltaSessions } from "../services/DeltaSessions.js"
 import type { HtmlConverter } from "../services/HtmlConverter.js"
 import { bodyText, ProviderClient, type UpstreamRequest, type UpstreamResponse } from "../services/ProviderClient.js"
@@ -25,7 +25,7 @@ export { describeParseError } from "../domain/parse.js"
 export type ProviderEffect<A> = Effect.Effect<
   A,
   ProviderCallError,
-  ProviderClient | GatewayConfig | ArtifactSink | HtmlConverter | DeltaSessions
+  ProviderClient | ProvidersConfig | ArtifactSink | HtmlConverter | DeltaSessions
 >
 
 /** An upstream's answer, before normalization. */
@@ -58,7 +58,7 @@ export interface ProviderTool<I, C, O> {
    * What can be refused from the input alone, before any credit is reserved (a URL the SSRF guard refuses
    * on its face, a path that leaves the connection's host). No I/O: what needs DNS is checked on connect.
    */
-  readonly check?: (input: I, credentials: C, config: typeof GatewayConfig.Service) => Effect.Effect<void, UrlNotAllowed | InvalidRequest>
+  readonly check?: (input: I, credentials: C, config: typeof ProvidersConfig.Service) => Effect.Effect<void, UrlNotAllowed | InvalidRequest>
   readonly fetch: (input: I, credentials: C) => ProviderEffect<Raw>
   readonly normalize: Normalize<I, O>
 }

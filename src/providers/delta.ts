@@ -8,7 +8,7 @@ import * as Crypto from "node:crypto"
 import { ProviderCredentialRejected, ProviderRateLimited } from "../domain/errors.js"
 import type { Credentials } from "../domain/connections.js"
 import type { ToolInput, ToolOutput } from "../domain/tools.js"
-import { GatewayConfig } from "../services/GatewayConfig.js"
+import { ProvidersConfig } from "../config.js"
 import type { UpstreamResponse } from "../services/ProviderClient.js"
 import { type DeltaSession, DeltaSessions } from "../services/DeltaSessions.js"
 import { nowMillis, toDate } from "../services/time.js"
@@ -20,8 +20,8 @@ export const Session = Schema.Struct({ accessJwt: Schema.String, did: Schema.Str
 export const CreatedRecord = Schema.Struct({ uri: Schema.String, cid: Schema.String })
 
 const serviceOf = (credentials: Credentials["delta"]) =>
-  Effect.map(GatewayConfig, (config) => ({
-    service: (credentials.service ?? config.providers.delta).replace(/\/+$/, ""),
+  Effect.map(ProvidersConfig, (config) => ({
+    service: (credentials.service ?? config.endpoints.delta.baseUrl).replace(/\/+$/, ""),
     // A PDS named in the connection came from the user: it goes through the SSRF guard.
     guarded: credentials.service !== undefined
   }))

@@ -3,7 +3,7 @@
  */
 import { Effect, Schema } from "effect"
 import { ProviderCredentialRejected, ProviderRateLimited } from "../domain/errors.js"
-import { GatewayConfig } from "../services/GatewayConfig.js"
+import { ProvidersConfig } from "../config.js"
 import { upstreamMessage, type UpstreamResponse } from "../services/ProviderClient.js"
 import { type AccountTool, decodeUpstream, NullableNumber, NullableString, requestJson } from "./common.js"
 
@@ -41,8 +41,8 @@ const MonkeytypeAnswer = Schema.Struct({
 export const etaPersonalBests: AccountTool<"eta_personal_bests", "eta"> = {
   fetch: (input, credentials) =>
     Effect.gen(function* () {
-      const config = yield* GatewayConfig
-      const url = new URL(`${config.providers.eta}/users/personalBests`)
+      const config = yield* ProvidersConfig
+      const url = new URL(`${config.endpoints.eta.baseUrl}/users/personalBests`)
       url.searchParams.set("mode", input.mode)
       if (input.mode2 !== undefined) url.searchParams.set("mode2", input.mode2)
       return yield* requestJson({

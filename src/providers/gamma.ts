@@ -5,7 +5,7 @@
 import { Effect, Option, Redacted, Schema } from "effect"
 import { ProviderNotConfigured } from "../domain/errors.js"
 import { DEFAULT_MAX_CHARS, DEFAULT_MAX_RESULTS, type ToolInput, type ToolOutput } from "../domain/tools.js"
-import { GatewayConfig } from "../services/GatewayConfig.js"
+import { ProvidersConfig } from "../config.js"
 import { decodeUpstream, JsonObject, keepFile, NullableString, type ProviderTool, requestJson } from "./common.js"
 import { truncate } from "./text.js"
 
@@ -39,12 +39,12 @@ export const FirecrawlScrapeAnswer = Schema.Struct({
   })
 })
 
-export const isConfigured = (config: typeof GatewayConfig.Service) => Option.isSome(config.providers.gamma.apiKey)
+export const isConfigured = (config: typeof ProvidersConfig.Service) => Option.isSome(config.endpoints.gamma.apiKey)
 
 const post = (path: string, body: Readonly<Record<string, unknown>>) =>
   Effect.gen(function* () {
-    const config = yield* GatewayConfig
-    const endpoint = config.providers.gamma
+    const config = yield* ProvidersConfig
+    const endpoint = config.endpoints.gamma
     if (Option.isNone(endpoint.apiKey)) {
       return yield* new ProviderNotConfigured({ message: "gamma is not configured on this gateway (GAMMA_API_KEY)." })
     }

@@ -6,7 +6,7 @@
 import { Effect, Option } from "effect"
 import { type InvalidRequest, ProviderNotConfigured, UrlNotAllowed } from "../domain/errors.js"
 import { catalog, type CredentialFor, type ToolInput, type ToolName, type ToolOutput } from "../domain/tools.js"
-import { GatewayConfig } from "../services/GatewayConfig.js"
+import { ProvidersConfig } from "../config.js"
 import type { HtmlConverter } from "../services/HtmlConverter.js"
 import { makePolicy, refusedUrl } from "../services/Ssrf.js"
 import * as Alpha from "./alpha.js"
@@ -31,7 +31,7 @@ import * as Zeta from "./zeta.js"
 export type { Answered, ProviderCallError, ProviderEffect, Raw } from "./common.js"
 
 type Implementation<T extends ToolName> = ProviderTool<ToolInput<T>, CredentialFor<T>, ToolOutput<T>>
-type Config = typeof GatewayConfig.Service
+type Config = typeof ProvidersConfig.Service
 
 /**
  * When a curated tool moves on to its next provider: a failure that may pass (unavailable, rate limited,
@@ -61,7 +61,7 @@ const fallback = <I, O>(
   ...(check !== undefined ? { check } : {}),
   fetch: (input) =>
     Effect.gen(function* () {
-      const config = yield* GatewayConfig
+      const config = yield* ProvidersConfig
       if (check !== undefined) yield* check(input, undefined, config)
       const named = order(config)
       const usable = named.flatMap((provider) => {
@@ -190,7 +190,7 @@ export const isConfigured = (tool: ToolName, config: Config): boolean => {
     case "alpha_search":
       return Alpha.isConfigured(config)
     case "beta_read":
-      return Option.isSome(config.providers.betaRead.apiKey)
+      return Option.isSome(config.endpoints.betaRead.apiKey)
     case "beta_search":
       return Beta.isConfigured(config)
     case "gamma_scrape":

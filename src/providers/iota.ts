@@ -2,16 +2,16 @@
  * iota: Render — `DELETE /v1/services/{id}` with a Bearer API key (204, no body). A write: never retried.
  */
 import { Effect } from "effect"
-import { GatewayConfig } from "../services/GatewayConfig.js"
+import { ProvidersConfig } from "../config.js"
 import { type AccountTool, enc, requestJson } from "./common.js"
 
 export const iotaDeleteService: AccountTool<"iota_delete_service", "iota"> = {
   fetch: (input, credentials) =>
-    Effect.flatMap(GatewayConfig, (config) =>
+    Effect.flatMap(ProvidersConfig, (config) =>
       requestJson({
         provider: "iota",
         method: "DELETE",
-        url: `${config.providers.iota}/v1/services/${enc(input.service_id)}`,
+        url: `${config.endpoints.iota.baseUrl}/v1/services/${enc(input.service_id)}`,
         headers: { authorization: `Bearer ${credentials.api_key}` },
         idempotent: false
       })),

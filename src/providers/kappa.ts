@@ -3,17 +3,17 @@
  * Writes: never retried.
  */
 import { Effect, Schema } from "effect"
-import { GatewayConfig } from "../services/GatewayConfig.js"
+import { ProvidersConfig } from "../config.js"
 import { ProviderIdempotencyKey } from "../services/ProviderClient.js"
 import { type AccountTool, decodeUpstream, enc, requestJson } from "./common.js"
 
 export const kappaDeleteBenefit: AccountTool<"kappa_delete_benefit", "kappa"> = {
   fetch: (input, credentials) =>
-    Effect.flatMap(GatewayConfig, (config) =>
+    Effect.flatMap(ProvidersConfig, (config) =>
       requestJson({
         provider: "kappa",
         method: "DELETE",
-        url: `${config.providers.kappa}/v1/benefits/${enc(input.benefit_id)}`,
+        url: `${config.endpoints.kappa.baseUrl}/v1/benefits/${enc(input.benefit_id)}`,
         headers: { authorization: `Bearer ${credentials.access_token}` },
         idempotent: false
       })),
@@ -33,12 +33,12 @@ const withExternalIds = (events: ReadonlyArray<Readonly<Record<string, unknown>>
 export const kappaIngestEvents: AccountTool<"kappa_ingest_events", "kappa"> = {
   fetch: (input, credentials) =>
     Effect.gen(function* () {
-      const config = yield* GatewayConfig
+      const config = yield* ProvidersConfig
       const key = yield* ProviderIdempotencyKey
       return yield* requestJson({
         provider: "kappa",
         method: "POST",
-        url: `${config.providers.kappa}/v1/events/ingest`,
+        url: `${config.endpoints.kappa.baseUrl}/v1/events/ingest`,
         headers: { authorization: `Bearer ${credentials.access_token}` },
         json: { events: withExternalIds(input.events, key) },
         idempotent: false

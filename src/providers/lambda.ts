@@ -3,7 +3,7 @@
  * retried.
  */
 import { Effect, Schema } from "effect"
-import { GatewayConfig } from "../services/GatewayConfig.js"
+import { ProvidersConfig } from "../config.js"
 import { idempotencyHeader } from "../services/ProviderClient.js"
 import { type AccountTool, decodeUpstream, enc, requestJson } from "./common.js"
 
@@ -12,11 +12,11 @@ const BatchAnswer = Schema.Struct({ data: Schema.Array(IdAnswer) })
 
 export const lambdaUpdateBroadcast: AccountTool<"lambda_update_broadcast", "lambda"> = {
   fetch: (input, credentials) =>
-    Effect.flatMap(GatewayConfig, (config) =>
+    Effect.flatMap(ProvidersConfig, (config) =>
       requestJson({
         provider: "lambda",
         method: "PATCH",
-        url: `${config.providers.lambda}/broadcasts/${enc(input.id)}`,
+        url: `${config.endpoints.lambda.baseUrl}/broadcasts/${enc(input.id)}`,
         headers: { authorization: `Bearer ${credentials.api_key}` },
         json: {},
         idempotent: false
@@ -37,13 +37,13 @@ export const batchOf = (input: Readonly<Record<string, unknown>>): ReadonlyArray
 export const lambdaBatchEmails: AccountTool<"lambda_batch_emails", "lambda"> = {
   fetch: (input, credentials) =>
     Effect.gen(function* () {
-      const config = yield* GatewayConfig
+      const config = yield* ProvidersConfig
       // Resend keeps an Idempotency-Key for 24 hours: the same batch sent again is not sent twice
       const idempotency = yield* idempotencyHeader
       return yield* requestJson({
         provider: "lambda",
         method: "POST",
-        url: `${config.providers.lambda}/emails/batch`,
+        url: `${config.endpoints.lambda.baseUrl}/emails/batch`,
         headers: { authorization: `Bearer ${credentials.api_key}`, ...idempotency },
         json: batchOf(input),
         idempotent: false

@@ -2,7 +2,7 @@
  * mu: Notion — `GET /v1/databases/{id}` with a Bearer integration token and `Notion-Version`.
  */
 import { Effect, Schema } from "effect"
-import { GatewayConfig } from "../services/GatewayConfig.js"
+import { ProvidersConfig } from "../config.js"
 import { type AccountTool, decodeUpstream, enc, NullableString, requestJson } from "./common.js"
 
 export const NOTION_VERSION = "2022-06-28"
@@ -19,11 +19,11 @@ const NotionDatabase = Schema.Struct({
 
 export const muDatabase: AccountTool<"mu_database", "mu"> = {
   fetch: (input, credentials) =>
-    Effect.flatMap(GatewayConfig, (config) =>
+    Effect.flatMap(ProvidersConfig, (config) =>
       requestJson({
         provider: "mu",
         method: "GET",
-        url: `${config.providers.mu}/v1/databases/${enc(input.database_id)}`,
+        url: `${config.endpoints.mu.baseUrl}/v1/databases/${enc(input.database_id)}`,
         headers: { authorization: `Bearer ${credentials.token}`, "notion-version": NOTION_VERSION },
         idempotent: true
       })),

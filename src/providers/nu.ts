@@ -3,7 +3,7 @@
  */
 import { Effect, Schema } from "effect"
 import { ProviderRateLimited } from "../domain/errors.js"
-import { GatewayConfig } from "../services/GatewayConfig.js"
+import { ProvidersConfig } from "../config.js"
 import { retryAfterSeconds, upstreamMessage, type UpstreamResponse } from "../services/ProviderClient.js"
 import { type AccountTool, decodeUpstream, NullableNumber, NullableString, requestJson } from "./common.js"
 
@@ -31,11 +31,11 @@ const GitHubUser = Schema.Struct({
 
 export const nuAccount: AccountTool<"nu_account", "nu"> = {
   fetch: (_input, credentials) =>
-    Effect.flatMap(GatewayConfig, (config) =>
+    Effect.flatMap(ProvidersConfig, (config) =>
       requestJson({
         provider: "nu",
         method: "GET",
-        url: `${config.providers.nu}/user`,
+        url: `${config.endpoints.nu.baseUrl}/user`,
         headers: {
           authorization: `Bearer ${credentials.token}`,
           accept: "application/vnd.github+json",

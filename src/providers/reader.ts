@@ -8,7 +8,7 @@ import { DEFAULT_MAX_CHARS, type ToolInput, type ToolOutput } from "../domain/to
 import { ProviderClient } from "../services/ProviderClient.js"
 import { ProviderRejected, ProviderResponseTooLarge } from "../domain/errors.js"
 import { ArtifactSink } from "../services/Artifacts.js"
-import { GatewayConfig } from "../services/GatewayConfig.js"
+import { ProvidersConfig } from "../config.js"
 import { HtmlConverter } from "../services/HtmlConverter.js"
 import type { ProviderEffect, ProviderTool, Raw } from "./common.js"
 import { truncate } from "./text.js"
@@ -45,7 +45,7 @@ const isText = (type: string) =>
 const fetchPage = (input: ToolInput<"read">): ProviderEffect<Raw> =>
   Effect.gen(function* () {
     const client = yield* ProviderClient
-    const config = yield* GatewayConfig
+    const config = yield* ProvidersConfig
     const sink = yield* ArtifactSink
     const response = yield* client.request({
       provider: "the page's server",
@@ -54,7 +54,7 @@ const fetchPage = (input: ToolInput<"read">): ProviderEffect<Raw> =>
       headers: { accept: ACCEPT },
       idempotent: true,
       guarded: true,
-      maxBytes: Math.max(config.providerMaxResponseBytes, sink.maxBytes),
+      maxBytes: Math.max(config.maxResponseBytes, sink.maxBytes),
       // a page that wants a login (or refuses bots) refuses the fetch, not a credential of the gateway's
       classify: (r) =>
         r.status === 401 || r.status === 403
@@ -68,9 +68,9 @@ const fetchPage = (input: ToolInput<"read">): ProviderEffect<Raw> =>
       const artifact = yield* sink.store(type, response.body)
       return { ...base, body: { artifact }, artifacts: { file: artifact } }
     }
-    if (response.body.length > config.providerMaxResponseBytes) {
+    if (response.body.length > config.maxResponseBytes) {
       return yield* new ProviderResponseTooLarge({
-        message: `The page is larger than the ${config.providerMaxResponseBytes}-byte limit.`
+        message: `The page is larger than the ${config.maxResponseBytes}-byte limit.`
       })
     }
     return { ...base, body: decode(response.body, charset) }

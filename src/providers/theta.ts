@@ -3,7 +3,7 @@
  * `trakt-api-version: 2`.
  */
 import { Effect, Schema } from "effect"
-import { GatewayConfig } from "../services/GatewayConfig.js"
+import { ProvidersConfig } from "../config.js"
 import { type AccountTool, decodeUpstream, enc, JsonObject, NullableNumber, NullableString, requestJson } from "./common.js"
 
 const TraktItem = Schema.Struct({ title: NullableString, year: NullableNumber, ids: Schema.optional(JsonObject) })
@@ -25,8 +25,8 @@ const count = (header: string | undefined): number | null => {
 export const thetaRatings: AccountTool<"theta_ratings", "theta"> = {
   fetch: (input, credentials) =>
     Effect.gen(function* () {
-      const config = yield* GatewayConfig
-      const url = new URL(`${config.providers.theta}/users/me/ratings${input.type !== undefined ? `/${enc(input.type)}` : ""}`)
+      const config = yield* ProvidersConfig
+      const url = new URL(`${config.endpoints.theta.baseUrl}/users/me/ratings${input.type !== undefined ? `/${enc(input.type)}` : ""}`)
       if (input.page !== undefined) url.searchParams.set("page", String(input.page))
       if (input.limit !== undefined) url.searchParams.set("limit", String(input.limit))
       return yield* requestJson({

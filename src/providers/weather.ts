@@ -4,7 +4,7 @@
  */
 import { Effect, Schema } from "effect"
 import type { ToolInput, ToolOutput } from "../domain/tools.js"
-import { GatewayConfig } from "../services/GatewayConfig.js"
+import { ProvidersConfig } from "../config.js"
 import { decodeUpstream, invalid, type ProviderTool, type Raw, requestJson } from "./common.js"
 
 export const PROVIDER = "open-meteo"
@@ -98,13 +98,13 @@ const DAILY = ["weather_code", "temperature_2m_max", "temperature_2m_min", "prec
 
 const fetch = (input: ToolInput<"weather">) =>
   Effect.gen(function* () {
-    const config = yield* GatewayConfig
+    const config = yield* ProvidersConfig
     let geocoding: Raw | null = null
     let latitude = input.lat
     let longitude = input.lon
     if (latitude === undefined || longitude === undefined) {
       const q = input.q ?? ""
-      const url = new URL(`${config.providers.geocoding}/v1/search`)
+      const url = new URL(`${config.endpoints.geocoding.baseUrl}/v1/search`)
       url.search = new URLSearchParams({ name: q, count: "1", language: "en", format: "json" }).toString()
       geocoding = yield* requestJson({ provider: PROVIDER, method: "GET", url: url.toString(), idempotent: true })
       const answer = yield* decodeUpstream(PROVIDER, GeocodingAnswer, "weather", "geocoding")(geocoding.body)
@@ -113,7 +113,7 @@ const fetch = (input: ToolInput<"weather">) =>
       latitude = first.latitude
       longitude = first.longitude
     }
-    const url = new URL(`${config.providers.weather}/v1/forecast`)
+    const url = new URL(`${config.endpoints.weather.baseUrl}/v1/forecast`)
     url.search = new URLSearchParams({
       latitude: String(latitude),
       longitude: String(longitude),

@@ -5,7 +5,7 @@
 import { Effect, Option, Redacted, Schema } from "effect"
 import { ProviderNotConfigured } from "../domain/errors.js"
 import type { ToolInput, ToolOutput } from "../domain/tools.js"
-import { GatewayConfig } from "../services/GatewayConfig.js"
+import { ProvidersConfig } from "../config.js"
 import { decodeUpstream, JsonObject, NullableNumber, NullableString, type ProviderTool, requestJson } from "./common.js"
 
 export const PROVIDER = "xi"
@@ -31,7 +31,7 @@ export const MovieAnswer = Schema.Struct({
   backdrop_path: NullableString
 }, JsonObject)
 
-export const isConfigured = (config: typeof GatewayConfig.Service) => Option.isSome(config.providers.xi.apiKey)
+export const isConfigured = (config: typeof ProvidersConfig.Service) => Option.isSome(config.endpoints.xi.apiKey)
 
 // A v4 read access token is a JWT; a v3 API key is 32 hex characters.
 const isJwt = (key: string) => key.split(".").length === 3
@@ -39,8 +39,8 @@ const isJwt = (key: string) => key.split(".").length === 3
 export const xiMovie: ProviderTool<ToolInput<"xi_movie">, undefined, ToolOutput<"xi_movie">> = {
   fetch: (input) =>
     Effect.gen(function* () {
-      const config = yield* GatewayConfig
-      const endpoint = config.providers.xi
+      const config = yield* ProvidersConfig
+      const endpoint = config.endpoints.xi
       if (Option.isNone(endpoint.apiKey)) {
         return yield* new ProviderNotConfigured({ message: "xi is not configured on this gateway (XI_API_KEY)." })
       }

@@ -3,7 +3,7 @@
  */
 import { Effect, Option, Schema } from "effect"
 import { ProviderCredentialRejected } from "../domain/errors.js"
-import { GatewayConfig } from "../services/GatewayConfig.js"
+import { ProvidersConfig } from "../config.js"
 import type { UpstreamResponse } from "../services/ProviderClient.js"
 import { type AccountTool, decodeUpstream, enc, JsonObject, requestJson } from "./common.js"
 
@@ -25,9 +25,9 @@ export const ZETA_VERSION = "v21.0"
 export const zetaRequest: AccountTool<"zeta_request", "zeta"> = {
   fetch: (input, credentials) =>
     Effect.gen(function* () {
-      const config = yield* GatewayConfig
+      const config = yield* ProvidersConfig
       const path = input.path.replace(/^\/+/, "")
-      const url = new URL(`${config.providers.zeta}/${enc(input.version ?? ZETA_VERSION)}/${path}`)
+      const url = new URL(`${config.endpoints.zeta.baseUrl}/${enc(input.version ?? ZETA_VERSION)}/${path}`)
       for (const [k, v] of Object.entries(input.params ?? {})) url.searchParams.set(k, param(v))
       return yield* requestJson({
         provider: "zeta",

@@ -8,7 +8,7 @@ import { Context, Effect, Layer, Option } from "effect"
 import * as Crypto from "node:crypto"
 import { NotFound, ProviderResponseTooLarge } from "../domain/errors.js"
 import type { OrgId } from "../domain/ids.js"
-import { GatewayConfig } from "./GatewayConfig.js"
+import { ProvidersConfig, ServerConfig } from "../config.js"
 import { randomId } from "./random.js"
 import { nowMillis, toDate } from "./time.js"
 import { traced } from "./tracing.js"
@@ -50,8 +50,9 @@ interface ArtifactRow {
 
 export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
-  const config = yield* GatewayConfig
-  const urlOf = (id: string) => `${Option.getOrElse(config.publicUrl, () => "")}/v1/artifacts/${id}`
+  const config = yield* ProvidersConfig
+  const { publicUrl } = yield* ServerConfig
+  const urlOf = (id: string) => `${Option.getOrElse(publicUrl, () => "")}/v1/artifacts/${id}`
 
   const store = (orgId: OrgId, contentType: string, data: Uint8Array) =>
     Effect.gen(function* () {

@@ -15,7 +15,7 @@ import { CredentialRequired, InvalidRequest, NotFound, UrlNotAllowed } from "../
 import type { OrgId } from "../domain/ids.js"
 import { describeParseError } from "../domain/parse.js"
 import { Encryption } from "./Encryption.js"
-import { GatewayConfig } from "./GatewayConfig.js"
+import { ProvidersConfig } from "../config.js"
 import { makePolicy, refusedDestination } from "./Ssrf.js"
 import { randomId } from "./random.js"
 import { nowMillis, toDate } from "./time.js"
@@ -77,7 +77,7 @@ const associatedData = (orgId: OrgId, provider: AccountProvider) => `connection:
 export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const encryption = yield* Encryption
-  const policy = makePolicy((yield* GatewayConfig).ssrfAllow)
+  const policy = makePolicy((yield* ProvidersConfig).ssrfAllow)
 
   /**
    * The URL a connection names (epsilon's API, delta's PDS) passes the SSRF guard when it is saved, not only

@@ -8,7 +8,7 @@ import { Context, Data, Effect, Layer, Option, Redacted } from "effect"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
-import { GatewayConfig } from "./GatewayConfig.js"
+import { IdentityConfig, ServerConfig } from "../config.js"
 
 export class EncryptionKeyError extends Data.TaggedError("EncryptionKeyError")<{ readonly message: string }> {}
 
@@ -61,20 +61,23 @@ const loadOrCreateKeyFile = (dataDir: string) =>
  * data dir. A key generated into one host's data dir is only for the embedded database: processes that share
  * a PostgreSQL must share the key, so with `DATABASE_URL` it must be given.
  */
-export const currentKeyText = (config: typeof GatewayConfig.Service): Effect.Effect<string, EncryptionKeyError> => {
-  if (Option.isSome(config.encryptionKey)) return Effect.succeed(Redacted.value(config.encryptionKey.value))
-  if (Option.isSome(config.databaseUrl)) {
+export const currentKeyText = (
+  identity: typeof IdentityConfig.Service,
+  server: typeof ServerConfig.Service
+): Effect.Effect<string, EncryptionKeyError> => {
+  if (Option.isSome(identity.encryptionKey)) return Effect.succeed(Redacted.value(identity.encryptionKey.value))
+  if (Option.isSome(server.databaseUrl)) {
     return Effect.fail(new EncryptionKeyError({
       message: "GATEWAY_ENCRYPTION_KEY is required with DATABASE_URL (32 bytes, base64 or hex: every process on that " +
         "database must seal connections with the same key); e.g. node -e \"console.log(require('crypto').randomBytes(32).toString('base64'))\""
     }))
   }
-  return Effect.map(loadOrCreateKeyFile(config.dataDir), (text) => text.trim())
+  return Effect.map(loadOrCreateKeyFile(server.dataDir), (text) => text.trim())
 }
 
 export const make = Effect.gen(function* () {
-  const config = yield* GatewayConfig
-  const currentText = yield* currentKeyText(config)
+  const config = yield* IdentityConfig
+  const currentText = yield* currentKeyText(config, yield* ServerConfig)
   const current = parseKey(currentText)
   if (current === undefined) {
     return yield* new EncryptionKeyError({ message: "GATEWAY_ENCRYPTION_KEY must be 32 bytes, as base64 or 64 hex characters" })

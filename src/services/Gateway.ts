@@ -48,7 +48,7 @@ import { Connections } from "./Connections.js"
 import { Pricing } from "./Pricing.js"
 import { Usage } from "./Usage.js"
 import { nowMillis, preciseMillis } from "./time.js"
-import { GatewayConfig } from "./GatewayConfig.js"
+import { ProvidersConfig } from "../config.js"
 import { DeltaSessions } from "./DeltaSessions.js"
 import { ConversionOwner, HtmlConverter } from "./HtmlConverter.js"
 import { fingerprint, Idempotency, validateKey } from "./Idempotency.js"
@@ -228,7 +228,7 @@ export class Gateway extends Context.Tag("Gateway")<Gateway, {
 }>() {}
 
 export const make = Effect.gen(function* () {
-  const config = yield* GatewayConfig
+  const config = yield* ProvidersConfig
   const keys = yield* KeyStore
   const rateLimit = yield* RateLimit
   const ledger = yield* Ledger
@@ -239,14 +239,14 @@ export const make = Effect.gen(function* () {
   const pricing = yield* Pricing
   const artifacts = yield* Artifacts
   const leases = yield* Leases
-  const providerContext = Context.make(GatewayConfig, config).pipe(
+  const providerContext = Context.make(ProvidersConfig, config).pipe(
     Context.add(ProviderClient, yield* ProviderClient),
     Context.add(HtmlConverter, yield* HtmlConverter),
     Context.add(DeltaSessions, yield* DeltaSessions)
   )
 
   // The whole provider phase (fallbacks included) must end within this; holds and claims live a little longer.
-  const callTimeoutMs = config.providerTimeoutMs * 3
+  const callTimeoutMs = config.timeoutMs * 3
 
   const authenticate = (apiKey: string | undefined, authorization?: string | undefined, options?: AuthenticateOptions) =>
     Effect.gen(function* () {

@@ -18,7 +18,7 @@ import { Piscina } from "piscina"
 import { NormalizationFailed } from "../domain/errors.js"
 import type { Extracted } from "../providers/html/extract.js"
 import type { ConvertTask } from "../providers/html/worker.js"
-import { GatewayConfig } from "./GatewayConfig.js"
+import { ProvidersConfig } from "../config.js"
 import { CallDeadline } from "./ProviderClient.js"
 import { nowMillis } from "./time.js"
 
@@ -129,7 +129,7 @@ const workerFile = (): string => {
 const MAX_TIMER_MS = 2 ** 31 - 1
 
 export const make = Effect.gen(function* () {
-  const config = yield* GatewayConfig
+  const config = yield* ProvidersConfig
   // Made on the first page, and from then on at least one thread: the pool replaces a thread it terminated
   // only up to its minimum, and tasks waiting for a thread must always have one to come.
   const threads = Math.max(1, Os.availableParallelism() - 1)

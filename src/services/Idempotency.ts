@@ -12,7 +12,7 @@ import {
   RequestInProgress
 } from "../domain/errors.js"
 import type { OrgId } from "../domain/ids.js"
-import { GatewayConfig } from "./GatewayConfig.js"
+import { LedgerConfig } from "../config.js"
 import { Ledger } from "./Ledger.js"
 import { sha256Hex } from "./random.js"
 import { nowMillis, toDate } from "./time.js"
@@ -82,7 +82,7 @@ interface IdemRow {
 
 export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
-  const config = yield* GatewayConfig
+  const config = yield* LedgerConfig
   const ledger = yield* Ledger
 
   // Insert a running record, or take over one whose retention has passed (the key is new again).

@@ -28,7 +28,7 @@ import {
   SignJWT
 } from "jose"
 import { InvalidToken, ProviderUnavailable } from "../domain/errors.js"
-import { GatewayConfig } from "./GatewayConfig.js"
+import { IdentityConfig, ServerConfig } from "../config.js"
 import { base62 } from "./random.js"
 import { nowMillis, toDate } from "./time.js"
 import { traced } from "./tracing.js"
@@ -151,8 +151,8 @@ const keysUnavailable = (error: unknown): boolean => {
 }
 
 export const make = Effect.gen(function* () {
-  const config = yield* GatewayConfig
-  const identity = config.identity
+  const config = yield* ServerConfig
+  const identity = yield* IdentityConfig
   const firebaseProject = identity.firebaseProjectId
   const firebaseIssuer = Option.map(firebaseProject, (p) => `https://securetoken.google.com/${p}`)
   const remote = Option.map(firebaseProject, () =>

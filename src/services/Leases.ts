@@ -12,7 +12,7 @@
 import { SqlClient } from "@effect/sql"
 import { Clock, Context, Duration, Effect, Layer, Metric, Schedule } from "effect"
 import type { OrgId } from "../domain/ids.js"
-import { GatewayConfig } from "./GatewayConfig.js"
+import { LedgerConfig } from "../config.js"
 import { leaseRenewals } from "./Telemetry.js"
 import { toDate } from "./time.js"
 
@@ -40,7 +40,7 @@ const claimId = (claim: ClaimLease) => `${claim.orgId}\u0000${claim.key}`
 
 export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
-  const config = yield* GatewayConfig
+  const config = yield* LedgerConfig
   const clock = yield* Effect.clock
   const leaseMs = config.holdLeaseMs
   const holds = new Set<number>()

@@ -6,7 +6,7 @@ import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
 import { NotAMember, NotFound } from "../domain/errors.js"
 import { OrgId } from "../domain/ids.js"
-import { GatewayConfig } from "./GatewayConfig.js"
+import { IdentityConfig } from "../config.js"
 import { Ledger } from "./Ledger.js"
 import { nowMillis, toDate } from "./time.js"
 
@@ -34,7 +34,7 @@ const toMember = (row: MemberRow): Member => ({ uid: row.uid, orgId: OrgId.make(
 
 export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
-  const config = yield* GatewayConfig
+  const identity = yield* IdentityConfig
   const ledger = yield* Ledger
 
   const add = (orgId: OrgId, uid: string) =>
@@ -61,13 +61,13 @@ export const make = Effect.gen(function* () {
       const rows = yield* sql<{ readonly org_id: string }>`SELECT org_id FROM members WHERE uid = ${uid}`
       const row = rows[0]
       if (row !== undefined) return OrgId.make(row.org_id)
-      if (!config.identity.autoCreateOrgs) {
+      if (!identity.autoCreateOrgs) {
         return yield* new NotAMember({
           message: "This account is not a member of any org. Ask the operator to add it (tool-gateway members add)."
         })
       }
       // SIGNUP_CREDITS was checked at start-up
-      const org = yield* Effect.orDie(ledger.createOrg({ name: `personal:${uid}`, credits: config.identity.signupCredits }))
+      const org = yield* Effect.orDie(ledger.createOrg({ name: `personal:${uid}`, credits: identity.signupCredits }))
       const now = yield* nowMillis
       // Two first sign-ins at once: the first membership wins; the other org stays empty and unused.
       yield* sql`INSERT INTO members (uid, org_id, created_at) VALUES (${uid}, ${org.id}, ${toDate(now)})

@@ -10,7 +10,7 @@ import * as Resource from "@effect/opentelemetry/Resource"
 import { NodeHttpClient } from "@effect/platform-node"
 import { PrometheusExporter, PrometheusSerializer } from "@opentelemetry/exporter-prometheus"
 import { Context, Duration, Effect, Layer, Option } from "effect"
-import { GatewayConfig } from "./GatewayConfig.js"
+import { ServerConfig } from "../config.js"
 
 export const SERVICE_VERSION = "0.1.0"
 
@@ -32,14 +32,14 @@ export const MetricsExporterLive = Layer.scoped(
     })
   })
 ).pipe(
-  Layer.provide(Layer.unwrapEffect(Effect.map(GatewayConfig, (config) =>
+  Layer.provide(Layer.unwrapEffect(Effect.map(ServerConfig, (config) =>
     Resource.layer({ serviceName: config.serviceName, serviceVersion: SERVICE_VERSION })
   )))
 )
 
 /** OTLP/HTTP (JSON) export of every span when an endpoint is configured; otherwise the tracer is off. */
 export const TracingLive = Layer.unwrapEffect(
-  Effect.map(GatewayConfig, (config) =>
+  Effect.map(ServerConfig, (config) =>
     Option.match(config.otlpEndpoint, {
       onNone: () => Layer.setTracerEnabled(false),
       onSome: (endpoint) =>

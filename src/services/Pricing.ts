@@ -8,7 +8,7 @@ import * as Fs from "node:fs/promises"
 import { formatPath } from "../domain/parse.js"
 import { Price } from "../domain/pricing.js"
 import { isToolName, type ToolName, tools } from "../domain/tools.js"
-import { GatewayConfig } from "./GatewayConfig.js"
+import { LedgerConfig } from "../config.js"
 import { ParseResult } from "effect"
 
 export class PricingError extends Data.TaggedError("PricingError")<{ readonly message: string }> {}
@@ -20,7 +20,7 @@ export class Pricing extends Context.Tag("Pricing")<Pricing, {
 const PriceFile = Schema.parseJson(Schema.Record({ key: Schema.String, value: Price }))
 
 export const make = Effect.gen(function* () {
-  const config = yield* GatewayConfig
+  const config = yield* LedgerConfig
   const overrides = new Map<ToolName, Price>()
   if (Option.isSome(config.pricesFile)) {
     const file = config.pricesFile.value

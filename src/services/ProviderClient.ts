@@ -22,7 +22,7 @@ import {
   UrlNotAllowed,
   WriteOutcomeUnknown
 } from "../domain/errors.js"
-import { GatewayConfig } from "./GatewayConfig.js"
+import { ProvidersConfig } from "../config.js"
 import { guardedLookup, makePolicy, refusedUrl } from "./Ssrf.js"
 import { nowMillis } from "./time.js"
 import { traced } from "./tracing.js"
@@ -255,7 +255,7 @@ const readCapped = async (body: Dispatcher.ResponseData["body"], max: number): P
 }
 
 export const make = Effect.gen(function* () {
-  const config = yield* GatewayConfig
+  const config = yield* ProvidersConfig
   const policy = makePolicy(config.ssrfAllow)
   const agent = (options: Agent.Options) =>
     Effect.acquireRelease(Effect.sync(() => new Agent(options)), (a) => Effect.promise(() => a.close()))
@@ -274,7 +274,7 @@ export const make = Effect.gen(function* () {
     })
 
   const exchange = (request: UpstreamRequest, hop: Hop, deadline: Deadline, remainingMs: number) => {
-    const max = request.maxBytes ?? config.providerMaxResponseBytes
+    const max = request.maxBytes ?? config.maxResponseBytes
     const url = hop.url
     const parsed = new URL(url)
     const body = hop.json === undefined ? undefined : JSON.stringify(hop.json)
@@ -417,7 +417,7 @@ export const make = Effect.gen(function* () {
 
   const request = (request: UpstreamRequest): Effect.Effect<UpstreamResponse, ProviderError> =>
     Effect.gen(function* () {
-      const timeoutMs = request.timeoutMs ?? config.providerTimeoutMs
+      const timeoutMs = request.timeoutMs ?? config.timeoutMs
       const now = yield* nowMillis
       const call = yield* CallDeadline
       const own = now + timeoutMs

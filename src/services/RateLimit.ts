@@ -8,7 +8,7 @@ import * as RateLimiter from "@effect/experimental/RateLimiter"
 import * as RateLimiterRedis from "@effect/experimental/RateLimiter/Redis"
 import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import { RateLimitExceeded, type RateLimitState } from "../domain/errors.js"
-import { GatewayConfig } from "./GatewayConfig.js"
+import { ServerConfig } from "../config.js"
 import type { Caller, KeyRateLimit } from "./KeyStore.js"
 import { nowMillis } from "./time.js"
 
@@ -23,7 +23,7 @@ export class RateLimit extends Context.Tag("RateLimit")<RateLimit, {
 const STORE_WARNING_INTERVAL_MS = 10_000
 
 export const make = Effect.gen(function* () {
-  const config = yield* GatewayConfig
+  const config = yield* ServerConfig
   const limiter = yield* RateLimiter.RateLimiter
   const defaults: KeyRateLimit | null = config.rateLimitPerSecond > 0
     ? { perSecond: config.rateLimitPerSecond, burst: Math.max(config.rateLimitBurst, config.rateLimitPerSecond, 1) }
@@ -78,7 +78,7 @@ export const make = Effect.gen(function* () {
 
 /** Redis when `REDIS_URL` is set, else memory. */
 const StoreLive = Layer.unwrapEffect(
-  Effect.map(GatewayConfig, (config) =>
+  Effect.map(ServerConfig, (config) =>
     Option.match(config.redisUrl, {
       onNone: () => RateLimiter.layerStoreMemory,
       onSome: (url) => {

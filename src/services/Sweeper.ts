@@ -5,7 +5,7 @@
  */
 import { Duration, Effect, Layer, Schedule } from "effect"
 import { Artifacts } from "./Artifacts.js"
-import { GatewayConfig } from "./GatewayConfig.js"
+import { LedgerConfig } from "../config.js"
 import { Idempotency } from "./Idempotency.js"
 import { Ledger } from "./Ledger.js"
 
@@ -21,7 +21,7 @@ export const sweepOnce = Effect.gen(function* () {
 
 export const SweeperLive = Layer.scopedDiscard(
   Effect.gen(function* () {
-    const config = yield* GatewayConfig
+    const config = yield* LedgerConfig
     if (config.sweepIntervalMs <= 0) return
     yield* sweepOnce.pipe(
       Effect.catchAllCause((cause) => Effect.logWarning("sweep failed", cause)),

@@ -3,7 +3,7 @@
 // Prints one JSON line: how each call ended and how long it took.
 import * as Http from "node:http"
 import { Effect, Layer } from "effect"
-import { GatewayConfig, ProviderClient } from "../../dist/index.js"
+import { configLayer, ProviderClient } from "../../dist/index.js"
 import { ProviderClientLive } from "../../dist/services/ProviderClient.js"
 
 const server = Http.createServer((_req, res) => {
@@ -21,7 +21,7 @@ const outcomes = await Effect.runPromise(
       client.request({ provider: "stall", method: "GET", url: `http://127.0.0.1:${port}/`, idempotent: true, timeoutMs: 300 }).pipe(
         Effect.match({ onFailure: (e) => e._tag, onSuccess: () => "answered" })
       ), { concurrency: 10 })
-  ).pipe(Effect.provide(ProviderClientLive.pipe(Layer.provide(GatewayConfig.layerWith({ providerTimeoutMs: 300 })))))
+  ).pipe(Effect.provide(ProviderClientLive.pipe(Layer.provide(configLayer({ providers: { timeoutMs: 300 } })))))
 )
 clearInterval(collector)
 console.log(JSON.stringify({ outcomes, ms: Math.round(performance.now() - started) }))

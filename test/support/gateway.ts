@@ -12,7 +12,7 @@ import * as Http from "node:http"
 import { HttpServerLive } from "../../src/http/server.js"
 import { TracingLive } from "../../src/services/Observability.js"
 import { ServicesLive } from "../../src/layers.js"
-import { GatewayConfig, type GatewayConfigShape } from "../../src/services/GatewayConfig.js"
+import { type ConfigOverrides, configLayer, type GatewayConfigs } from "../../src/config.js"
 import { KeyStore } from "../../src/services/KeyStore.js"
 import { Ledger } from "../../src/services/Ledger.js"
 import { exa, EXA_KEY } from "../upstreams/exa.js"
@@ -109,46 +109,47 @@ export const TestUpstreamsLive = Layer.scoped(
   })
 )
 
-/** The configuration of a test gateway: every provider pointed at its fake upstream. */
-export const testConfig = (u: Upstreams, overrides: Partial<GatewayConfigShape> = {}): GatewayConfigShape =>
-  GatewayConfig.make({
-    port: 0,
-    host: "127.0.0.1",
-    providerTimeoutMs: 1_500,
-    sweepIntervalMs: 0,
-    rateLimitPerSecond: 0,
+const some = (key: string) => Option.some(Redacted.make(key))
+const at = (url: string) => ({ baseUrl: url, apiKey: Option.none() })
+
+/** The configuration of a test gateway: every provider pointed at its fake upstream, and `overrides`. */
+export const testConfig = (u: Upstreams, overrides: ConfigOverrides = {}): ConfigOverrides => ({
+  server: { port: 0, host: "127.0.0.1", rateLimitPerSecond: 0, dataDir: u.dataDir, bootstrap: false, ...overrides.server },
+  ledger: { sweepIntervalMs: 0, ...overrides.ledger },
+  providers: {
+    timeoutMs: 1_500,
     ssrfAllow: [PAGES_HOST],
-    providers: {
-      alpha: { baseUrl: u.exa.url, apiKey: Option.some(Redacted.make(EXA_KEY)) },
-      betaRead: { baseUrl: u.jina.url, apiKey: Option.some(Redacted.make(JINA_KEY)) },
-      betaSearch: { baseUrl: u.jina.url, apiKey: Option.some(Redacted.make(JINA_KEY)) },
-      gamma: { baseUrl: u.firecrawl.url, apiKey: Option.some(Redacted.make(FIRECRAWL_KEY)) },
-      xi: { baseUrl: u.tmdb.url, apiKey: Option.some(Redacted.make(TMDB_TOKEN)) },
-      weather: u.openMeteo.url,
-      geocoding: u.openMeteo.url,
-      appstore: u.itunes.url,
-      delta: u.bluesky.url,
-      zeta: u.graph.url,
-      eta: u.monkeytype.url,
-      theta: u.trakt.url,
-      iota: u.render.url,
-      kappa: u.polar.url,
-      lambda: u.resend.url,
-      mu: u.notion.url,
-      nu: u.github.url
-    },
-    identity: {
-      ...GatewayConfig.defaults.identity,
-      firebaseProjectId: Option.some(FIREBASE_PROJECT),
-      firebaseJwksUrl: u.jwks.url,
-      devIssuer: true,
-      jwksCooldownMs: 0
-    },
-    encryptionKey: Option.some(Redacted.make(TEST_ENCRYPTION_KEY)),
-    dataDir: u.dataDir,
-    bootstrap: false,
-    ...overrides
-  })
+    ...overrides.providers,
+    endpoints: {
+      alpha: { baseUrl: u.exa.url, apiKey: some(EXA_KEY) },
+      betaRead: { baseUrl: u.jina.url, apiKey: some(JINA_KEY) },
+      betaSearch: { baseUrl: u.jina.url, apiKey: some(JINA_KEY) },
+      gamma: { baseUrl: u.firecrawl.url, apiKey: some(FIRECRAWL_KEY) },
+      xi: { baseUrl: u.tmdb.url, apiKey: some(TMDB_TOKEN) },
+      weather: at(u.openMeteo.url),
+      geocoding: at(u.openMeteo.url),
+      appstore: at(u.itunes.url),
+      delta: at(u.bluesky.url),
+      zeta: at(u.graph.url),
+      eta: at(u.monkeytype.url),
+      theta: at(u.trakt.url),
+      iota: at(u.render.url),
+      kappa: at(u.polar.url),
+      lambda: at(u.resend.url),
+      mu: at(u.notion.url),
+      nu: at(u.github.url),
+      ...overrides.providers?.endpoints
+    }
+  },
+  identity: {
+    firebaseProjectId: Option.some(FIREBASE_PROJECT),
+    firebaseJwksUrl: u.jwks.url,
+    devIssuer: true,
+    jwksCooldownMs: 0,
+    encryptionKey: some(TEST_ENCRYPTION_KEY),
+    ...overrides.identity
+  }
+})
 
 /**
  * Every log line of the test run's gateways, JSON-formatted, kept in memory (tests assert on them);
@@ -167,24 +168,24 @@ export const CapturingLoggerLive = Logger.replace(
   })
 )
 
-const servicesWith = <ROut>(overrides: Partial<GatewayConfigShape>, tracing: Layer.Layer<ROut, never, GatewayConfig>) =>
+const servicesWith = <ROut>(overrides: ConfigOverrides, tracing: Layer.Layer<ROut, never, GatewayConfigs>) =>
   ServicesLive.pipe(
     Layer.provideMerge(TestDatabaseLive),
     Layer.provideMerge(tracing),
     Layer.provideMerge(CapturingLoggerLive),
-    Layer.provideMerge(Layer.effect(GatewayConfig, Effect.map(TestUpstreams, (u) => testConfig(u, overrides)))),
+    Layer.provideMerge(Layer.unwrapEffect(Effect.map(TestUpstreams, (u) => configLayer(testConfig(u, overrides))))),
     Layer.provideMerge(TestUpstreamsLive)
   )
 
 /** Services and database only (no HTTP), for in-process tests. */
-export const servicesLayer = (overrides: Partial<GatewayConfigShape> = {}) => servicesWith(overrides, TracingLive)
+export const servicesLayer = (overrides: ConfigOverrides = {}) => servicesWith(overrides, TracingLive)
 
 /** The whole gateway over HTTP on a free port. */
-export const gatewayLayer = (overrides: Partial<GatewayConfigShape> = {}) =>
+export const gatewayLayer = (overrides: ConfigOverrides = {}) =>
   HttpServerLive.pipe(Layer.provideMerge(servicesLayer(overrides)))
 
 /** The whole gateway with its own tracing layer (an in-memory exporter, say) in place of the configured one. */
-export const gatewayLayerTracedBy = <ROut>(tracing: Layer.Layer<ROut, never, GatewayConfig>, overrides: Partial<GatewayConfigShape> = {}) =>
+export const gatewayLayerTracedBy = <ROut>(tracing: Layer.Layer<ROut, never, GatewayConfigs>, overrides: ConfigOverrides = {}) =>
   HttpServerLive.pipe(Layer.provideMerge(servicesWith(overrides, tracing)))
 
 export const baseUrl = Effect.map(HttpServer.HttpServer, (server) => {

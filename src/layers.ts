@@ -19,13 +19,14 @@ import { LeasesLive } from "./services/Leases.js"
 import { LedgerLive } from "./services/Ledger.js"
 import { PricingLive } from "./services/Pricing.js"
 import { ProviderClientLive } from "./services/ProviderClient.js"
+import { ProviderRegistryLive } from "./services/ProviderRegistry.js"
 import { MetricsExporterLive, TracingLive } from "./services/Observability.js"
 import { RateLimitLive } from "./services/RateLimit.js"
 import { SweeperLive } from "./services/Sweeper.js"
 
 /** The services over an existing database connection (`SqlClient`). */
 export const ServicesLive = GatewayServiceLive.pipe(
-  Layer.provideMerge(Layer.mergeAll(IdempotencyLive, MembersLive)),
+  Layer.provideMerge(Layer.mergeAll(IdempotencyLive, MembersLive, ProviderRegistryLive)),
   Layer.provideMerge(Layer.mergeAll(ConnectionsLive, IdentityLive)),
   Layer.provideMerge(
     Layer.mergeAll(

@@ -4,6 +4,7 @@
  */
 import type { Schema } from "effect"
 import type { AccountProvider, Credentials } from "./connections.js"
+import type { CredentialRequired } from "./errors.js"
 import type { Price } from "./pricing.js"
 import * as S from "./schemas.js"
 
@@ -44,6 +45,13 @@ export interface ToolDef<
   readonly beta: boolean
   /** Reads are safe to retry upstream; writes are never sent twice. */
   readonly effect: "read" | "write"
+  /**
+   * A write that changes or removes what exists (a post replaces nothing, but it publishes; a delete removes);
+   * false for writes that only add (a like, usage events). Reads are never destructive.
+   */
+  readonly destructive: boolean
+  /** Doing it twice changes nothing more than doing it once (every read; a delete; an update to the same values). */
+  readonly idempotent: boolean
   readonly price: Price
   /** Units the reservation must cover for this input (results or characters; 1 for per-call prices). */
   readonly maxUnits: (input: I) => number
@@ -83,6 +91,10 @@ const providerTool = <
     readonly account: Account
     readonly effect: "read" | "write"
     readonly beta?: boolean
+    /** A write that only adds (see `ToolDef.destructive`). */
+    readonly additive?: boolean
+    /** A write whose repetition changes nothing more (see `ToolDef.idempotent`). */
+    readonly idempotent?: boolean
     /** Per-result pricing: the results this input may ask for. */
     readonly maxResults?: (input: I) => number
     readonly results?: (output: O) => number
@@ -97,6 +109,8 @@ const providerTool = <
     account: options.account,
     beta: options.beta ?? false,
     effect: options.effect,
+    destructive: options.effect === "write" && options.additive !== true,
+    idempotent: options.effect === "read" || options.idempotent === true,
     price: options.maxResults === undefined ? { unit: "call", credits: 1 } : { unit: "results", credits: 1, per: 10, min: 1 },
     maxUnits: options.maxResults ?? one,
     units: options.results ?? one
@@ -115,6 +129,8 @@ export const tools = {
     account: false,
     beta: false,
     effect: "read",
+    destructive: false,
+    idempotent: true,
     price: { unit: "results", credits: 1, per: 10, min: 1 },
     maxUnits: (i) => i.max_results ?? DEFAULT_MAX_RESULTS,
     units: (o) => o.results.length
@@ -128,6 +144,8 @@ export const tools = {
     account: false,
     beta: false,
     effect: "read",
+    destructive: false,
+    idempotent: true,
     price: { unit: "chars", credits: 1, per: 20_000, min: 1 },
     maxUnits: (i) => i.max_chars ?? DEFAULT_MAX_CHARS,
     units: (o) => o.chars
@@ -141,6 +159,8 @@ export const tools = {
     account: false,
     beta: false,
     effect: "read",
+    destructive: false,
+    idempotent: true,
     price: { unit: "call", credits: 1 },
     maxUnits: one,
     units: one
@@ -154,6 +174,8 @@ export const tools = {
     account: false,
     beta: false,
     effect: "read",
+    destructive: false,
+    idempotent: true,
     price: { unit: "call", credits: 1 },
     maxUnits: one,
     units: one
@@ -180,7 +202,7 @@ export const tools = {
   }),
   xi_movie: providerTool("xi_movie", "Xi movie details", S.XiMovieInput, S.XiMovieOutput, "xi", { account: false, effect: "read" }),
   delta_post: providerTool("delta_post", "Publish a post", S.DeltaPostInput, S.RecordOutput, "delta", { account: true, effect: "write" }),
-  delta_like: providerTool("delta_like", "Like a post", S.DeltaLikeInput, S.RecordOutput, "delta", { account: true, effect: "write" }),
+  delta_like: providerTool("delta_like", "Like a post", S.DeltaLikeInput, S.RecordOutput, "delta", { account: true, effect: "write", additive: true }),
   epsilon_request: providerTool("epsilon_request", "Generic REST request", S.EpsilonRequestInput, S.EpsilonRequestOutput, "epsilon", {
     account: true,
     effect: "write"
@@ -197,21 +219,25 @@ export const tools = {
   iota_delete_service: providerTool("iota_delete_service", "Delete a service", S.IotaDeleteServiceInput, S.IotaDeleteServiceOutput, "iota", {
     account: true,
     effect: "write",
+    idempotent: true,
     beta: true
   }),
   kappa_delete_benefit: providerTool("kappa_delete_benefit", "Delete a benefit", S.KappaDeleteBenefitInput, S.KappaDeleteBenefitOutput, "kappa", {
     account: true,
     effect: "write",
+    idempotent: true,
     beta: true
   }),
   kappa_ingest_events: providerTool("kappa_ingest_events", "Ingest events", S.KappaIngestEventsInput, S.KappaIngestEventsOutput, "kappa", {
     account: true,
     effect: "write",
+    additive: true,
     beta: true
   }),
   lambda_update_broadcast: providerTool("lambda_update_broadcast", "Update a broadcast", S.LambdaUpdateBroadcastInput, S.LambdaUpdateBroadcastOutput, "lambda", {
     account: true,
-    effect: "write"
+    effect: "write",
+    idempotent: true
   }),
   lambda_batch_emails: providerTool("lambda_batch_emails", "Send a batch of emails", S.LambdaBatchEmailsInput, S.LambdaBatchEmailsOutput, "lambda", {
     account: true,
@@ -224,7 +250,6 @@ export const tools = {
 
 export type Tools = typeof tools
 export type ToolName = keyof Tools
-export type AnyTool = Tools[ToolName]
 export type ToolInput<T extends ToolName> = Schema.Schema.Type<Tools[T]["input"]>
 export type ToolInputEncoded<T extends ToolName> = Schema.Schema.Encoded<Tools[T]["input"]>
 export type ToolOutput<T extends ToolName> = Schema.Schema.Type<Tools[T]["output"]>
@@ -244,8 +269,10 @@ export type Catalog = {
 }
 export const catalog: Catalog = tools
 export type AccountToolName = { [K in ToolName]: Tools[K]["account"] extends true ? K : never }[ToolName]
-export type CuratedToolName = "search" | "read" | "weather" | "mobile_app_search"
 export type ProviderOf<T extends ToolName> = Tools[T]["provider"]
+
+/** What a missing connection adds to a tool's errors: `credential_required`, for account tools only. */
+export type ConnectionError<T extends ToolName> = T extends AccountToolName ? CredentialRequired : never
 
 /** The connection credentials an account tool runs with; `undefined` for every other tool. */
 export type CredentialFor<T extends ToolName> = T extends AccountToolName
@@ -256,17 +283,4 @@ export const toolNames: ReadonlyArray<ToolName> = Object.keys(tools).filter(isTo
 
 export function isToolName(name: string): name is ToolName {
   return Object.hasOwn(tools, name)
-}
-
-/**
- * A tool seen without its precise types: what the generic parts of the pipeline (reservation, settlement,
- * idempotency) need. Each entry of the catalog is one of these.
- */
-export interface ToolMeta {
-  readonly name: ToolName
-  readonly provider: ProviderName | "curated"
-  readonly account: boolean
-  readonly beta: boolean
-  readonly effect: "read" | "write"
-  readonly price: Price
 }

@@ -5,15 +5,14 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect } from "effect"
 import { catalog, toolNames } from "../domain/tools.js"
-import { isConfigured } from "../providers/index.js"
-import { ProvidersConfig } from "../config.js"
+import { ProviderRegistry } from "../services/ProviderRegistry.js"
 import { Pricing } from "../services/Pricing.js"
 import { Api } from "./Api.js"
 import { jsonSchemaOf } from "./jsonSchema.js"
 
 export const CatalogLive = HttpApiBuilder.group(Api, "catalog", (handlers) =>
   Effect.gen(function* () {
-    const config = yield* ProvidersConfig
+    const providers = yield* ProviderRegistry
     const pricing = yield* Pricing
     // The list only changes with the configuration: built once.
     const data = toolNames.map((name) => {
@@ -26,7 +25,7 @@ export const CatalogLive = HttpApiBuilder.group(Api, "catalog", (handlers) =>
         account: def.account,
         beta: def.beta,
         effect: def.effect,
-        configured: isConfigured(name, config),
+        configured: providers.configured(name),
         price,
         input_schema: jsonSchemaOf(def.input.ast),
         output_schema: jsonSchemaOf(def.output.ast)

@@ -28,11 +28,11 @@ import {
 } from "../domain/errors.js"
 import type { Price } from "../domain/pricing.js"
 import { catalog, isToolName, type ToolName, toolNames } from "../domain/tools.js"
-import { isConfigured } from "../providers/index.js"
+import { ProviderRegistry } from "../services/ProviderRegistry.js"
 import { type ArtifactRef, Artifacts } from "../services/Artifacts.js"
 import { Betas } from "../services/Betas.js"
 import { Connections } from "../services/Connections.js"
-import { ProvidersConfig, ServerConfig } from "../config.js"
+import { ServerConfig } from "../config.js"
 import { Gateway, type Outcome } from "../services/Gateway.js"
 import type { Caller } from "../services/KeyStore.js"
 import { Pricing } from "../services/Pricing.js"
@@ -48,11 +48,6 @@ const describePrice = (price: Price) =>
   price.unit === "call"
     ? `${price.credits} credit${price.credits === 1 ? "" : "s"} per call`
     : `${price.credits} credit per ${price.per} ${price.unit === "results" ? "results" : "characters"} (at least ${price.min})`
-
-/** Writes that only add (a like, usage events): nothing existing is changed or removed. */
-const ADDITIVE: ReadonlySet<ToolName> = new Set(["delta_like", "kappa_ingest_events"])
-/** Writes whose repetition changes nothing more (a delete, an update to the same values). */
-const IDEMPOTENT_WRITES: ReadonlySet<ToolName> = new Set(["iota_delete_service", "kappa_delete_benefit", "lambda_update_broadcast"])
 
 /** The JSON-RPC error MCP gives for a resource that does not exist. */
 const RESOURCE_NOT_FOUND = -32002
@@ -96,8 +91,8 @@ const toolDescriptions = (pricing: typeof Pricing.Service) =>
       annotations: {
         title: def.summary,
         readOnlyHint: def.effect === "read",
-        destructiveHint: def.effect === "write" && !ADDITIVE.has(name),
-        idempotentHint: def.effect === "read" || IDEMPOTENT_WRITES.has(name),
+        destructiveHint: def.destructive,
+        idempotentHint: def.idempotent,
         openWorldHint: true
       }
     }]
@@ -167,7 +162,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
     const connections = yield* Connections
     const artifacts = yield* Artifacts
     const pricing = yield* Pricing
-    const config = yield* ProvidersConfig
+    const providers = yield* ProviderRegistry
     const { maxBodyBytes } = yield* ServerConfig
     const runtime = yield* Effect.runtime<never>()
     const run = Runtime.runPromise(runtime)
@@ -184,7 +179,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
         const connected = new Set((yield* connections.list(caller.orgId)).map((c) => c.provider))
         return toolNames.filter((name) => {
           const def = catalog[name]
-          return isConfigured(name, config) &&
+          return providers.configured(name) &&
             (!def.beta || enabledBetas.includes(name)) &&
             (!def.account || connected.has(def.provider)) &&
             (caller.allowedTools === null || caller.allowedTools.includes(name))

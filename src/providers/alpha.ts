@@ -53,6 +53,7 @@ const search = (body: Readonly<Record<string, unknown>>) =>
 
 /** `alpha_search`: the input is Exa's request body, extra properties included. */
 export const alphaSearch: ProviderTool<ToolInput<"alpha_search">, undefined, ToolOutput<"alpha_search">> = {
+  configured: isConfigured,
   fetch: (input) => search(input),
   normalize: (_input, raw) =>
     Effect.map(decodeUpstream(PROVIDER, ExaSearchAnswer, "alpha_search")(raw.body), (answer) => ({
@@ -75,6 +76,7 @@ export const alphaSearch: ProviderTool<ToolInput<"alpha_search">, undefined, Too
 
 /** The curated `search` on alpha. */
 export const curatedSearch: ProviderTool<ToolInput<"search">, undefined, ToolOutput<"search">> = {
+  configured: isConfigured,
   fetch: (input) =>
     search({
       query: input.query,

@@ -84,6 +84,7 @@ const read = (url: string, format: string | undefined) =>
 
 /** `beta_search`: the input is Jina's search body, extra properties included. */
 export const betaSearch: ProviderTool<ToolInput<"beta_search">, undefined, ToolOutput<"beta_search">> = {
+  configured: isConfigured,
   fetch: (input) => search(input, true),
   normalize: (_input, raw) =>
     Effect.map(decodeUpstream(PROVIDER, JinaSearchAnswer, "beta_search")(raw.body), (answer) => ({
@@ -108,6 +109,7 @@ const ShotUrl = Schema.Struct({
  * screenshot or pageshot is kept as an artifact.
  */
 export const betaRead: ProviderTool<ToolInput<"beta_read">, undefined, ToolOutput<"beta_read">> = {
+  configured: (config) => Option.isSome(config.endpoints.betaRead.apiKey),
   fetch: (input) =>
     Effect.gen(function* () {
       const raw = yield* read(input.url, input.format)
@@ -131,6 +133,7 @@ export const betaRead: ProviderTool<ToolInput<"beta_read">, undefined, ToolOutpu
 }
 
 export const curatedSearch: ProviderTool<ToolInput<"search">, undefined, ToolOutput<"search">> = {
+  configured: isConfigured,
   fetch: (input) => search({ q: input.query, num: input.max_results ?? DEFAULT_MAX_RESULTS }, false),
   normalize: (input, raw) =>
     Effect.map(decodeUpstream(PROVIDER, JinaSearchAnswer, "search")(raw.body), (answer) => ({
@@ -146,6 +149,7 @@ export const curatedSearch: ProviderTool<ToolInput<"search">, undefined, ToolOut
 }
 
 export const curatedRead: ProviderTool<ToolInput<"read">, undefined, ToolOutput<"read">> = {
+  configured: isConfigured,
   fetch: (input) => read(input.url, "markdown"),
   normalize: (input, raw) =>
     Effect.map(decodeUpstream(PROVIDER, JinaReadAnswer, "read")(raw.body), ({ data }) => {

@@ -61,6 +61,8 @@ export interface ProviderTool<I, C, O> {
   readonly check?: (input: I, credentials: C, config: typeof ProvidersConfig.Service) => Effect.Effect<void, UrlNotAllowed | InvalidRequest>
   readonly fetch: (input: I, credentials: C) => ProviderEffect<Raw>
   readonly normalize: Normalize<I, O>
+  /** Whether this gateway can run it (the operator's key is configured); undefined: always. */
+  readonly configured?: (config: typeof ProvidersConfig.Service) => boolean
 }
 
 /**

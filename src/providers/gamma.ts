@@ -62,6 +62,7 @@ const Screenshot = Schema.Struct({ data: Schema.Struct({ screenshot: Schema.Stri
 
 /** `gamma_scrape`: the input is Firecrawl's scrape body, extra properties included; a screenshot is kept as an artifact. */
 export const gammaScrape: ProviderTool<ToolInput<"gamma_scrape">, undefined, ToolOutput<"gamma_scrape">> = {
+  configured: isConfigured,
   fetch: (input) =>
     Effect.gen(function* () {
       const raw = yield* post("/v1/scrape", input)
@@ -89,6 +90,7 @@ export const gammaScrape: ProviderTool<ToolInput<"gamma_scrape">, undefined, Too
 
 /** `gamma_search`: the input is Firecrawl's search body, extra properties included. */
 export const gammaSearch: ProviderTool<ToolInput<"gamma_search">, undefined, ToolOutput<"gamma_search">> = {
+  configured: isConfigured,
   fetch: (input) => post("/v1/search", input),
   normalize: (_input, raw) =>
     Effect.map(decodeUpstream(PROVIDER, FirecrawlSearchAnswer, "gamma_search")(raw.body), (answer) => ({
@@ -103,6 +105,7 @@ export const gammaSearch: ProviderTool<ToolInput<"gamma_search">, undefined, Too
 }
 
 export const curatedSearch: ProviderTool<ToolInput<"search">, undefined, ToolOutput<"search">> = {
+  configured: isConfigured,
   fetch: (input) => post("/v1/search", { query: input.query, limit: input.max_results ?? DEFAULT_MAX_RESULTS }),
   normalize: (input, raw) =>
     Effect.map(decodeUpstream(PROVIDER, FirecrawlSearchAnswer, "search")(raw.body), (answer) => ({
@@ -126,6 +129,7 @@ const ScrapedMarkdown = Schema.Struct({
 })
 
 export const curatedRead: ProviderTool<ToolInput<"read">, undefined, ToolOutput<"read">> = {
+  configured: isConfigured,
   fetch: (input) => post("/v1/scrape", { url: input.url, formats: ["markdown"], onlyMainContent: true }),
   normalize: (input, raw) =>
     Effect.map(decodeUpstream(PROVIDER, ScrapedMarkdown, "read")(raw.body), ({ data }) => {

@@ -3,16 +3,25 @@
  * operator's order (`SEARCH_PROVIDERS`, `READ_PROVIDERS`) and move to the next one on a retryable failure;
  * the answer names the provider. Every tool is a raw call (`POST /v1/run`) and its normalization.
  */
-import { Effect, Option } from "effect"
-import { type InvalidRequest, ProviderNotConfigured, UrlNotAllowed } from "../domain/errors.js"
-import { catalog, type CredentialFor, type ToolInput, type ToolName, type ToolOutput } from "../domain/tools.js"
+import { Effect } from "effect"
 import { ProvidersConfig } from "../config.js"
-import type { HtmlConverter } from "../services/HtmlConverter.js"
+import type { AccountProvider, Credentials } from "../domain/connections.js"
+import { type CredentialRequired, ProviderNotConfigured, UrlNotAllowed } from "../domain/errors.js"
+import type { OrgId } from "../domain/ids.js"
+import {
+  type AccountToolName,
+  type ConnectionError,
+  type CredentialFor,
+  type ToolInput,
+  type ToolName,
+  type ToolOutput
+} from "../domain/tools.js"
+import type { Connections } from "../services/Connections.js"
 import { makePolicy, refusedUrl } from "../services/Ssrf.js"
 import * as Alpha from "./alpha.js"
 import * as AppStore from "./appstore.js"
 import * as Beta from "./beta.js"
-import type { Answered, ProviderCallError, ProviderEffect, ProviderTool, Raw } from "./common.js"
+import type { ProviderCallError, ProviderEffect, ProviderTool, Raw } from "./common.js"
 import * as Delta from "./delta.js"
 import * as Epsilon from "./epsilon.js"
 import * as Eta from "./eta.js"
@@ -30,7 +39,7 @@ import * as Zeta from "./zeta.js"
 
 export type { Answered, ProviderCallError, ProviderEffect, Raw } from "./common.js"
 
-type Implementation<T extends ToolName> = ProviderTool<ToolInput<T>, CredentialFor<T>, ToolOutput<T>>
+export type Implementation<T extends ToolName> = ProviderTool<ToolInput<T>, CredentialFor<T>, ToolOutput<T>>
 type Config = typeof ProvidersConfig.Service
 
 /**
@@ -43,10 +52,13 @@ const movesOn = (e: ProviderCallError) =>
   e._tag === "ProviderCredentialRejected" ||
   (e._tag === "ProviderRejected" && (e.upstreamStatus === 401 || e.upstreamStatus === 403))
 
-interface Candidate<I, O> {
-  readonly configured: (config: Config) => boolean
-  readonly tool: ProviderTool<I, undefined, O>
-}
+
+/** Whether a provider tool can run on this gateway (no predicate: always). */
+export const configured = (
+  tool: { readonly configured?: ((config: Config) => boolean) | undefined } | undefined,
+  config: Config
+): boolean =>
+  tool !== undefined && (tool.configured === undefined || tool.configured(config))
 
 /**
  * A curated tool over several providers: the configured ones, in the operator's order, each tried only
@@ -55,10 +67,11 @@ interface Candidate<I, O> {
 const fallback = <I, O>(
   name: string,
   order: (config: Config) => ReadonlyArray<string>,
-  candidates: Readonly<Record<string, Candidate<I, O>>>,
+  candidates: Readonly<Record<string, ProviderTool<I, undefined, O>>>,
   check?: (input: I, credentials: undefined, config: Config) => Effect.Effect<void, UrlNotAllowed>
 ): ProviderTool<I, undefined, O> => ({
   ...(check !== undefined ? { check } : {}),
+  configured: (config) => order(config).some((provider) => configured(candidates[provider], config)),
   fetch: (input) =>
     Effect.gen(function* () {
       const config = yield* ProvidersConfig
@@ -66,7 +79,7 @@ const fallback = <I, O>(
       const named = order(config)
       const usable = named.flatMap((provider) => {
         const c = candidates[provider]
-        return c !== undefined && c.configured(config) ? [c.tool.fetch(input, undefined)] : []
+        return c !== undefined && configured(c, config) ? [c.fetch(input, undefined)] : []
       })
       const [first, ...rest] = usable
       if (first === undefined) {
@@ -78,25 +91,23 @@ const fallback = <I, O>(
     }),
   normalize: (input, raw) => {
     const c = candidates[raw.provider]
-    return c === undefined ? Effect.dieMessage(`no ${name} normalization for ${raw.provider}`) : c.tool.normalize(input, raw)
+    return c === undefined ? Effect.dieMessage(`no ${name} normalization for ${raw.provider}`) : c.normalize(input, raw)
   }
 })
 
-const always = () => true
-
 export const search = fallback<ToolInput<"search">, ToolOutput<"search">>("search", (c) => c.searchProviders, {
-  alpha: { configured: Alpha.isConfigured, tool: Alpha.curatedSearch },
-  beta: { configured: Beta.isConfigured, tool: Beta.curatedSearch },
-  gamma: { configured: Gamma.isConfigured, tool: Gamma.curatedSearch }
+  alpha: Alpha.curatedSearch,
+  beta: Beta.curatedSearch,
+  gamma: Gamma.curatedSearch
 })
 
 export const read = fallback<ToolInput<"read">, ToolOutput<"read">>(
   "read",
   (c) => c.readProviders,
   {
-    builtin: { configured: always, tool: Reader.builtinRead },
-    beta: { configured: Beta.isConfigured, tool: Beta.curatedRead },
-    gamma: { configured: Gamma.isConfigured, tool: Gamma.curatedRead }
+    builtin: Reader.builtinRead,
+    beta: Beta.curatedRead,
+    gamma: Gamma.curatedRead
   },
   // The caller's URL is checked once, whichever provider fetches it: before the reservation, and again here
   // for library callers of the provider layer.
@@ -106,99 +117,47 @@ export const read = fallback<ToolInput<"read">, ToolOutput<"read">>(
   }
 )
 
-export const implementations: { readonly [K in ToolName]: Implementation<K> } = {
-  search,
-  read,
-  weather: Weather.weather,
-  mobile_app_search: AppStore.mobileAppSearch,
-  alpha_search: Alpha.alphaSearch,
-  beta_read: Beta.betaRead,
-  beta_search: Beta.betaSearch,
-  gamma_scrape: Gamma.gammaScrape,
-  gamma_search: Gamma.gammaSearch,
-  xi_movie: Xi.xiMovie,
-  delta_post: Delta.post,
-  delta_like: Delta.like,
-  epsilon_request: Epsilon.request,
-  zeta_request: Zeta.zetaRequest,
-  eta_personal_bests: Eta.etaPersonalBests,
-  theta_ratings: Theta.thetaRatings,
-  iota_delete_service: Iota.iotaDeleteService,
-  kappa_delete_benefit: Kappa.kappaDeleteBenefit,
-  kappa_ingest_events: Kappa.kappaIngestEvents,
-  lambda_update_broadcast: Lambda.lambdaUpdateBroadcast,
-  lambda_batch_emails: Lambda.lambdaBatchEmails,
-  mu_database: Mu.muDatabase,
-  nu_account: Nu.nuAccount
-}
+/** Needs no connection: the operator's key (if any) is in the configuration. */
+const noConnection = (): Effect.Effect<undefined> => Effect.succeed(undefined)
 
-/** What the tool's provider refuses from the input alone, before any credit is reserved. */
-export const preflight = <T extends ToolName>(
-  tool: T,
-  input: ToolInput<T>,
-  credentials: CredentialFor<T>,
-  config: Config
-): Effect.Effect<void, UrlNotAllowed | InvalidRequest> => {
-  const impl: Implementation<T> = implementations[tool]
-  return impl.check === undefined ? Effect.void : impl.check(input, credentials, config)
-}
+/** Runs on the org's own account at `provider`: its connection's credentials, or `credential_required`. */
+const connection =
+  <P extends AccountProvider>(tool: AccountToolName, provider: P) =>
+  (connections: typeof Connections.Service, orgId: OrgId): Effect.Effect<Credentials[P], CredentialRequired> =>
+    connections.credentials(orgId, provider, tool)
 
-/** Call a tool's provider(s) and normalize the answer. */
-export const callProvider = <T extends ToolName>(
-  tool: T,
-  input: ToolInput<T>,
-  credentials: CredentialFor<T>
-): ProviderEffect<Answered<ToolOutput<T>>> => {
-  const impl: Implementation<T> = implementations[tool]
-  return Effect.flatMap(impl.fetch(input, credentials), (raw) =>
-    Effect.map(impl.normalize(input, raw), (output) => ({ provider: raw.provider, output })))
-}
-
-/** Call a tool's provider(s) and answer the raw upstream answer (`POST /v1/run`). */
-export const callProviderRaw = <T extends ToolName>(
-  tool: T,
-  input: ToolInput<T>,
-  credentials: CredentialFor<T>
-): ProviderEffect<Answered<Raw>> => {
-  const impl: Implementation<T> = implementations[tool]
-  return Effect.map(impl.fetch(input, credentials), (raw) => ({ provider: raw.provider, output: raw }))
+/** A tool's binding to its provider: the calls (check, fetch, normalize) and the credentials they run with. */
+export interface Binding<T extends ToolName> {
+  readonly tool: Implementation<T>
+  readonly credentials: (connections: typeof Connections.Service, orgId: OrgId) => Effect.Effect<CredentialFor<T>, ConnectionError<T>>
 }
 
 /**
- * What a raw answer delivered, in the tool's price units: what its normalization would count (results,
- * characters), so that `POST /v1/run` is charged as the tool would be; an answer the tool could not
- * normalize counts nothing (the minimum charge, as for `normalization_failed`).
+ * Every tool of the catalog, bound to its provider. Typed per tool: a tool added to the catalog without a
+ * binding, or with the credentials of another provider, does not compile.
  */
-export const rawUnits = <T extends ToolName>(tool: T, input: ToolInput<T>, raw: Raw): Effect.Effect<number, never, HtmlConverter> => {
-  const impl: Implementation<T> = implementations[tool]
-  const def: { readonly units: (output: ToolOutput<T>) => number } = catalog[tool]
-  return Effect.match(impl.normalize(input, raw), { onFailure: () => 0, onSuccess: (output) => def.units(output) })
-}
-
-/** Whether this gateway can run a tool: its provider is configured (account tools also need the org's connection). */
-export const isConfigured = (tool: ToolName, config: Config): boolean => {
-  switch (tool) {
-    case "search":
-      return config.searchProviders.some((p) =>
-        (p === "alpha" && Alpha.isConfigured(config)) || (p === "beta" && Beta.isConfigured(config)) ||
-        (p === "gamma" && Gamma.isConfigured(config))
-      )
-    case "read":
-      return config.readProviders.some((p) =>
-        p === "builtin" || (p === "beta" && Beta.isConfigured(config)) || (p === "gamma" && Gamma.isConfigured(config))
-      )
-    case "alpha_search":
-      return Alpha.isConfigured(config)
-    case "beta_read":
-      return Option.isSome(config.endpoints.betaRead.apiKey)
-    case "beta_search":
-      return Beta.isConfigured(config)
-    case "gamma_scrape":
-    case "gamma_search":
-      return Gamma.isConfigured(config)
-    case "xi_movie":
-      return Xi.isConfigured(config)
-    default:
-      return true
-  }
+export const bindings: { readonly [K in ToolName]: Binding<K> } = {
+  search: { tool: search, credentials: noConnection },
+  read: { tool: read, credentials: noConnection },
+  weather: { tool: Weather.weather, credentials: noConnection },
+  mobile_app_search: { tool: AppStore.mobileAppSearch, credentials: noConnection },
+  alpha_search: { tool: Alpha.alphaSearch, credentials: noConnection },
+  beta_read: { tool: Beta.betaRead, credentials: noConnection },
+  beta_search: { tool: Beta.betaSearch, credentials: noConnection },
+  gamma_scrape: { tool: Gamma.gammaScrape, credentials: noConnection },
+  gamma_search: { tool: Gamma.gammaSearch, credentials: noConnection },
+  xi_movie: { tool: Xi.xiMovie, credentials: noConnection },
+  delta_post: { tool: Delta.post, credentials: connection("delta_post", "delta") },
+  delta_like: { tool: Delta.like, credentials: connection("delta_like", "delta") },
+  epsilon_request: { tool: Epsilon.request, credentials: connection("epsilon_request", "epsilon") },
+  zeta_request: { tool: Zeta.zetaRequest, credentials: connection("zeta_request", "zeta") },
+  eta_personal_bests: { tool: Eta.etaPersonalBests, credentials: connection("eta_personal_bests", "eta") },
+  theta_ratings: { tool: Theta.thetaRatings, credentials: connection("theta_ratings", "theta") },
+  iota_delete_service: { tool: Iota.iotaDeleteService, credentials: connection("iota_delete_service", "iota") },
+  kappa_delete_benefit: { tool: Kappa.kappaDeleteBenefit, credentials: connection("kappa_delete_benefit", "kappa") },
+  kappa_ingest_events: { tool: Kappa.kappaIngestEvents, credentials: connection("kappa_ingest_events", "kappa") },
+  lambda_update_broadcast: { tool: Lambda.lambdaUpdateBroadcast, credentials: connection("lambda_update_broadcast", "lambda") },
+  lambda_batch_emails: { tool: Lambda.lambdaBatchEmails, credentials: connection("lambda_batch_emails", "lambda") },
+  mu_database: { tool: Mu.muDatabase, credentials: connection("mu_database", "mu") },
+  nu_account: { tool: Nu.nuAccount, credentials: connection("nu_account", "nu") }
 }

@@ -37,6 +37,7 @@ export const isConfigured = (config: typeof ProvidersConfig.Service) => Option.i
 const isJwt = (key: string) => key.split(".").length === 3
 
 export const xiMovie: ProviderTool<ToolInput<"xi_movie">, undefined, ToolOutput<"xi_movie">> = {
+  configured: isConfigured,
   fetch: (input) =>
     Effect.gen(function* () {
       const config = yield* ProvidersConfig

@@ -9,7 +9,6 @@
 import { Cause, Context, Effect, Exit, Layer, Metric, Option, Redacted, Schema } from "effect"
 import {
   BetaUnavailable,
-  CredentialRequired,
   envelope,
   IdempotencyKeyReused,
   IdempotencyReplayUnavailable,
@@ -30,17 +29,17 @@ import {
 } from "../domain/errors.js"
 import { looksLikeApiKey } from "../domain/ids.js"
 import { chargeFor, reserveFor } from "../domain/pricing.js"
-import { type AccountProvider, type Credentials, isAccountProvider } from "../domain/connections.js"
+import { isAccountProvider } from "../domain/connections.js"
 import type { OrgId } from "../domain/ids.js"
 import {
-  type AccountToolName,
   catalog,
+  type ConnectionError,
   type CredentialFor,
   type ToolInput,
   type ToolName,
   type ToolOutput
 } from "../domain/tools.js"
-import { type Answered, callProvider, callProviderRaw, preflight, type ProviderEffect, rawUnits } from "../providers/index.js"
+import type { Answered, ProviderCallError } from "../providers/common.js"
 import { describeParseError } from "../domain/parse.js"
 import { type ArtifactRef, Artifacts, ArtifactSink } from "./Artifacts.js"
 import { Betas } from "./Betas.js"
@@ -49,13 +48,13 @@ import { Pricing } from "./Pricing.js"
 import { Usage } from "./Usage.js"
 import { nowMillis, preciseMillis } from "./time.js"
 import { ProvidersConfig } from "../config.js"
-import { DeltaSessions } from "./DeltaSessions.js"
-import { ConversionOwner, HtmlConverter } from "./HtmlConverter.js"
+import { ConversionOwner } from "./HtmlConverter.js"
 import { fingerprint, Idempotency, validateKey } from "./Idempotency.js"
 import { type Caller, KeyStore } from "./KeyStore.js"
 import { type ClaimLease, Leases } from "./Leases.js"
 import { type Hold, Ledger } from "./Ledger.js"
-import { CallDeadline, ProviderClient, ProviderIdempotencyKey } from "./ProviderClient.js"
+import { CallDeadline, ProviderIdempotencyKey } from "./ProviderClient.js"
+import { ProviderRegistry } from "./ProviderRegistry.js"
 import { RateLimit, type RateLimitState } from "./RateLimit.js"
 import { randomId, sha256Hex } from "./random.js"
 import { callFacts, rateLimitRejections, recordCall, recordProvider, settlementsLost, withCallFacts } from "./Telemetry.js"
@@ -77,56 +76,10 @@ export type CallError =
   | NormalizationFailed
   | InvalidRequest
 
-/** What a missing connection adds to a tool's errors: `credential_required`, for account tools only. */
-export type ConnectionError<T extends ToolName> = T extends AccountToolName ? CredentialRequired : never
-
 /** The errors of one tool. */
 export type ToolError<T extends ToolName> = CallError | ConnectionError<T>
 
 export type AuthError = InvalidKey | InvalidToken | RateLimitExceeded
-
-type ConnectionsService = typeof Connections.Service
-
-const noConnection = (): Effect.Effect<undefined> => Effect.succeed(undefined)
-const connection =
-  <P extends AccountProvider>(tool: AccountToolName, provider: P) =>
-  (connections: ConnectionsService, orgId: OrgId): Effect.Effect<Credentials[P], CredentialRequired> =>
-    connections.credentials(orgId, provider, tool)
-
-/**
- * Step 6, per tool: the org's credentials for the tool's provider, or `credential_required`. Written out
- * tool by tool so that each entry's type says which tools need a connection and which credentials they get.
- */
-const connectionCheck: {
-  readonly [K in ToolName]: (
-    connections: ConnectionsService,
-    orgId: OrgId
-  ) => Effect.Effect<CredentialFor<K>, ConnectionError<K>>
-} = {
-  search: noConnection,
-  read: noConnection,
-  weather: noConnection,
-  mobile_app_search: noConnection,
-  alpha_search: noConnection,
-  beta_read: noConnection,
-  beta_search: noConnection,
-  gamma_scrape: noConnection,
-  gamma_search: noConnection,
-  xi_movie: noConnection,
-  delta_post: connection("delta_post", "delta"),
-  delta_like: connection("delta_like", "delta"),
-  epsilon_request: connection("epsilon_request", "epsilon"),
-  zeta_request: connection("zeta_request", "zeta"),
-  eta_personal_bests: connection("eta_personal_bests", "eta"),
-  theta_ratings: connection("theta_ratings", "theta"),
-  iota_delete_service: connection("iota_delete_service", "iota"),
-  kappa_delete_benefit: connection("kappa_delete_benefit", "kappa"),
-  kappa_ingest_events: connection("kappa_ingest_events", "kappa"),
-  lambda_update_broadcast: connection("lambda_update_broadcast", "lambda"),
-  lambda_batch_emails: connection("lambda_batch_emails", "lambda"),
-  mu_database: connection("mu_database", "mu"),
-  nu_account: connection("nu_account", "nu")
-}
 
 export interface Authenticated {
   readonly caller: Caller
@@ -239,11 +192,7 @@ export const make = Effect.gen(function* () {
   const pricing = yield* Pricing
   const artifacts = yield* Artifacts
   const leases = yield* Leases
-  const providerContext = Context.make(ProvidersConfig, config).pipe(
-    Context.add(ProviderClient, yield* ProviderClient),
-    Context.add(HtmlConverter, yield* HtmlConverter),
-    Context.add(DeltaSessions, yield* DeltaSessions)
-  )
+  const providers = yield* ProviderRegistry
 
   // The whole provider phase (fallbacks included) must end within this; holds and claims live a little longer.
   const callTimeoutMs = config.timeoutMs * 3
@@ -279,7 +228,7 @@ export const make = Effect.gen(function* () {
     options: CallOptions,
     mode: {
       readonly label: string
-      readonly invoke: (credentials: CredentialFor<T>) => ProviderEffect<Answered<A>>
+      readonly invoke: (credentials: CredentialFor<T>) => Effect.Effect<Answered<A>, ProviderCallError, ArtifactSink>
       readonly encode: (answered: Answered<A>) => Effect.Effect<string>
       readonly units: (answered: Answered<A>) => number
     }
@@ -332,9 +281,9 @@ export const make = Effect.gen(function* () {
       const execute: Effect.Effect<Fresh<A>, ToolError<T>> = Effect.gen(function* () {
         yield* admit
         // 6. account tools need the org's connection to the provider (credentials for this call only)
-        const credentials = yield* connectionCheck[tool](connections, caller.orgId)
+        const credentials = yield* providers.credentials(tool, caller.orgId)
         // what the provider refuses on the input's face (a URL the SSRF guard refuses) costs nothing
-        yield* preflight(tool, input, credentials, config)
+        yield* providers.preflight(tool, input, credentials)
         // 7. reserve the most this input can cost
         const hold = yield* ledger.reserve({
           orgId: caller.orgId,
@@ -376,7 +325,7 @@ export const make = Effect.gen(function* () {
           })
           const started = yield* preciseMillis
           // one context for the provider phase (each provide copies the fiber's whole context)
-          const callContext = providerContext.pipe(
+          const callContext = Context.make(ArtifactSink, sink).pipe(
             Context.add(ArtifactSink, sink),
             Context.add(CallDeadline, {
               at: (yield* nowMillis) + callTimeoutMs,
@@ -469,7 +418,7 @@ export const make = Effect.gen(function* () {
     const def = catalog[tool]
     return pipeline(caller, tool, input, options, {
       label: tool,
-      invoke: (credentials) => callProvider(tool, input, credentials),
+      invoke: (credentials) => providers.call(tool, input, credentials),
       encode: (answered) =>
         Schema.encode(def.output)(answered.output).pipe(Effect.map((encoded) => JSON.stringify(encoded)), Effect.orDie),
       units: (answered) => def.units(answered.output)
@@ -498,12 +447,12 @@ export const make = Effect.gen(function* () {
     input: ToolInput<T>,
     options: CallOptions
   ): Effect.Effect<Outcome<RawOutput>, ToolError<T>> => {
-    // charged as the tool would be: what its normalization would count (see rawUnits)
+    // charged as the tool would be: what its normalization would count (see ProviderRegistry.units)
     let delivered = 0
     return pipeline(caller, tool, input, options, {
       label: `run:${tool}`,
       invoke: (credentials) =>
-        Effect.flatMap(callProviderRaw(tool, input, credentials), (answered) => Effect.map(rawUnits(tool, input, answered.output), (units) => {
+        Effect.flatMap(providers.callRaw(tool, input, credentials), (answered) => Effect.map(providers.units(tool, input, answered.output), (units) => {
           delivered = units
           return answered
         })).pipe(Effect.map((answered) => ({

@@ -1,0 +1,93 @@
+/**
+ * The one way to the providers: for each tool of the catalog, whether this gateway can run it, the
+ * credentials a call runs with (the org's connection, for account tools), what its provider refuses on the
+ * input's face, the call itself (normalized, or raw for `POST /v1/run`), and what a raw answer delivered in
+ * the tool's price units. The gateway's pipeline, the hosted MCP server and the public catalog depend on
+ * this service; the bindings (src/providers/index.ts) are its table.
+ *
+ * The providers' own needs (the HTTP client, their configuration, the HTML converter, Bluesky's sessions)
+ * are provided here once; a call needs only what belongs to it: where to keep files (`ArtifactSink`).
+ */
+import { Context, Effect, Layer } from "effect"
+import { ProvidersConfig } from "../config.js"
+import type { InvalidRequest, UrlNotAllowed } from "../domain/errors.js"
+import type { OrgId } from "../domain/ids.js"
+import { catalog, type ConnectionError, type CredentialFor, type ToolInput, type ToolName, type ToolOutput } from "../domain/tools.js"
+import type { Answered, ProviderCallError, Raw } from "../providers/common.js"
+import { bindings, configured, type Implementation } from "../providers/index.js"
+import type { ArtifactSink } from "./Artifacts.js"
+import { Connections } from "./Connections.js"
+import { DeltaSessions } from "./DeltaSessions.js"
+import { HtmlConverter } from "./HtmlConverter.js"
+import { ProviderClient } from "./ProviderClient.js"
+
+export class ProviderRegistry extends Context.Tag("ProviderRegistry")<ProviderRegistry, {
+  /** Whether this gateway can run the tool (its provider is configured; an account tool also needs a connection). */
+  readonly configured: (tool: ToolName) => boolean
+  /** The credentials of the org's connection to the tool's provider (`credential_required` without one). */
+  readonly credentials: <T extends ToolName>(tool: T, orgId: OrgId) => Effect.Effect<CredentialFor<T>, ConnectionError<T>>
+  /** What the tool's provider refuses from the input alone (no I/O), before any credit is reserved. */
+  readonly preflight: <T extends ToolName>(
+    tool: T,
+    input: ToolInput<T>,
+    credentials: CredentialFor<T>
+  ) => Effect.Effect<void, UrlNotAllowed | InvalidRequest>
+  /** Call the tool's provider(s) and normalize the answer. */
+  readonly call: <T extends ToolName>(
+    tool: T,
+    input: ToolInput<T>,
+    credentials: CredentialFor<T>
+  ) => Effect.Effect<Answered<ToolOutput<T>>, ProviderCallError, ArtifactSink>
+  /** Call the tool's provider(s) and answer the raw upstream answer (`POST /v1/run`). */
+  readonly callRaw: <T extends ToolName>(
+    tool: T,
+    input: ToolInput<T>,
+    credentials: CredentialFor<T>
+  ) => Effect.Effect<Answered<Raw>, ProviderCallError, ArtifactSink>
+  /**
+   * What a raw answer delivered, in the tool's price units: what its normalization would count, so that
+   * `POST /v1/run` is charged as the tool would be; an answer the tool cannot normalize counts nothing.
+   */
+  readonly units: <T extends ToolName>(tool: T, input: ToolInput<T>, raw: Raw) => Effect.Effect<number>
+}>() {}
+
+export const make = Effect.gen(function* () {
+  const config = yield* ProvidersConfig
+  const connections = yield* Connections
+  // one context for every provider call (each `provide` copies the fiber's whole context: built once)
+  const context = Context.make(ProvidersConfig, config).pipe(
+    Context.add(ProviderClient, yield* ProviderClient),
+    Context.add(HtmlConverter, yield* HtmlConverter),
+    Context.add(DeltaSessions, yield* DeltaSessions)
+  )
+  const implementation = <T extends ToolName>(tool: T): Implementation<T> => bindings[tool].tool
+  // the configuration does not change while the process runs
+  const runnable = new Map(Object.entries(bindings).map(([name, binding]) => [name, configured(binding.tool, config)]))
+
+  return ProviderRegistry.of({
+    configured: (tool) => runnable.get(tool) === true,
+    credentials: (tool, orgId) => bindings[tool].credentials(connections, orgId),
+    preflight: (tool, input, credentials) => {
+      const impl = implementation(tool)
+      return impl.check === undefined ? Effect.void : impl.check(input, credentials, config)
+    },
+    call: (tool, input, credentials) => {
+      const impl = implementation(tool)
+      return Effect.flatMap(impl.fetch(input, credentials), (raw) =>
+        Effect.map(impl.normalize(input, raw), (output) => ({ provider: raw.provider, output }))).pipe(Effect.provide(context))
+    },
+    callRaw: (tool, input, credentials) =>
+      Effect.map(implementation(tool).fetch(input, credentials), (raw) => ({ provider: raw.provider, output: raw })).pipe(
+        Effect.provide(context)
+      ),
+    units: (tool, input, raw) => {
+      const def: { readonly units: (output: ToolOutput<typeof tool>) => number } = catalog[tool]
+      return Effect.match(implementation(tool).normalize(input, raw), {
+        onFailure: () => 0,
+        onSuccess: (output) => def.units(output)
+      }).pipe(Effect.provide(context))
+    }
+  })
+})
+
+export const ProviderRegistryLive = Layer.effect(ProviderRegistry, make)

@@ -4,6 +4,7 @@
 import { Layer } from "effect"
 import { DatabaseLive } from "./db/Database.js"
 import { ArtifactsLive } from "./services/Artifacts.js"
+import { AuthenticationLive } from "./services/Authentication.js"
 import { BetasLive } from "./services/Betas.js"
 import { ConnectionsLive } from "./services/Connections.js"
 import { EncryptionLive } from "./services/Encryption.js"
@@ -26,7 +27,7 @@ import { SweeperLive } from "./services/Sweeper.js"
 
 /** The services over an existing database connection (`SqlClient`). */
 export const ServicesLive = GatewayServiceLive.pipe(
-  Layer.provideMerge(Layer.mergeAll(IdempotencyLive, MembersLive, ProviderRegistryLive)),
+  Layer.provideMerge(Layer.mergeAll(IdempotencyLive, MembersLive, ProviderRegistryLive, AuthenticationLive)),
   Layer.provideMerge(Layer.mergeAll(ConnectionsLive, IdentityLive)),
   Layer.provideMerge(
     Layer.mergeAll(

@@ -7,6 +7,7 @@ import { expect, layer } from "@effect/vitest"
 import { Effect, Redacted, Schema, TestClock } from "effect"
 import * as Net from "node:net"
 import { IdempotencyKeyReused } from "../src/domain/errors.js"
+import { Authentication } from "../src/services/Authentication.js"
 import { Betas } from "../src/services/Betas.js"
 import { Connections } from "../src/services/Connections.js"
 import { Gateway } from "../src/services/Gateway.js"
@@ -329,7 +330,7 @@ layer(servicesLayer())("Idempotency-Key in process, on TestClock", (it) => {
       u.resetAll()
       const gateway = yield* Gateway
       const { key } = yield* givenOrg({ credits: 10 })
-      const { caller } = yield* gateway.authenticate(key)
+      const { caller } = yield* Effect.flatMap(Authentication, (a) => a.authenticate(key))
       const first = yield* gateway.run(caller, "weather", { q: "Berlin" }, { idempotencyKey: "expiring" })
       expect(first._tag).toBe("Fresh")
       yield* TestClock.adjust("23 hours")

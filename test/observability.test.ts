@@ -253,8 +253,8 @@ const expectToolCallTree = (spans: ReadonlyArray<SpanRecord>) => {
     expect(span, `no ${name} span in ${inTrace.map((s) => s.name).join(", ")}`).toBeDefined()
     return span ?? root
   }
-  expect(childrenOf(inTrace, root)).toEqual(expect.arrayContaining(["Gateway.authenticate", "Gateway.run"]))
-  expect(childrenOf(inTrace, named("Gateway.authenticate"))).toContain("KeyStore.verify")
+  expect(childrenOf(inTrace, root)).toEqual(expect.arrayContaining(["Authentication.authenticate", "Gateway.run"]))
+  expect(childrenOf(inTrace, named("Authentication.authenticate"))).toContain("KeyStore.verify")
   expect(childrenOf(inTrace, named("Gateway.run"))).toEqual(
     expect.arrayContaining(["Ledger.reserve", "Gateway.provider", "Ledger.settle"])
   )

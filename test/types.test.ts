@@ -27,6 +27,7 @@ import {
 } from "tool-gateway/client"
 import { Api } from "../src/http/Api.js"
 import { wireOf, wireUnion } from "../src/http/wire.js"
+import type { Caller } from "../src/services/KeyStore.js"
 
 type Client = ToolGatewayClient["Type"]
 type ErrorOf<F> = F extends (...args: ReadonlyArray<never>) => Effect.Effect<infer _A, infer E, infer _R> ? E : never
@@ -85,4 +86,13 @@ describe("the typed failure channel", () => {
   })
 
 
+})
+
+describe("callers", () => {
+  it("a Caller can only be made by KeyStore (verifying a key): an object of the same fields is not one", () => {
+    const forged = { keyId: "key_x", orgId: "org_x", allowedTools: null, confirmed: true, rateLimit: null }
+    // @ts-expect-error: the mark of a caller is KeyStore's own
+    const caller: Caller = forged
+    expectTypeOf(caller).not.toBeAny()
+  })
 })

@@ -123,7 +123,9 @@ export class WriteOutcomeUnknown extends Schema.TaggedError<WriteOutcomeUnknown>
   message: Schema.String
 }) {}
 export class NormalizationFailed extends Schema.TaggedError<NormalizationFailed>()("NormalizationFailed", {
-  message: Schema.String
+  message: Schema.String,
+  /** What the call was charged for it (its minimum price: the provider answered); set by the pipeline. */
+  charged: Schema.optional(Schema.Number)
 }) {}
 
 // -- routing and the rest ---------------------------------------------------------------------------

@@ -33,6 +33,7 @@ import { type ArtifactRef, Artifacts } from "../services/Artifacts.js"
 import { Betas } from "../services/Betas.js"
 import { Connections } from "../services/Connections.js"
 import { ServerConfig } from "../config.js"
+import { Authentication } from "../services/Authentication.js"
 import { Gateway, type Outcome } from "../services/Gateway.js"
 import type { Caller } from "../services/KeyStore.js"
 import { Pricing } from "../services/Pricing.js"
@@ -158,6 +159,7 @@ const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "obj
 export const McpLive = HttpApiBuilder.Router.use((router) =>
   Effect.gen(function* () {
     const gateway = yield* Gateway
+    const authentication = yield* Authentication
     const betas = yield* Betas
     const connections = yield* Connections
     const artifacts = yield* Artifacts
@@ -208,7 +210,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
             return result
           })
         // Each call takes its token from the key's rate limit here, so that a refusal is a tool error too.
-        const throttled = yield* Effect.either(gateway.throttle(caller))
+        const throttled = yield* Effect.either(authentication.throttle(caller))
         if (throttled._tag === "Left") return yield* failed(throttled.left)
         if (!isToolName(name)) return yield* failed(new UnknownTool({ message: `There is no tool named "${name.slice(0, 100)}".` }))
         const exit = yield* Effect.exit(gateway.runUnknown(caller, name, args ?? {}, { idempotencyKey, requestId: state.requestId }))
@@ -259,7 +261,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
         })
       }
       // The key is checked before anything MCP: a bad key is an HTTP 401 with the envelope.
-      const { caller } = yield* gateway.authenticate(request.headers["x-api-key"], request.headers["authorization"], {
+      const { caller } = yield* authentication.authenticate(request.headers["x-api-key"], request.headers["authorization"], {
         rateLimit: false
       })
       const message = yield* readJsonObject(
@@ -267,7 +269,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
         "JSON-RPC batches are not accepted (MCP dropped them in 2025-06-18): send one message per request."
       )
       // Every message counts against the key's rate limit; a tool call takes its token in the call.
-      if (message["method"] !== "tools/call") state.rateLimit = yield* gateway.throttle(caller)
+      if (message["method"] !== "tools/call") state.rateLimit = yield* authentication.throttle(caller)
       // tool calls run on the server's runtime: give them this request's facts for its log line and metrics
       const facts = yield* callFacts
 

@@ -8,7 +8,7 @@ import { InvalidRequest, InvalidToken, MalformedJson, PayloadTooLarge, Unsupport
 import { looksLikeApiKey } from "../domain/ids.js"
 import { Identity } from "../services/Identity.js"
 import { Members } from "../services/Members.js"
-import { Gateway } from "../services/Gateway.js"
+import { Authentication } from "../services/Authentication.js"
 import { ServerConfig } from "../config.js"
 import { ApiKeyAuth, IdTokenAuth, JsonBody } from "./Api.js"
 import { currentRequest, unreadableBody } from "./envelope.js"
@@ -16,14 +16,14 @@ import { currentRequest, unreadableBody } from "./envelope.js"
 export const ApiKeyAuthLive = Layer.effect(
   ApiKeyAuth,
   Effect.gen(function* () {
-    const gateway = yield* Gateway
+    const authentication = yield* Authentication
     return ApiKeyAuth.of({
       apiKey: (key) =>
         Effect.gen(function* () {
           const request = yield* HttpServerRequest.HttpServerRequest
           // Tool calls (the POST routes) may take the key from this process's cache: the reservation, or
           // the envelope middleware for an error answer, confirms it in the database. Reads never do.
-          const authenticated = yield* gateway.authenticate(Redacted.value(key), request.headers["authorization"], {
+          const authenticated = yield* authentication.authenticate(Redacted.value(key), request.headers["authorization"], {
             cached: request.method === "POST"
           })
           const state = yield* currentRequest

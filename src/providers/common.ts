@@ -47,6 +47,8 @@ export interface Raw {
 export interface Answered<A> {
   readonly provider: string
   readonly output: A
+  /** What the answer delivered in the tool's price units, when the provider phase counted it (a raw call). */
+  readonly units?: number
 }
 
 /** A normalization may convert a page (off the event loop, with the call's deadline): nothing else. */

@@ -1,36 +1,36 @@
 /**
- * The tool-call pipeline, in the order that decides which error wins (DESIGN §4):
- * key → rate limit → (tool, input: decoded by the caller of `run`) → Idempotency-Key → beta → connection →
- * reservation → provider call under a deadline → settle or void.
+ * The tool-call pipeline, in the order that decides which error wins (DESIGN §4). After the key and its
+ * rate limit (`Authentication`) and the decoded input, a call goes through named steps, each answering a
+ * value the next one takes:
  *
- * Everything after the Idempotency-Key is claimed runs uninterruptibly: a client that hangs up does not
- * abandon a hold or a claim, and a provider call that was started is finished, charged and stored for replay.
+ *   claim   the Idempotency-Key: a replay (its checks passed, the stored answer), or the call runs
+ *   admit   the org's betas, and the key's tool allow-list
+ *   reserve the connection's credentials, what the provider refuses on the input's face, then the hold
+ *   invoke  the provider call, under the call's deadline, its hold's lease renewed meanwhile
+ *   charge  the hold settled at what the answer delivered (or the minimum for a normalization failure), or voided
+ *   store   the outcome kept under the Idempotency-Key (a 200, a billable failure, a write of unknown
+ *           outcome), or the key freed
+ *   log     the usage record, the metrics, the request's facts
+ *
+ * From the claim on it runs uninterruptibly: a client that hangs up does not abandon a hold or a claim, and a
+ * provider call that was started is finished, charged, stored and logged.
  */
 import { Cause, Context, Effect, Exit, Layer, Metric, Option, Redacted, Schema } from "effect"
+import { ProvidersConfig } from "../config.js"
+import { isAccountProvider } from "../domain/connections.js"
 import {
-  BetaUnavailable,
+  type CallError,
+  type CredentialRequired,
   envelope,
-  IdempotencyKeyReused,
-  IdempotencyReplayUnavailable,
-  InsufficientCredits,
-  InvalidIdempotencyKey,
-  KeySpendLimitExceeded,
-  InvalidKey,
-  InvalidRequest,
-  InvalidToken,
-  NormalizationFailed,
-  type ProviderError,
-  RateLimitExceeded,
-  RequestInProgress,
-  SpendCapExceeded,
-  ToolNotAllowed,
   envelopeOf,
+  InvalidRequest,
+  NormalizationFailed,
+  ToolNotAllowed,
   WriteOutcomeUnknown
 } from "../domain/errors.js"
-import { looksLikeApiKey } from "../domain/ids.js"
-import { chargeFor, reserveFor } from "../domain/pricing.js"
-import { isAccountProvider } from "../domain/connections.js"
 import type { OrgId } from "../domain/ids.js"
+import { describeParseError } from "../domain/parse.js"
+import { chargeFor, type Price, reserveFor } from "../domain/pricing.js"
 import {
   catalog,
   type ConnectionError,
@@ -40,61 +40,28 @@ import {
   type ToolOutput
 } from "../domain/tools.js"
 import type { Answered, ProviderCallError } from "../providers/common.js"
-import { describeParseError } from "../domain/parse.js"
 import { type ArtifactRef, Artifacts, ArtifactSink } from "./Artifacts.js"
+import { Authentication, type AuthError } from "./Authentication.js"
 import { Betas } from "./Betas.js"
 import { Connections } from "./Connections.js"
-import { Pricing } from "./Pricing.js"
-import { Usage } from "./Usage.js"
-import { nowMillis, preciseMillis } from "./time.js"
-import { ProvidersConfig } from "../config.js"
 import { ConversionOwner } from "./HtmlConverter.js"
 import { fingerprint, Idempotency, validateKey } from "./Idempotency.js"
 import { type Caller, KeyStore } from "./KeyStore.js"
 import { type ClaimLease, Leases } from "./Leases.js"
 import { type Hold, Ledger } from "./Ledger.js"
+import { Pricing } from "./Pricing.js"
 import { CallDeadline, ProviderIdempotencyKey } from "./ProviderClient.js"
 import { ProviderRegistry } from "./ProviderRegistry.js"
-import { RateLimit, type RateLimitState } from "./RateLimit.js"
 import { randomId, sha256Hex } from "./random.js"
-import { callFacts, rateLimitRejections, recordCall, recordProvider, settlementsLost, withCallFacts } from "./Telemetry.js"
+import { callFacts, recordCall, recordProvider, settlementsLost, withCallFacts } from "./Telemetry.js"
+import { nowMillis, preciseMillis } from "./time.js"
 import { traced } from "./tracing.js"
+import { Usage } from "./Usage.js"
 
-/** Errors every tool call can end in. */
-export type CallError =
-  | InvalidKey
-  | InvalidIdempotencyKey
-  | IdempotencyKeyReused
-  | IdempotencyReplayUnavailable
-  | RequestInProgress
-  | BetaUnavailable
-  | ToolNotAllowed
-  | InsufficientCredits
-  | SpendCapExceeded
-  | KeySpendLimitExceeded
-  | ProviderError
-  | NormalizationFailed
-  | InvalidRequest
+export type { AuthError } from "./Authentication.js"
 
-/** The errors of one tool. */
-export type ToolError<T extends ToolName> = CallError | ConnectionError<T>
-
-export type AuthError = InvalidKey | InvalidToken | RateLimitExceeded
-
-export interface Authenticated {
-  readonly caller: Caller
-  readonly rateLimit: RateLimitState | undefined
-}
-
-export interface AuthenticateOptions {
-  /**
-   * Take a key this process verified before from its cache (the reservation confirms it; see KeyStore).
-   * Only for tool calls: every other use of a key reads it from the database.
-   */
-  readonly cached?: boolean
-  /** Take a token from the key's rate limit (the default). MCP takes it per message instead (`throttle`). */
-  readonly rateLimit?: boolean
-}
+/** The errors of one tool: every call's, and `credential_required` for the tools that need a connection. */
+export type ToolError<T extends ToolName> = Exclude<CallError, CredentialRequired> | ConnectionError<T>
 
 export interface CallOptions {
   readonly idempotencyKey?: string | undefined
@@ -134,18 +101,7 @@ export interface RawOutput {
 }
 
 export class Gateway extends Context.Tag("Gateway")<Gateway, {
-  /**
-   * Step 1 and 2: the API key (never in `Authorization`) and the key's rate limit.
-   * `authorization` is the raw `Authorization` header, if any.
-   */
-  readonly authenticate: (
-    apiKey: string | undefined,
-    authorization?: string | undefined,
-    options?: AuthenticateOptions
-  ) => Effect.Effect<Authenticated, AuthError>
-  /** Step 2 alone: take one token from an authenticated caller's rate limit. */
-  readonly throttle: (caller: Caller) => Effect.Effect<RateLimitState | undefined, RateLimitExceeded>
-  /** Steps 4 to 8 for an authenticated caller and a decoded input. */
+  /** The steps from the claim on, for an authenticated caller and a decoded input. */
   readonly run: <T extends ToolName>(
     caller: Caller,
     tool: T,
@@ -160,7 +116,7 @@ export class Gateway extends Context.Tag("Gateway")<Gateway, {
     options?: CallOptions
   ) => Effect.Effect<Outcome<ToolOutput<T>>, ToolError<T>>
   /**
-   * `POST /v1/run`: validate `input` against the tool's schema, then the same pipeline, answering the
+   * `POST /v1/run`: validate `input` against the tool's schema, then the same steps, answering the
    * provider's raw answer instead of the normalized one.
    */
   readonly runRaw: <T extends ToolName>(
@@ -180,10 +136,45 @@ export class Gateway extends Context.Tag("Gateway")<Gateway, {
   ) => Effect.Effect<ToolOutput<T>, ToolError<T> | AuthError>
 }>() {}
 
+/** One call, as the steps see it: who calls which tool with what, what it may cost, and its request id. */
+interface Call<T extends ToolName> {
+  readonly caller: Caller
+  readonly tool: T
+  /** The tool, or `run:<tool>` for a raw call (they are different requests to an Idempotency-Key). */
+  readonly label: string
+  readonly input: ToolInput<T>
+  readonly requestId: string
+  readonly price: Price
+  /** The most this input can cost: what is reserved. */
+  readonly reservation: number
+  /** The caller's Idempotency-Key, checked. */
+  readonly key: string | undefined
+}
+
+/** How a call answers: the provider phase, the 200 body, and what the answer delivered (for the charge). */
+interface Mode<T extends ToolName, A> {
+  readonly label: string
+  readonly invoke: (credentials: CredentialFor<T>) => Effect.Effect<Answered<A>, ProviderCallError, ArtifactSink>
+  readonly encode: (answered: Answered<A>) => Effect.Effect<string>
+  readonly units: (answered: Answered<A>) => number
+}
+
+/** Errors a reservation statement answered: the key was confirmed by it (the statement checks the key first). */
+const REFUSED_BY_RESERVATION: ReadonlySet<string> = new Set(["InsufficientCredits", "SpendCapExceeded", "KeySpendLimitExceeded"])
+
+/** The key a provider's own idempotency mechanism receives: one per org and caller's key, never the caller's key itself. */
+const providerIdempotencyKey = (orgId: OrgId, key: string) => `tg-${sha256Hex(`${orgId}\n${key}`)}`
+
+/** The typed failure of an exit, if it failed (rather than succeeded, died or was interrupted). */
+const failureOf = <A, E>(exit: Exit.Exit<A, E>): E | undefined =>
+  Exit.isFailure(exit) ? Option.getOrUndefined(Cause.failureOption(exit.cause)) : undefined
+
+const StoredEnvelope = Schema.Struct({ error: Schema.Struct({ code: Schema.String, message: Schema.String }) })
+
 export const make = Effect.gen(function* () {
   const config = yield* ProvidersConfig
+  const authentication = yield* Authentication
   const keys = yield* KeyStore
-  const rateLimit = yield* RateLimit
   const ledger = yield* Ledger
   const idempotency = yield* Idempotency
   const betas = yield* Betas
@@ -194,227 +185,260 @@ export const make = Effect.gen(function* () {
   const leases = yield* Leases
   const providers = yield* ProviderRegistry
 
-  // The whole provider phase (fallbacks included) must end within this; holds and claims live a little longer.
+  // The whole provider phase (fallbacks included) must end within this.
   const callTimeoutMs = config.timeoutMs * 3
 
-  const authenticate = (apiKey: string | undefined, authorization?: string | undefined, options?: AuthenticateOptions) =>
+  // -- claim ------------------------------------------------------------------------------------------
+  /** The Idempotency-Key: the stored answer to replay, or the claim this call runs under (none without a key). */
+  const claim = <T extends ToolName>(call: Call<T>) =>
     Effect.gen(function* () {
-      const bearer = authorization?.match(/^\s*bearer\s+(\S+)/i)?.[1]
-      if (bearer !== undefined && looksLikeApiKey(bearer)) {
-        return yield* new InvalidToken({
-          message: "API keys are never accepted in the Authorization header. Send the key in X-API-Key."
-        })
-      }
-      const caller = yield* keys.verify(apiKey?.trim() ?? "", { cached: options?.cached === true })
-      const facts = yield* callFacts
-      facts.orgId = caller.orgId
-      facts.keyId = caller.keyId
-      facts.unconfirmed = caller.confirmed ? undefined : caller
-      const state = options?.rateLimit === false ? undefined : yield* throttle(caller)
-      return { caller, rateLimit: state }
-    }).pipe(traced("Gateway.authenticate"))
+      if (call.key === undefined) return { _tag: "Unkeyed" } as const
+      const claimed = yield* idempotency.claim({
+        orgId: call.caller.orgId,
+        key: call.key,
+        fingerprint: fingerprint(call.label, call.input),
+        requestId: call.requestId,
+        leaseMs: leases.leaseMs
+      })
+      if (claimed._tag === "Replay") return claimed
+      const lease: ClaimLease = { orgId: call.caller.orgId, key: call.key, requestId: call.requestId }
+      yield* leases.claimHeld(lease)
+      return { _tag: "Claimed", key: call.key, lease } as const
+    })
 
-  const throttle = (caller: Caller) =>
-    rateLimit.consume(caller).pipe(Effect.tapError(() => Metric.increment(rateLimitRejections)))
+  // -- admit ------------------------------------------------------------------------------------------
+  /** The org's betas and the key's allow-list: a fresh call and a replay alike must pass them. */
+  const admit = <T extends ToolName>(call: Call<T>) =>
+    Effect.gen(function* () {
+      if (catalog[call.tool].beta) yield* betas.require(call.caller.orgId, call.tool)
+      const allowed = call.caller.allowedTools
+      if (allowed !== null && !allowed.includes(call.tool)) {
+        return yield* new ToolNotAllowed({ message: `This API key may not call ${call.tool}; its tools are limited.` })
+      }
+    })
+
+  // -- reserve ----------------------------------------------------------------------------------------
+  /**
+   * The credentials of the org's connection (account tools), what the provider refuses on the input's face
+   * (free), then the hold: the most this input can cost. The reservation statement also confirms a key taken
+   * from the cache; one found revoked is forgotten.
+   */
+  const reserve = <T extends ToolName>(call: Call<T>) =>
+    Effect.gen(function* () {
+      const credentials = yield* providers.credentials(call.tool, call.caller.orgId)
+      yield* providers.preflight(call.tool, call.input, credentials)
+      const hold = yield* ledger.reserve({
+        orgId: call.caller.orgId,
+        keyId: call.caller.keyId,
+        tool: call.tool,
+        requestId: call.requestId,
+        amount: call.reservation,
+        leaseMs: leases.leaseMs
+      }).pipe(Effect.tapErrorTag("InvalidKey", () => keys.forget(call.caller.keyId)))
+      return { credentials, hold }
+    })
+
+  // -- invoke -----------------------------------------------------------------------------------------
+  /** The provider phase, under the call's deadline; the exit, whatever it is (abort signals end it: nothing interrupts it). */
+  const invoke = <T extends ToolName, A>(call: Call<T>, mode: Mode<T, A>, credentials: CredentialFor<T>) =>
+    Effect.gen(function* () {
+      const sink = ArtifactSink.of({
+        store: (contentType, data) => artifacts.store(call.caller.orgId, contentType, data),
+        maxBytes: config.artifactMaxBytes
+      })
+      // what belongs to this call: where files go, its deadline, its key at providers, whose pages it converts
+      const context = Context.make(ArtifactSink, sink).pipe(
+        Context.add(CallDeadline, {
+          at: (yield* nowMillis) + callTimeoutMs,
+          describe: `${call.tool} did not complete within ${callTimeoutMs} ms.`
+        }),
+        Context.add(ProviderIdempotencyKey, call.key === undefined ? undefined : providerIdempotencyKey(call.caller.orgId, call.key)),
+        Context.add(ConversionOwner, call.caller.orgId)
+      )
+      const started = yield* preciseMillis
+      const exit = yield* mode.invoke(credentials).pipe(
+        Effect.provide(context),
+        traced("Gateway.provider", { attributes: { tool: call.tool } }),
+        Effect.exit
+      )
+      const providerMs = (yield* preciseMillis) - started
+      const facts = yield* callFacts
+      facts.providerMs = providerMs
+      if (Exit.isSuccess(exit)) facts.provider = exit.value.provider
+      yield* recordProvider(call.label, providerMs / 1000)
+      return exit
+    })
+
+  // -- charge -----------------------------------------------------------------------------------------
+  /**
+   * The charge actually posted: `amount`, or 0 when the hold was no longer pending (a sweeper took this
+   * process for dead and voided it). Never silent: logged at ERROR and counted.
+   */
+  const settle = <T extends ToolName>(call: Call<T>, hold: Hold, amount: number) =>
+    Effect.flatMap(ledger.settle(hold, amount), (settled) =>
+      settled
+        ? Effect.succeed(amount)
+        : Effect.logError("settlement found its hold no longer pending: the call is answered as charged 0").pipe(
+          Effect.annotateLogs({ request_id: call.requestId, org_id: call.caller.orgId, tool: call.label, hold_id: hold.id, charge: amount }),
+          Effect.zipRight(Metric.increment(settlementsLost)),
+          Effect.as(0)
+        ))
 
   /**
-   * Steps 4 to 8, shared by tool calls and raw runs: `invoke` is the provider phase, `encode` the 200 body,
-   * `units` what the answer delivered (for the charge).
+   * The hold settled at what the answer delivered, or at the tool's minimum for a normalization failure
+   * (the provider answered), or voided: the call's answer, with what it was charged.
+   */
+  const charge = <T extends ToolName, A>(
+    call: Call<T>,
+    mode: Mode<T, A>,
+    hold: Hold,
+    exit: Exit.Exit<Answered<A>, ProviderCallError>
+  ): Effect.Effect<Fresh<A>, ToolError<T>> =>
+    Effect.gen(function* () {
+      if (Exit.isSuccess(exit)) {
+        const answered = exit.value
+        const body = yield* mode.encode(answered)
+        const charged = yield* settle(call, hold, chargeFor(call.price, mode.units(answered), call.reservation))
+        return { _tag: "Fresh", requestId: call.requestId, output: answered.output, body, provider: answered.provider, charged }
+      }
+      const failure = failureOf(exit)
+      if (failure?._tag === "NormalizationFailed") {
+        const charged = yield* settle(call, hold, chargeFor(call.price, 0, call.reservation))
+        return yield* new NormalizationFailed({ message: failure.message, charged })
+      }
+      yield* ledger.void(hold)
+      // the provider refused the org's own credentials: show it on the connection
+      const def = catalog[call.tool]
+      if (failure?._tag === "ProviderCredentialRejected" && def.account && isAccountProvider(def.provider)) {
+        yield* connections.markRejected(call.caller.orgId, def.provider)
+      }
+      return yield* Effect.failCause(exit.cause)
+    })
+
+  // -- store ------------------------------------------------------------------------------------------
+  /**
+   * Keep the outcome under the claimed key: a 200, a billable failure, or a write that may have been carried
+   * out (the same request again must not send it twice). Any other failure frees the key for a retry.
+   */
+  const store = <T extends ToolName, A>(call: Call<T>, key: string, exit: Exit.Exit<Fresh<A>, ToolError<T>>) => {
+    const orgId = call.caller.orgId
+    if (Exit.isSuccess(exit)) return idempotency.complete(orgId, key, { status: 200, body: exit.value.body, charged: exit.value.charged })
+    const failure = failureOf(exit)
+    if (failure?._tag === "NormalizationFailed" || failure?._tag === "WriteOutcomeUnknown") {
+      return idempotency.complete(orgId, key, {
+        status: envelopeOf[failure._tag].status,
+        body: JSON.stringify(envelope(failure)),
+        charged: failure._tag === "NormalizationFailed" ? failure.charged ?? 0 : 0
+      })
+    }
+    return idempotency.release(orgId, key)
+  }
+
+  // -- log --------------------------------------------------------------------------------------------
+  /** One usage record per call that reached the steps, whatever its outcome, with its metrics and facts. */
+  const log = <T extends ToolName, A>(
+    call: Pick<Call<T>, "caller" | "label" | "requestId">,
+    exit: Exit.Exit<Outcome<A>, ToolError<T>>,
+    started: number
+  ) =>
+    Effect.gen(function* () {
+      const ended = yield* nowMillis
+      const failure = failureOf(exit)
+      const spec = failure === undefined ? envelopeOf.InternalError : envelopeOf[failure._tag]
+      const [status, code, credits, provider] = Exit.isSuccess(exit)
+        ? exit.value._tag === "Fresh"
+          ? [200, "ok", exit.value.charged, exit.value.provider] as const
+          : [exit.value.status, "replayed", 0, null] as const
+        : [spec.status, spec.code, failure?._tag === "NormalizationFailed" ? failure.charged ?? 0 : 0, null] as const
+      const facts = yield* callFacts
+      Object.assign(facts, { orgId: call.caller.orgId, keyId: call.caller.keyId, tool: call.label, credits, status, code })
+      yield* recordCall(call.label, code, credits, (ended - started) / 1000)
+      yield* usage.record({
+        orgId: call.caller.orgId,
+        keyId: call.caller.keyId,
+        tool: call.label,
+        latencyMs: ended - started,
+        at: started,
+        requestId: call.requestId,
+        status,
+        code,
+        credits,
+        provider
+      })
+    })
+
+  /**
+   * The steps, shared by tool calls and raw runs. A key taken from the cache is confirmed by the reservation
+   * statement; an answer that did not reach it confirms the key first (a revoked key gets `invalid_key`).
    */
   const pipeline = <T extends ToolName, A>(
     caller: Caller,
     tool: T,
     input: ToolInput<T>,
     options: CallOptions,
-    mode: {
-      readonly label: string
-      readonly invoke: (credentials: CredentialFor<T>) => Effect.Effect<Answered<A>, ProviderCallError, ArtifactSink>
-      readonly encode: (answered: Answered<A>) => Effect.Effect<string>
-      readonly units: (answered: Answered<A>) => number
-    }
-  ): Effect.Effect<Outcome<A>, ToolError<T>> => {
-    // A key taken from the cache is confirmed by the reservation statement; any other answer confirms it first.
-    let confirmed = caller.confirmed
-    // What a billable failure (normalization) was actually charged, for its usage record and its replay.
-    let failureCharge = 0
-    const confirmOnFailure = (error: ToolError<T>): Effect.Effect<never, ToolError<T>> =>
-      confirmed || error._tag === "InvalidKey"
-        ? Effect.fail(error)
-        : keys.confirm(caller).pipe(
-          Effect.tap(() => Effect.sync(() => (confirmed = true))),
-          Effect.zipRight(Effect.fail(error))
-        )
-    return Effect.gen(function* () {
-      const def = catalog[tool]
+    mode: Mode<T, A>
+  ): Effect.Effect<Outcome<A>, ToolError<T>> =>
+    Effect.gen(function* () {
+      const started = yield* nowMillis
       const price = pricing.priceOf(tool)
-      const reservation = reserveFor(price, def.maxUnits(input))
       const requestId = options.requestId ?? (yield* randomId("req", 20))
-
-      // 5. beta, and the key's tool allow-list: a fresh call and a replay alike must pass them
-      const admit = Effect.gen(function* () {
-        if (def.beta) yield* betas.require(caller.orgId, tool)
-        if (caller.allowedTools !== null && !caller.allowedTools.includes(tool)) {
-          return yield* new ToolNotAllowed({ message: `This API key may not call ${tool}; its tools are limited.` })
-        }
-      })
-
-      // 4. Idempotency-Key
-      const key = options.idempotencyKey === undefined ? undefined : yield* validateKey(options.idempotencyKey)
-      if (key !== undefined) {
-        const claim = yield* idempotency.claim({
-          orgId: caller.orgId,
-          key,
-          fingerprint: fingerprint(mode.label, input),
+      const steps = Effect.gen(function* () {
+        const key = options.idempotencyKey === undefined ? undefined : yield* validateKey(options.idempotencyKey)
+        const call: Call<T> = {
+          caller,
+          tool,
+          label: mode.label,
+          input,
           requestId,
-          leaseMs: leases.leaseMs
-        })
-        if (claim._tag === "Replay") {
+          price,
+          reservation: reserveFor(price, catalog[tool].maxUnits(input)),
+          key
+        }
+        const claimed = yield* claim(call)
+        if (claimed._tag === "Replay") {
           // A stored answer is served only to a caller who could make the call now: a revoked key, a key
           // whose tools are limited, or an org whose beta was turned off gets what a fresh call would get.
-          if (!confirmed) yield* keys.confirm(caller)
-          confirmed = true
-          yield* admit
-          return { _tag: "Replayed", requestId, ...claim.response } satisfies Replayed
+          yield* keys.confirm(caller)
+          yield* admit(call)
+          return { _tag: "Replayed", requestId, ...claimed.response } satisfies Replayed
         }
-      }
-
-      const execute: Effect.Effect<Fresh<A>, ToolError<T>> = Effect.gen(function* () {
-        yield* admit
-        // 6. account tools need the org's connection to the provider (credentials for this call only)
-        const credentials = yield* providers.credentials(tool, caller.orgId)
-        // what the provider refuses on the input's face (a URL the SSRF guard refuses) costs nothing
-        yield* providers.preflight(tool, input, credentials)
-        // 7. reserve the most this input can cost
-        const hold = yield* ledger.reserve({
-          orgId: caller.orgId,
-          keyId: caller.keyId,
-          tool,
-          requestId,
-          amount: reservation,
-          leaseMs: leases.leaseMs
-        }).pipe(
-          Effect.tapError((e) => e._tag === "InvalidKey" ? keys.forget(caller.keyId) : Effect.sync(() => (confirmed = true)))
-        )
-        confirmed = true
-        // this process renews the hold's lease until it is settled or voided, however long the provider takes
-        yield* leases.holdHeld(hold.id)
-        return yield* invokeAndSettle(hold, credentials).pipe(Effect.ensuring(leases.releaseHold(hold.id)))
-      })
-
-      /**
-       * The charge that was actually posted: `charge`, or 0 when the hold was no longer pending (a sweeper
-       * took this process for dead and voided it). Never silent: logged at ERROR and counted.
-       */
-      const settle = (hold: Hold, charge: number) =>
-        Effect.flatMap(ledger.settle(hold, charge), (settled) =>
-          settled
-            ? Effect.succeed(charge)
-            : Effect.logError("settlement found its hold no longer pending: the call is answered as charged 0").pipe(
-              Effect.annotateLogs({ request_id: requestId, org_id: caller.orgId, tool: mode.label, hold_id: hold.id, charge }),
-              Effect.zipRight(Metric.increment(settlementsLost)),
-              Effect.as(0)
-            ))
-
-      // 8. the provider call, under the call's deadline (abort signals end it; nothing interrupts it, so a
-      // client that hangs up cannot abandon a call the provider may already be serving)
-      const invokeAndSettle = (hold: Hold, credentials: CredentialFor<T>): Effect.Effect<Fresh<A>, ToolError<T>> =>
-        Effect.gen(function* () {
-          const sink = ArtifactSink.of({
-            store: (contentType, data) => artifacts.store(caller.orgId, contentType, data),
-            maxBytes: config.artifactMaxBytes
-          })
-          const started = yield* preciseMillis
-          // one context for the provider phase (each provide copies the fiber's whole context)
-          const callContext = Context.make(ArtifactSink, sink).pipe(
-            Context.add(ArtifactSink, sink),
-            Context.add(CallDeadline, {
-              at: (yield* nowMillis) + callTimeoutMs,
-              describe: `${tool} did not complete within ${callTimeoutMs} ms.`
-            }),
-            Context.add(ProviderIdempotencyKey, key === undefined ? undefined : providerIdempotencyKey(caller.orgId, key)),
-            Context.add(ConversionOwner, caller.orgId)
+        const run = Effect.gen(function* () {
+          yield* admit(call)
+          const { credentials, hold } = yield* reserve(call)
+          // this process renews the hold's lease until it is settled or voided, however long the provider takes
+          yield* leases.holdHeld(hold.id)
+          return yield* invoke(call, mode, credentials).pipe(
+            Effect.flatMap((exit) => charge(call, mode, hold, exit)),
+            Effect.ensuring(leases.releaseHold(hold.id))
           )
-          const exit = yield* mode.invoke(credentials).pipe(
-            Effect.provide(callContext),
-            traced("Gateway.provider", { attributes: { tool } }),
-            Effect.exit
-          )
-          const providerMs = (yield* preciseMillis) - started
-          const facts = yield* callFacts
-          facts.providerMs = providerMs
-          yield* recordProvider(mode.label, providerMs / 1000)
-          if (Exit.isSuccess(exit)) {
-            facts.provider = exit.value.provider
-            const answered = exit.value
-            const body = yield* mode.encode(answered)
-            const charged = yield* settle(hold, chargeFor(price, mode.units(answered), reservation))
-            return {
-              _tag: "Fresh",
-              requestId,
-              output: answered.output,
-              body,
-              provider: answered.provider,
-              charged
-            } satisfies Fresh<A>
-          }
-          const failure = failureOf(exit)
-          if (failure?._tag === "NormalizationFailed") {
-            // The provider answered: the call is billed at its minimum price.
-            failureCharge = yield* settle(hold, chargeFor(price, 0, reservation))
-          } else {
-            yield* ledger.void(hold)
-          }
-          // The provider refused the org's own credentials: show it on the connection.
-          if (failure?._tag === "ProviderCredentialRejected" && def.account && isAccountProvider(def.provider)) {
-            yield* connections.markRejected(caller.orgId, def.provider)
-          }
-          return yield* Effect.failCause(exit.cause)
         })
-
-      if (key === undefined) return yield* execute
-      const claim: ClaimLease = { orgId: caller.orgId, key, requestId }
-      yield* leases.claimHeld(claim)
-      // Only billable outcomes are kept for replay; anything else frees the key for a retry.
-      return yield* execute.pipe(
-        Effect.onExit((exit) => {
-          if (Exit.isSuccess(exit)) {
-            return idempotency.complete(caller.orgId, key, { status: 200, body: exit.value.body, charged: exit.value.charged })
-          }
-          // A billable failure is kept, and so is a write that may have been carried out: the same request
-          // again must not send it twice. Any other failure frees the key for a retry.
-          const failure = failureOf(exit)
-          if (failure?._tag === "NormalizationFailed" || failure?._tag === "WriteOutcomeUnknown") {
-            return idempotency.complete(caller.orgId, key, {
-              status: envelopeOf[failure._tag].status,
-              body: JSON.stringify(envelope(failure)),
-              charged: failure._tag === "NormalizationFailed" ? failureCharge : 0
-            })
-          }
-          return idempotency.release(caller.orgId, key)
-        }),
-        Effect.ensuring(leases.releaseClaim(claim))
-      )
+        return claimed._tag === "Claimed"
+          ? yield* run.pipe(Effect.onExit((exit) => store(call, claimed.key, exit)), Effect.ensuring(leases.releaseClaim(claimed.lease)))
+          : yield* run
+      })
+      const exit = yield* Effect.exit(steps.pipe(Effect.catchAll((error) => confirmBeforeFailing(caller, error))))
+      // an answer other than invalid_key has confirmed the key: the request's error answer need not again
+      if (failureOf(exit)?._tag !== "InvalidKey") (yield* callFacts).unconfirmed = undefined
+      yield* log({ caller, label: mode.label, requestId }, exit, started)
+      return yield* exit
     }).pipe(
-      Effect.catchAll(confirmOnFailure),
-      Effect.ensuring(Effect.flatMap(callFacts, (facts) =>
-        Effect.sync(() => {
-          if (confirmed) facts.unconfirmed = undefined
-        }))),
-      // the usage record and the call's facts are part of the uninterruptible tail: a client that hangs up
-      // leaves a call that is charged, recorded and logged as what it was
-      logUsage(caller, mode.label, options.requestId, () => failureCharge),
+      // the whole of it is the call's tail: a client that hangs up leaves it charged, recorded and logged
       Effect.uninterruptible,
       traced("Gateway.run", { attributes: { tool: mode.label, org: caller.orgId } }),
       withCallFacts
     )
-  }
 
-  const run = <T extends ToolName>(
-    caller: Caller,
-    tool: T,
-    input: ToolInput<T>,
-    options: CallOptions = {}
-  ): Effect.Effect<Outcome<ToolOutput<T>>, ToolError<T>> => {
+  /**
+   * Before a failure is answered, the caller's key is confirmed valid — unless the database lookup, the
+   * reservation statement or the provider phase (which follows the reservation) already did: a key revoked
+   * while it sat in this process's cache then gets `invalid_key`, whatever else was wrong.
+   */
+  const confirmBeforeFailing = <T extends ToolName>(caller: Caller, error: ToolError<T>): Effect.Effect<never, ToolError<T>> =>
+    caller.confirmed || error._tag === "InvalidKey" || REFUSED_BY_RESERVATION.has(error._tag) || isProviderPhase(error)
+      ? Effect.fail(error)
+      : Effect.zipRight(keys.confirm(caller), Effect.fail(error))
+
+  const run = <T extends ToolName>(caller: Caller, tool: T, input: ToolInput<T>, options: CallOptions = {}) => {
     const def = catalog[tool]
     return pipeline(caller, tool, input, options, {
       label: tool,
@@ -425,113 +449,37 @@ export const make = Effect.gen(function* () {
     })
   }
 
-  const runUnknown = <T extends ToolName>(
-    caller: Caller,
-    tool: T,
-    rawInput: unknown,
-    options: CallOptions = {}
-  ): Effect.Effect<Outcome<ToolOutput<T>>, ToolError<T>> =>
+  const decodeInput = <T extends ToolName>(tool: T, input: unknown, prefix = ""): Effect.Effect<ToolInput<T>, InvalidRequest> =>
+    Schema.decodeUnknown(catalog[tool].input, { errors: "all" })(input).pipe(
+      Effect.mapError((error) => new InvalidRequest({ message: `Invalid ${tool} input: ${prefix}${describeParseError(error)}` }))
+    )
+
+  const runUnknown = <T extends ToolName>(caller: Caller, tool: T, rawInput: unknown, options: CallOptions = {}) =>
     Effect.flatMap(decodeInput(tool, rawInput), (input) => run(caller, tool, input, options))
 
-  const runRaw = <T extends ToolName>(
-    caller: Caller,
-    tool: T,
-    rawInput: unknown,
-    options: CallOptions = {}
-  ): Effect.Effect<Outcome<RawOutput>, ToolError<T>> =>
-    Effect.flatMap(decodeInput(tool, rawInput, "input."), (input) => runRawDecoded(caller, tool, input, options))
-
-  const runRawDecoded = <T extends ToolName>(
-    caller: Caller,
-    tool: T,
-    input: ToolInput<T>,
-    options: CallOptions
-  ): Effect.Effect<Outcome<RawOutput>, ToolError<T>> => {
-    // charged as the tool would be: what its normalization would count (see ProviderRegistry.units)
-    let delivered = 0
-    return pipeline(caller, tool, input, options, {
-      label: `run:${tool}`,
-      invoke: (credentials) =>
-        Effect.flatMap(providers.callRaw(tool, input, credentials), (answered) => Effect.map(providers.units(tool, input, answered.output), (units) => {
-          delivered = units
-          return answered
-        })).pipe(Effect.map((answered) => ({
-          provider: answered.provider,
-          output: {
-            tool,
-            provider: answered.provider,
-            status: answered.output.status,
-            body: answered.output.body,
-            ...(answered.output.artifacts !== undefined && Object.keys(answered.output.artifacts).length > 0
-              ? { artifacts: answered.output.artifacts }
-              : {})
-          }
-        }))),
-      encode: (answered) => Effect.succeed(JSON.stringify(answered.output)),
-      units: () => delivered
-    })
-  }
-
-  /** One usage record per call that reached the pipeline, whatever its outcome (written off the caller's path). */
-  const logUsage = (caller: Caller, tool: string, requestId: string | undefined, failureCharge: () => number) =>
-  <A extends Outcome<unknown>, E extends { readonly _tag: keyof typeof envelopeOf }>(
-    self: Effect.Effect<A, E>
-  ): Effect.Effect<A, E> =>
-    Effect.gen(function* () {
-      const started = yield* nowMillis
-      const exit = yield* Effect.exit(self)
-      const ended = yield* nowMillis
-      const base = { orgId: caller.orgId, keyId: caller.keyId, tool, latencyMs: ended - started, at: started }
-      const facts = yield* callFacts
-      facts.orgId = caller.orgId
-      facts.keyId = caller.keyId
-      facts.tool = tool
-      if (Exit.isSuccess(exit)) {
-        const outcome = exit.value
-        const code = outcome._tag === "Fresh" ? "ok" : "replayed"
-        const credits = outcome._tag === "Fresh" ? outcome.charged : 0
-        facts.credits = credits
-        facts.status = outcome._tag === "Fresh" ? 200 : outcome.status
-        facts.code = code
-        yield* recordCall(tool, code, credits, base.latencyMs / 1000)
-        yield* usage.record({
-          ...base,
-          requestId: outcome.requestId,
-          status: outcome._tag === "Fresh" ? 200 : outcome.status,
-          code,
-          credits,
-          provider: outcome._tag === "Fresh" ? outcome.provider : null
-        })
-      } else {
-        const failure = failureOf(exit)
-        const spec = failure === undefined ? envelopeOf.InternalError : envelopeOf[failure._tag]
-        const credits = failure?._tag === "NormalizationFailed" ? failureCharge() : 0
-        facts.credits = credits
-        facts.status = spec.status
-        facts.code = spec.code
-        yield* recordCall(tool, spec.code, credits, base.latencyMs / 1000)
-        yield* usage.record({
-          ...base,
-          requestId: requestId ?? "",
-          status: spec.status,
-          code: spec.code,
-          credits,
-          provider: null
-        })
-      }
-      return yield* exit
-    })
-
-  const decodeInput = <T extends ToolName>(
-    tool: T,
-    input: unknown,
-    prefix = ""
-  ): Effect.Effect<ToolInput<T>, InvalidRequest> =>
-    Schema.decodeUnknown(catalog[tool].input, { errors: "all" })(input).pipe(
-      Effect.mapError((error) =>
-        new InvalidRequest({ message: `Invalid ${tool} input: ${prefix}${describeParseError(error)}` })
-      )
-    )
+  const runRaw = <T extends ToolName>(caller: Caller, tool: T, rawInput: unknown, options: CallOptions = {}) =>
+    Effect.flatMap(decodeInput(tool, rawInput, "input."), (input) =>
+      pipeline<T, RawOutput>(caller, tool, input, options, {
+        label: `run:${tool}`,
+        // charged as the tool would be: what its normalization would count (see ProviderRegistry.units)
+        invoke: (credentials) =>
+          Effect.flatMap(providers.callRaw(tool, input, credentials), (answered) =>
+            Effect.map(providers.units(tool, input, answered.output), (units) => ({
+              provider: answered.provider,
+              units,
+              output: {
+                tool,
+                provider: answered.provider,
+                status: answered.output.status,
+                body: answered.output.body,
+                ...(answered.output.artifacts !== undefined && Object.keys(answered.output.artifacts).length > 0
+                  ? { artifacts: answered.output.artifacts }
+                  : {})
+              }
+            }))),
+        encode: (answered) => Effect.succeed(JSON.stringify(answered.output)),
+        units: (answered) => answered.units ?? 0
+      }))
 
   const call = <T extends ToolName>(
     tool: T,
@@ -540,7 +488,7 @@ export const make = Effect.gen(function* () {
   ): Effect.Effect<ToolOutput<T>, ToolError<T> | AuthError> =>
     Effect.gen(function* () {
       const apiKey = Redacted.isRedacted(options.apiKey) ? Redacted.value(options.apiKey) : options.apiKey
-      const { caller } = yield* authenticate(apiKey)
+      const { caller } = yield* authentication.authenticate(apiKey)
       const decoded = yield* decodeInput(tool, input)
       const outcome = yield* run(caller, tool, decoded, options)
       if (outcome._tag === "Fresh") return outcome.output
@@ -551,19 +499,14 @@ export const make = Effect.gen(function* () {
       const stored = yield* Schema.decodeUnknown(Schema.parseJson(StoredEnvelope))(outcome.body).pipe(Effect.orDie)
       return yield* stored.error.code === envelopeOf.WriteOutcomeUnknown.code
         ? new WriteOutcomeUnknown({ message: stored.error.message })
-        : new NormalizationFailed({ message: stored.error.message })
+        : new NormalizationFailed({ message: stored.error.message, charged: 0 })
     }).pipe(withCallFacts)
 
-  return Gateway.of({ authenticate, throttle, run, runUnknown, runRaw, call })
+  return Gateway.of({ run, runUnknown, runRaw, call })
 })
 
-/** The key a provider's own idempotency mechanism receives: one per org and caller's key, never the caller's key itself. */
-const providerIdempotencyKey = (orgId: OrgId, key: string) => `tg-${sha256Hex(`${orgId}\n${key}`)}`
-
-const StoredEnvelope = Schema.Struct({ error: Schema.Struct({ code: Schema.String, message: Schema.String }) })
-
-/** The typed failure of an exit, if it failed (rather than succeeded, died or was interrupted). */
-const failureOf = <A, E>(exit: Exit.Exit<A, E>): E | undefined =>
-  Exit.isFailure(exit) ? Option.getOrUndefined(Cause.failureOption(exit.cause)) : undefined
+/** Failures that come from the provider phase: the reservation was made, so the key was confirmed by it. */
+const isProviderPhase = (failure: { readonly _tag: string }) =>
+  failure._tag.startsWith("Provider") || failure._tag === "WriteOutcomeUnknown" || failure._tag === "NormalizationFailed"
 
 export const GatewayServiceLive = Layer.effect(Gateway, make)

@@ -19,8 +19,12 @@ import { base62, randomId, sha256 } from "./random.js"
 import { monthOf, nowMillis, toDate } from "./time.js"
 import { traced } from "./tracing.js"
 
+/** The mark of a caller: only this module has it, so only `KeyStore` (verifying a key) makes callers. */
+const minted: unique symbol = Symbol("tool-gateway/Caller")
+
 /** The authenticated caller of a tool: the key, the org it belongs to, and the key's tool allow-list. */
 export interface Caller {
+  readonly [minted]: true
   readonly keyId: KeyId
   readonly orgId: OrgId
   /** The only tools this key may call; null: every tool. */
@@ -211,7 +215,7 @@ export const make = Effect.gen(function* () {
         const hit = cache.get(cacheKey)
         if (hit !== undefined && now - hit.at < CACHE_TTL_MS) {
           yield* touch(hit.keyId, now)
-          return { keyId: hit.keyId, orgId: hit.orgId, allowedTools: hit.allowedTools, rateLimit: hit.rateLimit, confirmed: false }
+          return { [minted]: true, keyId: hit.keyId, orgId: hit.orgId, allowedTools: hit.allowedTools, rateLimit: hit.rateLimit, confirmed: false } as const
         }
       }
       const rows = yield* sql<{
@@ -236,7 +240,7 @@ export const make = Effect.gen(function* () {
       }
       remember(cacheKey, { ...caller, at: now })
       yield* touch(row.id, now)
-      return { ...caller, confirmed: true }
+      return { [minted]: true, ...caller, confirmed: true } as const
     }).pipe(Effect.catchTag("SqlError", Effect.die), traced("KeyStore.verify"))
 
   const confirm = (caller: Caller) =>

@@ -11,7 +11,7 @@ import * as Path from "node:path"
 import * as Readline from "node:readline"
 import { fileURLToPath } from "node:url"
 import Pg from "pg"
-import { configLayer, DatabaseLive, KeyStore, Ledger, ServicesLive, startEmbedded } from "tool-gateway"
+import { configLayer, DatabaseLive, KeyStore, Orgs, ServicesLive, startEmbedded } from "tool-gateway"
 
 const here = Path.dirname(fileURLToPath(import.meta.url))
 export const root = Path.resolve(here, "..", "..")
@@ -165,19 +165,19 @@ export interface Provisioned {
 export const provision = (url: string): Promise<Provisioned> =>
   Effect.runPromise(
     Effect.gen(function* () {
-      const ledger = yield* Ledger
+      const orgs = yield* Orgs
       const keys = yield* KeyStore
       const credits = 1_000_000_000_000
       const keyFor = (orgId: Parameters<typeof keys.create>[0], name: string) =>
         Effect.map(Effect.orDie(keys.create(orgId, { name })), (k) => Redacted.value(k.key))
-      const hot = yield* ledger.createOrg({ name: "bench-hot", credits })
+      const hot = yield* orgs.create({ name: "bench-hot", credits })
       const hotKey = yield* keyFor(hot.id, "hot")
       const spreadKeys = yield* Effect.forEach(
         Array.from({ length: 100 }, (_, i) => i),
-        (i) => Effect.flatMap(ledger.createOrg({ name: `bench-${i}`, credits }), (org) => keyFor(org.id, `spread-${i}`)),
+        (i) => Effect.flatMap(orgs.create({ name: `bench-${i}`, credits }), (org) => keyFor(org.id, `spread-${i}`)),
         { concurrency: 10 }
       )
-      const broke = yield* ledger.createOrg({ name: "bench-broke", credits: 0 })
+      const broke = yield* orgs.create({ name: "bench-broke", credits: 0 })
       const brokeKey = yield* keyFor(broke.id, "broke")
       return { hotKey, spreadKeys, brokeKey }
     }).pipe(

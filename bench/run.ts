@@ -10,7 +10,7 @@
  *
  *   npm run bench                      the full run (about 10 minutes)
  *   npm run bench -- --quick           every scenario briefly (under a minute): checks that all produce figures
- *   npm run bench -- --only gateway    scenarios whose name contains a word
+ *   npm run bench -- --only gateway    scenarios whose name contains a word (several: --only proxy,gateway)
  *   npm run bench -- --profile         the gateway runs with --cpu-prof (profiles in bench/results/profiles)
  */
 import * as Crypto from "node:crypto"
@@ -147,7 +147,8 @@ const machine = () => ({
 const main = async () => {
   const scope = Effect.runSync(Scope.make())
   const started = new Date()
-  const selected = (name: string) => only === undefined || name.includes(only)
+  const words = only === undefined ? undefined : only.split(",").filter((w) => w !== "")
+  const selected = (name: string) => words === undefined || words.some((w) => name.includes(w))
   console.error(`bench: ${quick ? "quick" : "full"} run, ${seconds} s per measurement, ${connections} connections`)
   const db = await prepareDatabase(scope)
   const rows: Array<Row> = []
@@ -171,7 +172,7 @@ const main = async () => {
     const body = JSON.stringify({ query: "notes", limit: 3 })
     const tool = `http://127.0.0.1:${gateway.port}/v1/mobile_app_search`
     const jitWarmup = (port: number) =>
-      jitWarmupSeconds > 0 && (only === undefined || only.startsWith("gateway") || only === "workers" || only === "heap")
+      jitWarmupSeconds > 0 && (words === undefined || words.some((w) => w.startsWith("gateway") || w === "workers" || w === "heap"))
         ? load({
           url: `http://127.0.0.1:${port}/v1/mobile_app_search`,
           body,

@@ -2,18 +2,26 @@
 /**
  * The `tool-gateway` command.
  */
+import { ValidationError } from "@effect/cli"
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
 import { Console, Effect, Layer, Logger, LogLevel } from "effect"
 import Cluster from "node:cluster"
 import { cli } from "./cli/main.js"
-import { describeStartupError } from "./cli/errors.js"
+import { argumentMistake, describeStartupError } from "./cli/errors.js"
+import { outputLayer, wantsJson } from "./cli/terminal.js"
+import { envelope, InvalidRequest } from "./domain/errors.js"
 
 const level = (process.env["LOG_LEVEL"] ?? "info").toLowerCase()
 const aliases: Record<string, string> = { warning: "warn", none: "off", silent: "off" }
 const minimum = LogLevel.allLevels.find((l) => l.label.toLowerCase() === (aliases[level] ?? level)) ?? LogLevel.Info
-// One JSON object per line for log collectors; readable lines on a terminal.
-const format = process.env["LOG_FORMAT"] ?? (process.stdout.isTTY ? "pretty" : "json")
-const logger = format === "pretty" ? Logger.pretty : Logger.json
+// One JSON object per line for log collectors; readable lines on a terminal; colour only there.
+const output = outputLayer({
+  logFormat: process.env["LOG_FORMAT"],
+  noColor: process.env["NO_COLOR"],
+  argv: process.argv,
+  isTerminal: process.stdout.isTTY === true
+})
+const asJson = wantsJson(process.argv)
 
 // A worker of `serve --workers` can be told to stop twice: by the terminal (Ctrl-C signals the whole process
 // group) and by the primary, which stops its workers when it stops. The first signal starts the drain; a
@@ -28,8 +36,12 @@ cli(process.argv).pipe(
   // Configuration mistakes, an unreachable database: one clear line, no stack trace.
   Effect.catchAll((error) => {
     const message = describeStartupError(error)
+    // with --json, a mistake in the arguments is the error envelope on stdout too
+    const asEnvelope = asJson && ValidationError.isValidationError(error) && !ValidationError.isHelpRequested(error)
+      ? Console.log(JSON.stringify(envelope(new InvalidRequest({ message: argumentMistake(error) })), null, 2))
+      : Effect.void
     return Effect.zipRight(
-      message === "" ? Effect.void : Console.error(message),
+      Effect.zipRight(asEnvelope, message === "" ? Effect.void : Console.error(message)),
       Effect.sync(() => {
         process.exitCode = 2
         // a cluster worker stays alive on its channel to the primary: leave, so that the primary sees why
@@ -37,6 +49,6 @@ cli(process.argv).pipe(
       })
     )
   }),
-  Effect.provide(Layer.mergeAll(NodeContext.layer, logger, Logger.minimumLogLevel(minimum))),
+  Effect.provide(Layer.mergeAll(NodeContext.layer, output, Logger.minimumLogLevel(minimum))),
   NodeRuntime.runMain({ disableErrorReporting: false, disablePrettyLogger: true })
 )

@@ -81,6 +81,17 @@ const server = Config.all({
       }
     }))
   ),
+  /**
+   * Origins (`https://dash.example.com`, comma-separated) whose pages may call the API from a browser: CORS
+   * headers and preflight answers for them; none (the default): no CORS at all (the built-in dashboard is
+   * same-origin).
+   */
+  corsOrigins: list("CORS_ORIGINS", []).pipe(
+    Config.validate({
+      message: "CORS_ORIGINS must be comma-separated origins such as https://dash.example.com (scheme, host, optional port; no path)",
+      validation: (origins) => origins.every((o) => /^https?:\/\/[^/\s]+$/.test(o) && URL.canParse(o) && new URL(o).origin === o)
+    })
+  ),
   /** When set, `GET /metrics` requires `Authorization: Bearer <token>`. */
   metricsToken: Config.option(Config.redacted("METRICS_TOKEN")),
   /** OTLP/HTTP collector base URL (`…/v1/traces` is appended); none: tracing is off, at no cost. */
@@ -101,7 +112,13 @@ const ledger = Config.all({
   /** How long a completed Idempotency-Key is remembered. */
   idempotencyRetentionMs: seconds("IDEMPOTENCY_RETENTION_SECONDS", 24 * 60 * 60),
   /** A JSON file of tool prices that replace the catalog's. */
-  pricesFile: Config.option(Config.string("PRICES_FILE"))
+  pricesFile: Config.option(Config.string("PRICES_FILE")),
+  /**
+   * `full`: a settlement returns once its charge is on disk (the WAL flushed). `relaxed`: settlements commit
+   * without waiting, like reservations and voids; a database crash can forget the last fraction of a second of
+   * charges (in the callers' favour), never charge twice.
+   */
+  ledgerSync: Config.literal("full", "relaxed")("LEDGER_SYNC").pipe(Config.withDefault("full" as const))
 })
 
 // -- the providers -----------------------------------------------------------------------------------
@@ -127,6 +144,19 @@ const providers = Config.all({
   /** Files kept from tool answers (screenshots, PDFs): largest size, and how long they are kept. */
   artifactMaxBytes: whole("ARTIFACT_MAX_BYTES", 10 * 1024 * 1024, 1),
   artifactRetentionMs: seconds("ARTIFACT_RETENTION_SECONDS", 7 * 24 * 60 * 60),
+  /**
+   * The Graph API version `zeta_request` calls when its input names none. Meta keeps a version about two
+   * years and then serves its calls as the oldest one it still has (developers.facebook.com/docs/graph-api/changelog).
+   */
+  zetaApiVersion: Config.string("ZETA_API_VERSION").pipe(
+    Config.validate({ message: "ZETA_API_VERSION must be a Graph API version such as v26.0", validation: (s) => /^v\d+\.\d+$/.test(s) }),
+    Config.withDefault("v26.0")
+  ),
+  /** The `Notion-Version` mu sends; from 2025-09-03 on, a database's properties are its data sources'. */
+  muApiVersion: Config.string("MU_API_VERSION").pipe(
+    Config.validate({ message: "MU_API_VERSION must be a Notion-Version date such as 2025-09-03", validation: (s) => /^\d{4}-\d{2}-\d{2}$/.test(s) }),
+    Config.withDefault("2025-09-03")
+  ),
   endpoints: Config.all({
     alpha: endpoint("ALPHA", "https://api.exa.ai"),
     betaRead: Config.all({ baseUrl: betaBase("BETA_READ_BASE_URL", "https://r.jina.ai"), apiKey: betaKey }),
@@ -159,6 +189,17 @@ const identity = Config.all({
   firebaseProjectId: Config.option(Config.string("FIREBASE_PROJECT_ID")),
   firebaseJwksUrl: url("FIREBASE_JWKS_URL").pipe(
     Config.withDefault("https://www.googleapis.com/service_accounts/v1/jwk/securetoken@system.gserviceaccount.com")
+  ),
+  /** The Firebase web app's API key and auth domain, for the dashboard's sign-in page (public values). */
+  firebaseWebApiKey: Config.option(Config.string("FIREBASE_WEB_API_KEY")),
+  /** Default: `<FIREBASE_PROJECT_ID>.firebaseapp.com`. */
+  firebaseAuthDomain: Config.option(Config.string("FIREBASE_AUTH_DOMAIN")),
+  /** A Firebase Auth emulator (`host:port`, the name Firebase's own tools use) the sign-in page talks to. */
+  firebaseAuthEmulatorHost: Config.option(
+    Config.string("FIREBASE_AUTH_EMULATOR_HOST").pipe(Config.validate({
+      message: "FIREBASE_AUTH_EMULATOR_HOST must be host:port, e.g. 127.0.0.1:9099",
+      validation: (s) => /^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]):\d{1,5}$/.test(s)
+    }))
   ),
   /** Accept tokens from the local dev issuer (`tool-gateway dev token`); loopback HOST only. */
   devIssuer: Config.boolean("DEV_IDENTITY").pipe(Config.withDefault(false)),

@@ -18,6 +18,7 @@ import { DeltaSessionsLive } from "./services/DeltaSessions.js"
 import { HtmlConverterLive } from "./services/HtmlConverter.js"
 import { LeasesLive } from "./services/Leases.js"
 import { LedgerLive } from "./services/Ledger.js"
+import { OrgsLive } from "./services/Orgs.js"
 import { PricingLive } from "./services/Pricing.js"
 import { ProviderClientLive } from "./services/ProviderClient.js"
 import { ProviderRegistryLive } from "./services/ProviderRegistry.js"
@@ -28,10 +29,11 @@ import { SweeperLive } from "./services/Sweeper.js"
 /** The services over an existing database connection (`SqlClient`). */
 export const ServicesLive = GatewayServiceLive.pipe(
   Layer.provideMerge(Layer.mergeAll(IdempotencyLive, MembersLive, ProviderRegistryLive, AuthenticationLive)),
-  Layer.provideMerge(Layer.mergeAll(ConnectionsLive, IdentityLive)),
+  Layer.provideMerge(Layer.mergeAll(ConnectionsLive, IdentityLive, DeltaSessionsLive)),
   Layer.provideMerge(
     Layer.mergeAll(
       LedgerLive,
+      OrgsLive,
       KeyStoreLive,
       BetasLive,
       RateLimitLive,
@@ -42,8 +44,7 @@ export const ServicesLive = GatewayServiceLive.pipe(
       ArtifactsLive,
       MetricsExporterLive,
       LeasesLive,
-      HtmlConverterLive,
-      DeltaSessionsLive
+      HtmlConverterLive
     )
   )
 )

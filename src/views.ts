@@ -4,7 +4,7 @@
  */
 import type { Connection } from "./services/Connections.js"
 import type { KeyInfo } from "./services/KeyStore.js"
-import type { Org } from "./services/Ledger.js"
+import type { Org } from "./services/Orgs.js"
 
 const iso = (d: Date) => d.toISOString()
 
@@ -29,7 +29,8 @@ export const keyView = (k: KeyInfo) => ({
   monthly_spend_limit: k.spendLimit,
   allowed_tools: k.allowedTools,
   month_spend: k.monthSpend,
-  rate_limit: k.rateLimit === null ? null : { per_second: k.rateLimit.perSecond, burst: k.rateLimit.burst }
+  rate_limit: k.rateLimit === null ? null : { per_second: k.rateLimit.perSecond, burst: k.rateLimit.burst },
+  expires_at: k.expiresAt === null ? null : iso(k.expiresAt)
 })
 
 export const connectionView = (c: Connection) => ({

@@ -1,7 +1,8 @@
 /**
  * The admin CLI, run as the built `tool-gateway` command in its own process: every command with `--json`,
- * against `DATABASE_URL`; a revocation seen at once by a running server; and the embedded database, shared
- * by a running `serve` and the CLI, with the first-start key that `npm start` prints.
+ * against `DATABASE_URL`; a revocation seen at once by a running server; colour only for a terminal; and the
+ * embedded database, shared by a running `serve` and the CLI, with the first-start key that `npm start`
+ * prints on a terminal (a pseudo-terminal from util-linux `script`) and does not print without one.
  */
 import { describe, expect, it, layer } from "@effect/vitest"
 import { Effect, Schema } from "effect"
@@ -12,8 +13,8 @@ import * as Path from "node:path"
 import { TestDatabaseUrl } from "./support/database.js"
 import { callTool, gatewayLayer, TEST_ENCRYPTION_KEY } from "./support/gateway.js"
 import { expectEnvelope, expectOk } from "./support/assert.js"
-import { startUpstream } from "./upstreams/harness.js"
-import { handleOpenMeteo } from "./upstreams/openMeteo.js"
+import { startUpstream } from "../src/testing/harness.js"
+import { handleOpenMeteo } from "../src/testing/openMeteo.js"
 
 const BIN = Path.resolve("dist/bin.js")
 const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown })
@@ -40,6 +41,71 @@ const run = (args: ReadonlyArray<string>, env: Record<string, string>) =>
     })
   })
 
+/** Whether util-linux `script` can give a command a pseudo-terminal here. */
+const hasScript = Child.spawnSync("script", ["--version"]).status === 0
+
+const shellQuote = (s: string) => `'${s.replace(/'/g, "'\\''")}'`
+
+/** The built command on a pseudo-terminal (`script`); its output, as the terminal got it. */
+const runOnTerminal = (args: ReadonlyArray<string>, env: Record<string, string>) =>
+  Effect.async<Run>((resume) => {
+    const command = ["node", BIN, ...args].map(shellQuote).join(" ")
+    Child.execFile("script", ["-qefc", command, "/dev/null"], { env: { ...baseEnv(), ...env }, timeout: 60_000 }, (error, stdout, stderr) => {
+      const code = error === null ? 0 : typeof error.code === "number" ? error.code : 1
+      resume(Effect.succeed({ code, stdout, stderr }))
+    })
+  })
+
+const ESC = "\u001b["
+
+/**
+ * A started process (`serve`, or `script` running it), until its output satisfies `ready`; killed at the end
+ * of the scope if it is still running (`pid`: the gateway's own, when `script` runs it).
+ */
+const launch = (spawn: () => Child.ChildProcessWithoutNullStreams, ready: (output: string) => boolean) =>
+  Effect.gen(function* () {
+    const child = yield* Effect.acquireRelease(Effect.sync(spawn), (child) =>
+      Effect.promise(() =>
+        new Promise<void>((done) => {
+          if (child.exitCode !== null || child.signalCode !== null) return done()
+          child.once("exit", () => done())
+          child.kill("SIGKILL")
+        })
+      ))
+    let output = ""
+    let stdout = ""
+    child.stdout.on("data", (d: Buffer) => {
+      output += d.toString()
+      stdout += d.toString()
+    })
+    child.stderr.on("data", (d: Buffer) => (output += d.toString()))
+    yield* Effect.promise(() =>
+      new Promise<void>((done, fail) => {
+        const timer = setTimeout(() => fail(new Error(`serve was not ready:\n${output}`)), 45_000)
+        const check = () => {
+          if (ready(output)) {
+            clearTimeout(timer)
+            done()
+          }
+        }
+        child.stdout.on("data", check)
+        child.stderr.on("data", check)
+        child.once("exit", () => fail(new Error(`serve exited:\n${output}`)))
+      })
+    )
+    return { child, output: () => output, stdout: () => stdout }
+  })
+
+/** SIGTERM to the gateway (`pid`), and the exit status of `child` (the gateway, or `script` running it). */
+const stop = (child: Child.ChildProcess, pid: number) =>
+  Effect.promise(() =>
+    new Promise<number | null>((done) => {
+      if (child.exitCode !== null) return done(child.exitCode)
+      child.once("exit", (code) => done(code))
+      process.kill(pid, "SIGTERM")
+    })
+  )
+
 const runJson = (args: ReadonlyArray<string>, env: Record<string, string>) =>
   Effect.map(run([...args, "--json"], env), (r) => {
     expect(r.code, r.stderr).toBe(0)
@@ -56,6 +122,11 @@ layer(gatewayLayer(), { excludeTestServices: true })("the CLI against DATABASE_U
       expect(org).toMatchObject({ name: "acme", balance: 100, held: 0, available: 100, month_spend: 0, spend_cap: 50 })
       const id = String(org["id"])
       expect(id).toMatch(/^org_/)
+      const orgs = yield* run(["org", "list", "--json"], env)
+      expect(orgs.code, orgs.stderr).toBe(0)
+      expect(JSON.parse(orgs.stdout)).toEqual(
+        expect.arrayContaining([expect.objectContaining({ id, name: "acme", balance: 100, month_spend: 0, spend_cap: 50 })])
+      )
 
       expect(yield* runJson(["credits", "grant", "--org", id, "--amount", "25"], env)).toMatchObject({ balance: 125 })
       expect(yield* runJson(["cap", "set", "--org", id, "--amount", "none"], env)).toMatchObject({ spend_cap: null })
@@ -69,6 +140,21 @@ layer(gatewayLayer(), { excludeTestServices: true })("the CLI against DATABASE_U
       const listed = yield* run(["keys", "list", "--org", id, "--json"], env)
       expect(listed.stdout).not.toContain(String(created["key"]))
       expect(JSON.parse(listed.stdout)).toEqual([expect.objectContaining({ id: created["id"], prefix: created["prefix"] })])
+      // a key's limits, tools and rate, in both outputs
+      const limits = ["--spend-limit", "20", "--tools", "weather,search", "--rate-limit", "5", "--burst", "10"]
+      const limited = yield* runJson(["keys", "create", "--org", id, "--name", "bot", ...limits], env)
+      expect(limited).toMatchObject({
+        monthly_spend_limit: 20,
+        allowed_tools: ["weather", "search"],
+        rate_limit: { per_second: 5, burst: 10 }
+      })
+      const keysText = (yield* run(["keys", "list", "--org", id], env)).stdout
+      expect(keysText).toContain(`${String(limited["id"])}  ${String(limited["prefix"])}…  bot  active`)
+      expect(keysText).toMatch(/spend limit +20 a month \(spent 0 this month\)/)
+      expect(keysText).toMatch(/tools +weather, search/)
+      expect(keysText).toMatch(/rate +5\/s, burst 10/)
+      expect(keysText).toMatch(/tools +all/)
+      expect(keysText).toMatch(/rate +the gateway's/)
 
       expect(yield* runJson(["beta", "enable", "--org", id, "--tool", "iota_delete_service"], env)).toEqual({
         org_id: id,
@@ -81,9 +167,11 @@ layer(gatewayLayer(), { excludeTestServices: true })("the CLI against DATABASE_U
       expect(revoked["revoked_at"]).toEqual(expect.any(String))
 
       expect(yield* runJson(["migrate"], env)).toEqual({ applied: [] })
-      const human = yield* run(["org", "show", "--org", id], env)
+      const [human, orgList] = yield* Effect.all([run(["org", "show", "--org", id], env), run(["org", "list"], env)], { concurrency: 2 })
       expect(human.stdout).toContain("balance      125")
-    }))
+      // id, name, balance, month spend, cap
+      expect(orgList.stdout).toMatch(new RegExp(`^${id} +acme +125 +0 +80$`, "m"))
+    }), 180_000) // two dozen CLI processes, each a Node start and a database connection
 
   it.effect("mistakes exit with status 1 and a clear message", () =>
     Effect.gen(function* () {
@@ -102,6 +190,28 @@ layer(gatewayLayer(), { excludeTestServices: true })("the CLI against DATABASE_U
       expect(asJson.code).toBe(1)
       expect(JSON.parse(asJson.stdout)).toEqual({
         error: { type: "not_found", code: "not_found", message: expect.stringContaining("org_doesnotexist"), retryable: false, billable: false }
+      })
+      // an org needs a name
+      const [unnamed, blank] = yield* Effect.all([run(["org", "create", "--name", "", "--json"], env), run(["org", "create", "--name", "  "], env)], {
+        concurrency: 2
+      })
+      expect(unnamed.code).toBe(1)
+      expect(JSON.parse(unnamed.stdout)).toMatchObject({ error: { code: "invalid_request", message: "An org's name must not be empty." } })
+      expect(blank.code).toBe(1)
+      expect(blank.stderr).toContain("must not be empty")
+      // a mistake in the arguments, with --json: the envelope on stdout too (and status 2)
+      const mistakes = [
+        [["org", "create"], "--name"],
+        [["keys", "create", "--org", "org_x", "--tools", "weather,nope,serch"], `no tool named "nope", "serch"`],
+        [["dev", "token"], "--uid"]
+      ] as const
+      const answers = yield* Effect.forEach(mistakes, ([args]) => run([...args, "--json"], env), { concurrency: 3 })
+      answers.forEach((answer, i) => {
+        const [args, named] = mistakes[i] ?? [[], ""]
+        expect(answer.code, args.join(" ")).toBe(2)
+        expect(JSON.parse(answer.stdout), args.join(" ")).toEqual({
+          error: { type: "validation", code: "invalid_request", message: expect.stringContaining(named), retryable: false, billable: false }
+        })
       })
       // a mistyped org is an error, not an empty list
       for (const args of [["keys", "list", "--org", "org_doesnotexist"], ["members", "list", "--org", "org_doesnotexist"]]) {
@@ -150,6 +260,12 @@ layer(gatewayLayer(), { excludeTestServices: true })("the CLI against DATABASE_U
       const ok = yield* run(["dev", "token", "--uid", "alice", "--ttl", "60"], dev)
       expect(ok.code, ok.stderr).toBe(0)
       expect(ok.stdout.trim().split(".")).toHaveLength(3)
+      const asJson = yield* runJson(["dev", "token", "--uid", "alice", "--ttl", "60"], dev)
+      expect(asJson).toEqual({ token: expect.stringMatching(/^[\w-]+\.[\w-]+\.[\w-]+$/), uid: "alice", expires_at: expect.any(String) })
+      expect(Date.parse(String(asJson["expires_at"])) - Date.now()).toBeGreaterThan(30_000)
+      const refused = yield* run(["dev", "token", "--uid", "alice", "--json"], env)
+      expect(refused.code).toBe(1)
+      expect(JSON.parse(refused.stdout)).toMatchObject({ error: { code: "invalid_request", message: expect.stringContaining("DEV_IDENTITY=true") } })
     }))
 
   it.effect("serve --workers with the dev issuer on a non-loopback HOST refuses to start, at once", () =>
@@ -205,6 +321,24 @@ layer(gatewayLayer(), { excludeTestServices: true })("the CLI against DATABASE_U
     }))
 })
 
+describe("colour", () => {
+  it.live("only for a terminal, and not with NO_COLOR: help and mistakes carry no escape codes otherwise", () =>
+    Effect.gen(function* () {
+      const [help, mistake] = yield* Effect.all([run(["--help"], {}), run(["org", "create"], {})], { concurrency: 2 })
+      expect(help.stdout).toContain("USAGE")
+      expect(help.stdout).not.toContain(ESC)
+      expect(mistake.stderr).toContain("--name")
+      expect(mistake.stderr).not.toContain(ESC)
+      if (!hasScript) return
+      const [coloured, plain] = yield* Effect.all([runOnTerminal(["--help"], {}), runOnTerminal(["--help"], { NO_COLOR: "1" })], {
+        concurrency: 2
+      })
+      expect(coloured.stdout).toContain(ESC)
+      expect(plain.stdout).toContain("USAGE")
+      expect(plain.stdout).not.toContain(ESC)
+    }), 60_000)
+})
+
 describe("the embedded database", () => {
   it.live("npm start's first run prints a working key; the CLI joins the running server's database", () =>
     Effect.gen(function* () {
@@ -222,38 +356,37 @@ describe("the embedded database", () => {
       )
       const env = { GATEWAY_DATA_DIR: dataDir, PORT: "0", WEATHER_BASE_URL: weather.url, GEOCODING_BASE_URL: weather.url }
 
-      // serve, until it prints the key and the address
-      const server = yield* Effect.acquireRelease(
-        Effect.sync(() => Child.spawn("node", [BIN, "serve"], { env: { ...baseEnv(), ...env } })),
-        (child) =>
-          Effect.promise(() =>
-            new Promise<void>((done) => {
-              if (child.exitCode !== null) return done()
-              child.once("exit", () => done())
-              child.kill("SIGKILL")
-            })
-          )
+      // Without a terminal (a service manager, a container): no org, no key; the log says how to make them.
+      // `--json` makes the log lines JSON whatever LOG_FORMAT says.
+      const headless = yield* launch(
+        () => Child.spawn("node", [BIN, "serve", "--json"], { env: { ...baseEnv(), ...env, LOG_FORMAT: "pretty" } }),
+        (output) => /Listening on http:\/\/[\d.]+:\d+/.test(output) && output.includes("keys create")
       )
-      let output = ""
-      server.stdout.on("data", (d: Buffer) => (output += d.toString()))
-      server.stderr.on("data", (d: Buffer) => (output += d.toString()))
-      yield* Effect.promise(() =>
-        new Promise<void>((done, fail) => {
-          const timer = setTimeout(() => fail(new Error(`serve did not print a key:\n${output}`)), 45_000)
-          const check = () => {
-            if (/tg_[0-9A-Za-z]{32}/.test(output) && /Listening on http:\/\/[\d.]+:\d+/.test(output)) {
-              clearTimeout(timer)
-              done()
-            }
-          }
-          server.stdout.on("data", check)
-          server.stderr.on("data", check)
-        })
+      expect(headless.output()).toContain("tool-gateway org create --name default --credits 1000")
+      expect(headless.output()).not.toMatch(/tg_[0-9A-Za-z]{32}/)
+      const logLines = headless.stdout().split("\n").filter((line) => line.trim() !== "")
+      expect(logLines.length).toBeGreaterThan(0)
+      for (const line of logLines) expect(Schema.decodeUnknownSync(Schema.parseJson(JsonObject))(line)).toHaveProperty("message")
+      expect(JSON.parse((yield* run(["org", "list", "--json"], { GATEWAY_DATA_DIR: dataDir })).stdout)).toEqual([])
+      expect(yield* stop(headless.child, headless.child.pid ?? 0)).toBe(0)
+
+      // On a terminal (a pseudo-terminal here), the first start makes an org and prints its key, once.
+      if (!hasScript) return
+      const server = yield* launch(
+        () =>
+          Child.spawn("script", ["-qefc", `echo "PID $$"; exec node ${shellQuote(BIN)} serve`, "/dev/null"], {
+            env: { ...baseEnv(), ...env, NO_COLOR: "1" }
+          }),
+        (output) => /tg_[0-9A-Za-z]{32}/.test(output) && /Listening on http:\/\/[\d.]+:\d+/.test(output)
       )
+      const output = server.output()
+      const pid = Number(output.match(/PID (\d+)/)?.[1])
       const key = output.match(/tg_[0-9A-Za-z]{32}/)?.[0] ?? ""
       const base = output.match(/Listening on (http:\/\/[\d.]+:\d+)/)?.[1] ?? ""
       const orgId = output.match(/org_[0-9A-Za-z]{16}/)?.[0] ?? ""
       expect(output).toContain(`curl -s ${base}/v1/weather -H "X-API-Key: ${key}"`)
+      // NO_COLOR, on a terminal: readable log lines without colour
+      expect(output).not.toContain(ESC)
 
       const call = () =>
         Effect.promise(() =>
@@ -278,13 +411,7 @@ describe("the embedded database", () => {
       expect((yield* call()).status).toBe(401)
 
       // SIGTERM: a clean exit that stops the database it started.
-      const code = yield* Effect.promise(() =>
-        new Promise<number | null>((done) => {
-          server.once("exit", (c) => done(c))
-          server.kill("SIGTERM")
-        })
-      )
-      expect(code).toBe(0)
+      expect(yield* stop(server.child, pid)).toBe(0)
       const pidFile = yield* Effect.promise(() => Fs.access(Path.join(dataDir, "pg", "postmaster.pid")).then(() => true, () => false))
       expect(pidFile).toBe(false)
 
@@ -292,4 +419,21 @@ describe("the embedded database", () => {
       const after = yield* runJson(["org", "show", "--org", orgId], { GATEWAY_DATA_DIR: dataDir })
       expect(after).toMatchObject({ name: "default", balance: 999 })
     }).pipe(Effect.scoped), 120_000)
+
+  // As root, PostgreSQL runs as the postgres user, which cannot enter a directory that `mktemp -d` made (0700).
+  it.live.skipIf(process.getuid?.() !== 0)("as root, a data directory the postgres user cannot reach stops serve with one line and the fix", () =>
+    Effect.gen(function* () {
+      const parent = yield* Effect.acquireRelease(
+        Effect.promise(() => Fs.mkdtemp(Path.join(Os.tmpdir(), "tool-gateway-private-"))),
+        (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
+      )
+      expect((yield* Effect.promise(() => Fs.stat(parent))).mode & 0o777).toBe(0o700)
+      const refused = yield* run(["serve"], { GATEWAY_DATA_DIR: Path.join(parent, "data"), PORT: "0" })
+      expect(refused.code).toBe(2)
+      const lines = refused.stderr.trim().split("\n")
+      expect(lines, refused.stderr).toHaveLength(1)
+      expect(lines[0]).toContain(`cannot enter ${parent} (mode 0700`)
+      expect(lines[0]).toContain(`chmod o+x ${parent}`)
+      expect(lines[0]).toContain("GATEWAY_DATA_DIR")
+    }).pipe(Effect.scoped), 60_000)
 })

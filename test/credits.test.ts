@@ -5,13 +5,15 @@
  */
 import { describe, expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
-import { Effect, Exit, Layer, TestClock } from "effect"
+import { Effect, Exit, Layer, Metric, TestClock } from "effect"
 import { InsufficientCredits, KeySpendLimitExceeded, SpendCapExceeded } from "../src/domain/errors.js"
 import type { KeyId, OrgId } from "../src/domain/ids.js"
 import { defaults, LedgerConfig } from "../src/config.js"
 import { KeyStore } from "../src/services/KeyStore.js"
 import { Ledger } from "../src/services/Ledger.js"
+import { Orgs } from "../src/services/Orgs.js"
 import { SweeperLive } from "../src/services/Sweeper.js"
+import { ledgerBatchSize } from "../src/services/Telemetry.js"
 import { expectEnvelope } from "./support/assert.js"
 import { books, callTool, gatewayLayer, givenOrg, servicesLayer } from "./support/gateway.js"
 
@@ -73,23 +75,25 @@ layer(servicesLayer())("the ledger, in process, on TestClock", (it) => {
     Effect.gen(function* () {
       yield* TestClock.setTime(Date.parse("2026-01-31T23:59:00Z"))
       const ledger = yield* Ledger
+      const orgs = yield* Orgs
       const org = yield* givenOrg({ credits: 100, cap: 10 })
       const { orgId } = org
       const h = yield* hold(org, 10)
       yield* ledger.settle(h, 10)
       expect(yield* Effect.flip(hold(org, 1))).toBeInstanceOf(SpendCapExceeded)
-      expect((yield* ledger.getOrg(orgId)).monthSpend).toBe(10)
+      expect((yield* orgs.get(orgId)).monthSpend).toBe(10)
       yield* TestClock.adjust("2 minutes")
-      expect((yield* ledger.getOrg(orgId)).monthSpend).toBe(0)
+      expect((yield* orgs.get(orgId)).monthSpend).toBe(0)
       const next = yield* hold(org, 1)
       yield* ledger.settle(next, 1)
-      expect(yield* ledger.getOrg(orgId)).toMatchObject({ balance: 89, monthSpend: 1, held: 0 })
+      expect(yield* orgs.get(orgId)).toMatchObject({ balance: 89, monthSpend: 1, held: 0 })
     }))
 
   it.effect("a month roll-over resets a key's own monthly spend limit too", () =>
     Effect.gen(function* () {
       yield* TestClock.setTime(Date.parse("2026-04-30T23:58:00Z"))
       const ledger = yield* Ledger
+      const orgs = yield* Orgs
       const keys = yield* KeyStore
       const { orgId } = yield* givenOrg({ credits: 100 })
       const limited = yield* Effect.orDie(keys.create(orgId, { name: "limited", spendLimit: 3 }))
@@ -103,7 +107,7 @@ layer(servicesLayer())("the ledger, in process, on TestClock", (it) => {
       const next = yield* hold(who, 3)
       yield* ledger.settle(next, 3)
       expect(yield* Effect.flip(hold(who, 1))).toBeInstanceOf(KeySpendLimitExceeded)
-      expect(yield* ledger.getOrg(orgId)).toMatchObject({ balance: 93, held: 0 })
+      expect(yield* orgs.get(orgId)).toMatchObject({ balance: 93, held: 0 })
     }))
 
   it.effect("pending holds count against the cap and the balance", () =>
@@ -116,6 +120,61 @@ layer(servicesLayer())("the ledger, in process, on TestClock", (it) => {
       const poor = yield* givenOrg({ credits: 4 })
       yield* hold(poor, 3)
       expect(yield* Effect.flip(hold(poor, 2))).toBeInstanceOf(InsufficientCredits)
+    }))
+
+  it.effect("group commit: calls that arrive together share a statement, and each gets its own answer", () =>
+    Effect.gen(function* () {
+      const ledger = yield* Ledger
+      const reserveBatches = Metric.tagged(ledgerBatchSize, "kind", "reserve")
+      const resolveBatches = Metric.tagged(ledgerBatchSize, "kind", "resolve")
+      const stateOf = Effect.all({ reserve: Metric.value(reserveBatches), resolve: Metric.value(resolveBatches) })
+      const before = yield* stateOf
+      // one hot org and a few others, 80 calls at once: the hot org covers 30 of its 60
+      const hot = yield* givenOrg({ credits: 30 })
+      const others = yield* Effect.forEach([1, 2], () => givenOrg({ credits: 10 }))
+      const who = [...Array.from({ length: 60 }, () => hot), ...others.flatMap((o) => Array.from({ length: 10 }, () => o))]
+      const exits = yield* Effect.forEach(who, (w) => Effect.exit(hold(w, 1)), { concurrency: "unbounded" })
+      const held = exits.flatMap((e) => (Exit.isSuccess(e) ? [e.value] : []))
+      expect(held.filter((h) => h.orgId === hot.orgId)).toHaveLength(30)
+      expect(held).toHaveLength(50)
+      // every refusal is the hot org's, for want of credits
+      expect(exits.filter(Exit.isFailure)).toHaveLength(30)
+      expect(exits.filter((e) => Exit.isFailure(e) && e.cause._tag === "Fail" && e.cause.error instanceof InsufficientCredits)).toHaveLength(30)
+      // half settled, half voided, all at once
+      const resolved = yield* Effect.forEach(held, (h, i) => (i % 2 === 0 ? ledger.settle(h, 1) : ledger.void(h)), { concurrency: "unbounded" })
+      expect(resolved.every((r) => r)).toBe(true)
+      expect(yield* books(hot.orgId)).toMatchObject({ balance: 15, held: 0, journalSum: 15 })
+      const after = yield* stateOf
+      // every call went through a batch (the histogram's sum counts calls, its count statements) ...
+      expect(after.reserve.sum - before.reserve.sum).toBe(80)
+      expect(after.resolve.sum - before.resolve.sum).toBe(50)
+      expect(after.reserve.count - before.reserve.count).toBeGreaterThan(0)
+      expect(after.resolve.count - before.resolve.count).toBeGreaterThan(0)
+      // ... and there were fewer statements than calls: they were grouped
+      expect(after.reserve.count - before.reserve.count).toBeLessThan(80)
+      expect(after.resolve.count - before.resolve.count).toBeLessThan(50)
+    }))
+
+  it.effect("a batch of resolutions waits for the WAL flush when it settles, unless LEDGER_SYNC=relaxed; voids never wait", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const org = yield* givenOrg({ credits: 10 })
+      // the setting the batch leaves for its commit, read in its transaction (which is then rolled back)
+      const commitSetting = (charge: number | null, relaxed: boolean) =>
+        Effect.gen(function* () {
+          const h = yield* hold(org, 1)
+          const rows = yield* sql.withTransaction(Effect.gen(function* () {
+            yield* sql`SELECT * FROM gateway_resolve_batch(${[h.id]}::bigint[], ${[charge]}::bigint[],
+                         ${[new Date(0)]}::timestamptz[], ${[0]}::integer[], ${relaxed})`
+            const setting = yield* sql<{ readonly s: string }>`SELECT current_setting('synchronous_commit') AS s`
+            return yield* Effect.fail({ rollback: setting })
+          })).pipe(Effect.catchAll((e) => ("rollback" in e ? Effect.succeed(e.rollback) : Effect.die(e))))
+          yield* Effect.flatMap(Ledger, (ledger) => ledger.void(h))
+          return rows[0]?.s
+        })
+      expect(yield* commitSetting(1, false)).toBe("on")
+      expect(yield* commitSetting(1, true)).toBe("off")
+      expect(yield* commitSetting(null, false)).toBe("off")
     }))
 
   it.effect("each hold resolves exactly once, and a charge never exceeds its hold", () =>
@@ -169,10 +228,11 @@ layer(servicesLayer())("the ledger, in process, on TestClock", (it) => {
   it.effect("grants append to the journal; the journal sums to the balance", () =>
     Effect.gen(function* () {
       const ledger = yield* Ledger
+      const orgs = yield* Orgs
       const org = yield* givenOrg({ credits: 0 })
       const { orgId } = org
-      yield* ledger.grant(orgId, 30, "top-up")
-      yield* ledger.grant(orgId, 12)
+      yield* orgs.grant(orgId, 30, "top-up")
+      yield* orgs.grant(orgId, 12)
       const h = yield* hold(org, 2)
       yield* ledger.settle(h, 2)
       expect(yield* books(orgId)).toMatchObject({ balance: 40, journalSum: 40 })
@@ -192,12 +252,12 @@ layer(servicesLayer())("the ledger, in process, on TestClock", (it) => {
   describe("caps", () => {
     it.effect("a cap can be set and removed", () =>
       Effect.gen(function* () {
-        const ledger = yield* Ledger
+        const orgs = yield* Orgs
         const org = yield* givenOrg({ credits: 10 })
         const { orgId } = org
-        expect((yield* ledger.setSpendCap(orgId, 0)).spendCap).toBe(0)
+        expect((yield* orgs.setSpendCap(orgId, 0)).spendCap).toBe(0)
         expect(yield* Effect.flip(hold(org, 1))).toBeInstanceOf(SpendCapExceeded)
-        expect((yield* ledger.setSpendCap(orgId, null)).spendCap).toBeNull()
+        expect((yield* orgs.setSpendCap(orgId, null)).spendCap).toBeNull()
         yield* hold(org, 1)
       }))
   })

@@ -27,7 +27,7 @@ import {
   type Upstreams
 } from "./support/gateway.js"
 import { CREDENTIALS, EPSILON_TOKEN } from "./upstreams/accounts.js"
-import type { Upstream } from "./upstreams/harness.js"
+import type { Upstream } from "../src/testing/harness.js"
 
 const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 const bodyOf = (r: HttpResult) => Schema.decodeUnknownSync(JsonObject)(r.body)
@@ -79,7 +79,7 @@ const accountCases: ReadonlyArray<AccountCase> = [
     tool: "eta_personal_bests",
     input: { mode: "time", mode2: "60" },
     upstream: (u) => u.monkeytype,
-    sent: { method: "GET", path: "/users/personalBests", header: ["authorization", "ApeKey ape-key-1"] },
+    sent: { method: "GET", path: "/users/personalBests", header: ["authorization", `ApeKey ${CREDENTIALS.eta.ape_key}`] },
     answer: { provider: "eta", mode: "time", mode2: "60", personal_bests: [expect.objectContaining({ mode2: "60", wpm: 112.5, acc: 97.2 })] }
   },
   {
@@ -112,7 +112,7 @@ const accountCases: ReadonlyArray<AccountCase> = [
   },
   {
     tool: "lambda_update_broadcast",
-    input: { id: "bc-1" },
+    input: { id: "bc-1", subject: "March news" },
     upstream: (u) => u.resend,
     sent: { method: "PATCH", path: "/broadcasts/bc-1", header: ["authorization", "Bearer re_key"] },
     answer: { id: "bc-1" }
@@ -128,8 +128,14 @@ const accountCases: ReadonlyArray<AccountCase> = [
     tool: "mu_database",
     input: { database_id: "db-1" },
     upstream: (u) => u.notion,
-    sent: { method: "GET", path: "/v1/databases/db-1", header: ["notion-version", "2022-06-28"] },
-    answer: { provider: "mu", id: "db-1", title: "Tasks", properties: [{ name: "Name", type: "title" }] }
+    sent: { method: "GET", path: "/v1/data_sources/db-1-tasks", header: ["notion-version", "2025-09-03"] },
+    answer: {
+      provider: "mu",
+      id: "db-1",
+      title: "Tasks",
+      properties: [{ name: "Name", type: "title" }, { name: "Status", type: "status" }, { name: "Archived on", type: "date" }],
+      data_sources: [expect.objectContaining({ id: "db-1-tasks", name: "Tasks" }), expect.objectContaining({ id: "db-1-archive", name: "Archive" })]
+    }
   },
   {
     tool: "nu_account",

@@ -239,7 +239,7 @@ layer(gatewayLayer({ server: { maxBodyBytes: 64 * 1024, rateLimitPerSecond: 5, r
     })
 
     describe("provider", () => {
-      const cases: ReadonlyArray<readonly [string, Parameters<import("./upstreams/harness.js").Upstream["fault"]>[0], ExpectedError]> = [
+      const cases: ReadonlyArray<readonly [string, Parameters<import("../src/testing/harness.js").Upstream["fault"]>[0], ExpectedError]> = [
         ["a 5xx", { status: 503 }, { status: 502, type: "provider", code: "provider_unavailable", retryable: true, billable: false }],
         ["a 429", { status: 429 }, { status: 502, type: "provider", code: "provider_rate_limited", retryable: true, billable: false }],
         ["a 4xx", { status: 400, body: { errorMessage: "bad term" } }, { status: 502, type: "provider", code: "provider_rejected", retryable: false, billable: false, message: "bad term" }],
@@ -268,7 +268,7 @@ layer(gatewayLayer({ server: { maxBodyBytes: 64 * 1024, rateLimitPerSecond: 5, r
           const { key, orgId } = yield* givenOrg()
           yield* Effect.orDie(Effect.flatMap(Connections, (c) => c.connect(orgId, "lambda", CREDENTIALS.lambda, null)))
           u.resend.fault({ status: 503 })
-          const result = yield* callTool("lambda_update_broadcast", { id: "bc-1" }, { key })
+          const result = yield* callTool("lambda_update_broadcast", { id: "bc-1", subject: "March news" }, { key })
           expectError(result, { status: 502, type: "provider", code: "write_outcome_unknown", retryable: false, billable: false, message: "may have been carried out" })
           u.resetAll()
         }))

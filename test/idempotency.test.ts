@@ -124,10 +124,13 @@ layer(gatewayLayer(), { excludeTestServices: true })("Idempotency-Key over HTTP"
       const { key, orgId } = yield* givenOrg({ credits: 10 })
       const first = yield* callTool("mobile_app_search", { query: "shape" }, { key, idempotencyKey: "norm-1" })
       expectEnvelope(first, { status: 502, type: "normalization", code: "normalization_failed", retryable: false, billable: true })
+      // billed like a success, and says so like one; its replay charges nothing
+      expect(first.headers.get("x-credits-charged")).toBe("1")
       const again = yield* callTool("mobile_app_search", { query: "shape" }, { key, idempotencyKey: "norm-1" })
       expect(again.status).toBe(502)
       expect(again.text).toBe(first.text)
       expect(again.headers.get("idempotent-replayed")).toBe("true")
+      expect(again.headers.get("x-credits-charged")).toBe("0")
       expect(u.itunes.hits()).toBe(1)
       expect(yield* books(orgId)).toMatchObject({ balance: 9, held: 0, holdsByStatus: { settled: 1 } })
     }))

@@ -6,16 +6,16 @@
 import { expect, layer } from "@effect/vitest"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
+import { CallToolResultSchema } from "@modelcontextprotocol/sdk/types.js"
 import { Effect, Redacted, Schema } from "effect"
-import * as Child from "node:child_process"
 import * as Crypto from "node:crypto"
-import * as Fs from "node:fs"
-import * as Path from "node:path"
+import { catalog, toolNames } from "../src/domain/tools.js"
+import { Artifacts } from "../src/services/Artifacts.js"
 import { Betas } from "../src/services/Betas.js"
 import { Connections } from "../src/services/Connections.js"
 import { KeyStore } from "../src/services/KeyStore.js"
 import { baseUrl, books, capturedLogs, gatewayLayer, givenOrg, request, TestUpstreams } from "./support/gateway.js"
-import { CREDENTIALS } from "./upstreams/accounts.js"
+import { CREDENTIALS, EPSILON_TOKEN } from "./upstreams/accounts.js"
 import { PDF } from "./upstreams/pages.js"
 
 const connect = (key: string | undefined) =>
@@ -46,6 +46,7 @@ const RpcResult = Schema.Struct({
 
 const LogLine = Schema.parseJson(Schema.Struct({
   message: Schema.String,
+  logLevel: Schema.String,
   annotations: Schema.Struct({ path: Schema.optional(Schema.String), code: Schema.optional(Schema.String) })
 }))
 
@@ -99,6 +100,8 @@ layer(gatewayLayer(), { excludeTestServices: true })("hosted MCP", (it) => {
 
   it.scoped("after listTools(), every failure reaches the SDK client as a tool error carrying the envelope, never an McpError", () =>
     Effect.gen(function* () {
+      // only this test's log lines
+      const mark = capturedLogs.length
       const u = yield* TestUpstreams
       u.resetAll()
       const { key } = yield* givenOrg({ credits: 0 })
@@ -149,13 +152,16 @@ layer(gatewayLayer(), { excludeTestServices: true })("hosted MCP", (it) => {
       expect(yield* books(funded.orgId)).toMatchObject({ balance: 9, held: 0 })
 
       // each of those requests is logged with the code the agent saw, not "ok"
-      const logged = capturedLogs.flatMap((line) => {
+      const logged = capturedLogs.slice(mark).flatMap((line) => {
         const entry = Schema.decodeUnknownOption(LogLine)(line)
-        return entry._tag === "Some" && entry.value.annotations.path === "/mcp" ? [entry.value.annotations] : []
+        return entry._tag === "Some" && entry.value.annotations.path === "/mcp" ? [{ ...entry.value.annotations, level: entry.value.logLevel }] : []
       })
       for (const code of ["insufficient_credits", "credential_required", "invalid_request", "unknown_tool", "provider_unavailable", "normalization_failed"]) {
         expect(logged.map((l) => l.code)).toContain(code)
       }
+      // at the level of the HTTP status the error stands for, though the MCP answer is a 200
+      expect(logged.find((l) => l.code === "insufficient_credits")?.level).toBe("WARN")
+      expect(logged.find((l) => l.code === "normalization_failed")?.level).toBe("ERROR")
     }))
 
   it.scoped("an Idempotency-Key in _meta makes a call replayable", () =>
@@ -180,7 +186,9 @@ layer(gatewayLayer(), { excludeTestServices: true })("hosted MCP", (it) => {
       const limited = yield* Effect.orDie(keys.create(orgId, { name: "weather only", allowedTools: ["weather"] }))
       const client = yield* connect(Redacted.value(limited.key))
       const { tools } = yield* Effect.promise(() => client.listTools())
-      expect(tools.map((t) => t.name)).toEqual(["weather"])
+      // and run, for those tools only
+      expect(tools.map((t) => t.name)).toEqual(["weather", "run"])
+      expect(tools.find((t) => t.name === "run")?.inputSchema.properties).toMatchObject({ tool: { enum: ["weather"] } })
     }))
 
   it.effect("without a valid key the HTTP request is refused with the envelope", () =>
@@ -195,29 +203,6 @@ layer(gatewayLayer(), { excludeTestServices: true })("hosted MCP", (it) => {
       const failed = yield* Effect.exit(connect(undefined).pipe(Effect.scoped))
       expect(failed._tag).toBe("Failure")
     }))
-
-  it.effect("the MCP Inspector's CLI lists the tools", () =>
-    Effect.gen(function* () {
-      const bin = Path.resolve("node_modules/@modelcontextprotocol/inspector/cli/build/cli.js")
-      if (!Fs.existsSync(bin)) {
-        console.log("skipped: @modelcontextprotocol/inspector is not installed")
-        return
-      }
-      const { key } = yield* givenOrg()
-      const base = yield* baseUrl
-      const output = yield* Effect.async<string>((resume) => {
-        Child.execFile(
-          "node",
-          [bin, "--cli", `${base}/mcp`, "--transport", "http", "--method", "tools/list", "--header", `X-API-Key: ${key}`],
-          { timeout: 60_000 },
-          (error, stdout, stderr) => resume(error === null ? Effect.succeed(stdout) : Effect.die(new Error(`${error.message}\n${stdout}\n${stderr}`)))
-        )
-      })
-      const listed = Schema.decodeUnknownSync(Schema.Struct({ tools: Schema.Array(Schema.Struct({ name: Schema.String })) }))(
-        JSON.parse(output)
-      )
-      expect(listed.tools.map((t) => t.name)).toEqual(expect.arrayContaining(["search", "read", "weather", "mobile_app_search"]))
-    }), 90_000)
 
   it.effect("GET and DELETE on /mcp are answered at once: 405 with the envelope and Allow: POST", () =>
     Effect.gen(function* () {
@@ -304,8 +289,222 @@ layer(gatewayLayer(), { excludeTestServices: true })("hosted MCP", (it) => {
 
       const other = yield* givenOrg()
       const stranger = yield* connect(other.key)
+      const mark = capturedLogs.length
       const refused = yield* Effect.flip(Effect.tryPromise(() => stranger.readResource({ uri: link?.uri ?? "" })))
       expect(String(refused.error)).toContain("MCP error -32002: No resource")
+      // the JSON-RPC error is logged with its code, not as "ok"
+      const codes = capturedLogs.slice(mark).flatMap((line) => {
+        const entry = Schema.decodeUnknownOption(LogLine)(line)
+        return entry._tag === "Some" && entry.value.annotations.path === "/mcp" ? [entry.value.annotations.code] : []
+      })
+      expect(codes).toContain("not_found")
+    }))
+
+  it.scoped("run is a tool: the raw answer of the tool it names, checked and charged as that tool", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      const { key, orgId } = yield* givenOrg({ credits: 10 })
+      const client = yield* connect(key)
+      const { tools } = yield* Effect.promise(() => client.listTools())
+      const run = tools.find((t) => t.name === "run")
+      expect(run?.inputSchema).toMatchObject({ required: expect.arrayContaining(["tool", "input"]), properties: { tool: { enum: expect.arrayContaining(["weather"]) } } })
+      expect(run?.annotations).toMatchObject({ readOnlyHint: false })
+
+      // the curated tool cannot normalize the provider's answer: the error points at the run tool, which answers it raw
+      u.openMeteo.fault({ wrongShape: true })
+      const failed = yield* Effect.promise(() => client.callTool({ name: "weather", arguments: { lat: 1, lon: 2 } }))
+      expect(failed.isError).toBe(true)
+      expect(failed._meta).toMatchObject({ "tool-gateway/error": { code: "normalization_failed", message: expect.stringContaining("The run tool") } })
+      const raw = yield* Effect.promise(() => client.callTool({ name: "run", arguments: { tool: "weather", input: { lat: 1, lon: 2 } } }))
+      u.openMeteo.fault()
+      expect(raw.isError).toBeFalsy()
+      expect(raw.structuredContent).toMatchObject({ tool: "weather", provider: "open-meteo", status: 200, body: expect.anything() })
+      expect(JSON.parse(textOf(raw))).toEqual(raw.structuredContent)
+      expect(raw._meta).toMatchObject({ "tool-gateway/credits-charged": 1, "tool-gateway/request-id": expect.stringMatching(/^req_/) })
+      // one credit for the normalization failure, one for the raw answer
+      expect(yield* books(orgId)).toMatchObject({ balance: 8, held: 0 })
+
+      // its input is checked as POST /v1/run checks it, and the named tool's input against that tool's schema
+      const notATool = yield* Effect.promise(() => client.callTool({ name: "run", arguments: { tool: "nope", input: {} } }))
+      expect(notATool._meta).toMatchObject({ "tool-gateway/error": { code: "invalid_request", message: expect.stringContaining("nope") } })
+      const badInput = yield* Effect.promise(() => client.callTool({ name: "run", arguments: { tool: "read", input: { url: "https://example.com", max_chars: 5 } } }))
+      expect(badInput._meta).toMatchObject({ "tool-gateway/error": { code: "invalid_request", message: expect.stringContaining("input.max_chars") } })
+      const noInput = yield* Effect.promise(() => client.callTool({ name: "run", arguments: { tool: "weather" } }))
+      expect(noInput._meta).toMatchObject({ "tool-gateway/error": { code: "invalid_request", message: expect.stringContaining("input") } })
+      // and the named tool's own conditions hold: an account tool needs its connection
+      const account = yield* Effect.promise(() => client.callTool({ name: "run", arguments: { tool: "nu_account", input: {} } }))
+      expect(account._meta).toMatchObject({ "tool-gateway/error": { code: "credential_required" }, "tool-gateway/credits-charged": 0 })
+      expect(yield* books(orgId)).toMatchObject({ balance: 8, held: 0 })
+    }))
+
+  it.scoped("every result carries _meta under the server's own prefix; an error result parses as a CallToolResult", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      const { key } = yield* givenOrg({ credits: 10 })
+      const client = yield* connect(key)
+      yield* Effect.promise(() => client.listTools())
+      // MCP's _meta keys: an optional prefix of dot-separated labels and a slash, then a name
+      // (https://modelcontextprotocol.io/specification/2025-06-18/basic#general-fields); prefixes whose second label
+      // is modelcontextprotocol or mcp are reserved
+      const label = "[A-Za-z](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+      const metaKey = new RegExp(`^(?:${label}(?:\\.${label})*/)?(?:[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)?$`)
+      const checkKeys = (meta: unknown) => {
+        const keys = Object.keys(Schema.decodeUnknownSync(Schema.Record({ key: Schema.String, value: Schema.Unknown }))(meta))
+        expect(keys.length).toBeGreaterThan(0)
+        for (const k of keys) {
+          expect(k).toMatch(metaKey)
+          expect(["modelcontextprotocol", "mcp"]).not.toContain(k.split("/")[0]?.split(".")[1])
+        }
+      }
+      // the SDK's own schema parses the answer (a request with CallToolResultSchema throws when it does not)
+      const refused = yield* Effect.promise(() =>
+        client.request({ method: "tools/call", params: { name: "weather", arguments: { q: 5 } } }, CallToolResultSchema)
+      )
+      expect(CallToolResultSchema.safeParse(refused).success).toBe(true)
+      expect(refused.isError).toBe(true)
+      expect(refused._meta).toEqual({
+        "tool-gateway/request-id": expect.stringMatching(/^req_/),
+        "tool-gateway/credits-charged": 0,
+        "tool-gateway/error": { type: "validation", code: "invalid_request", message: expect.stringContaining("q"), retryable: false, billable: false }
+      })
+      checkKeys(refused._meta)
+      const answered = yield* Effect.promise(() =>
+        client.request({ method: "tools/call", params: { name: "weather", arguments: { q: "Berlin" } } }, CallToolResultSchema)
+      )
+      expect(answered._meta).toEqual({ "tool-gateway/request-id": expect.stringMatching(/^req_/), "tool-gateway/credits-charged": 1 })
+      checkKeys(answered._meta)
+    }))
+
+  it.scoped("resources/list lists the org's kept files, newest first, in pages; resources/read answers text or bytes", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      const { key, orgId } = yield* givenOrg()
+      const client = yield* connect(key)
+      expect((yield* Effect.promise(() => client.listResources())).resources).toEqual([])
+      const kept = yield* Effect.promise(() => client.callTool({ name: "read", arguments: { url: `${u.pages.url}/doc.pdf` } }))
+      const pdf = Schema.decodeUnknownSync(Schema.Struct({ artifact: Schema.Struct({ id: Schema.String }) }))(kept.structuredContent).artifact
+      const listed = yield* Effect.promise(() => client.listResources())
+      expect(listed.resources).toEqual([
+        expect.objectContaining({
+          uri: `tool-gateway://artifacts/${pdf.id}`,
+          name: pdf.id,
+          mimeType: "application/pdf",
+          size: PDF.length,
+          description: expect.stringContaining("expires")
+        })
+      ])
+      expect(listed.nextCursor).toBeUndefined()
+      const read = yield* Effect.promise(() => client.readResource({ uri: listed.resources[0]?.uri ?? "" }))
+      const blob = read.contents[0] !== undefined && "blob" in read.contents[0] ? read.contents[0].blob : ""
+      expect(sha256(Buffer.from(blob, "base64"))).toBe(sha256(PDF))
+
+      // a text file is answered as text
+      const artifacts = yield* Artifacts
+      const csv = yield* Effect.orDie(artifacts.store(orgId, "text/csv; charset=utf-8", new TextEncoder().encode("a,b\n1,é\n")))
+      const text = yield* Effect.promise(() => client.readResource({ uri: `tool-gateway://artifacts/${csv.id}` }))
+      expect(text.contents).toEqual([{ uri: `tool-gateway://artifacts/${csv.id}`, mimeType: "text/csv; charset=utf-8", text: "a,b\n1,é\n" }])
+
+      // newest first, fifty a page; the cursor continues where the page ended (files kept in one millisecond too)
+      yield* Effect.sleep("5 millis")
+      for (let i = 0; i < 53; i++) yield* Effect.orDie(artifacts.store(orgId, "image/png", new Uint8Array([i])))
+      const first = yield* Effect.promise(() => client.listResources())
+      expect(first.resources).toHaveLength(50)
+      expect(first.resources[0]?.size).toBe(1)
+      expect(first.nextCursor).toEqual(expect.any(String))
+      const second = yield* Effect.promise(() => client.listResources({ cursor: first.nextCursor }))
+      expect(second.nextCursor).toBeUndefined()
+      const uris = [...first.resources, ...second.resources].map((r) => r.uri)
+      expect(uris).toHaveLength(55)
+      expect(new Set(uris).size).toBe(55)
+      expect(uris.slice(-2)).toEqual([`tool-gateway://artifacts/${csv.id}`, `tool-gateway://artifacts/${pdf.id}`])
+      const badCursor = yield* Effect.flip(Effect.tryPromise(() => client.listResources({ cursor: "not-a-cursor" })))
+      expect(String(badCursor.error)).toContain("MCP error -32602")
+
+      // another org sees none of them
+      const other = yield* givenOrg()
+      const stranger = yield* connect(other.key)
+      expect((yield* Effect.promise(() => stranger.listResources())).resources).toEqual([])
+    }))
+})
+
+// the fake REST API a connection names, and Jina's screenshots, are on 127.0.0.1
+layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.1"] } }), { excludeTestServices: true })("hosted MCP, every tool", (it) => {
+  it.scoped("every tool is described for a model choosing one: what it does, its provider, its price, each input field", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      const { key, orgId } = yield* givenOrg()
+      // every account tool and every beta, so that every tool is listed
+      const connections = yield* Connections
+      for (const provider of ["delta", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu", "nu"] as const) {
+        yield* Effect.orDie(connections.connect(orgId, provider, CREDENTIALS[provider], null))
+      }
+      yield* Effect.orDie(connections.connect(orgId, "epsilon", { base_url: u.rest.url, token: EPSILON_TOKEN }, null))
+      const betas = yield* Betas
+      for (const name of toolNames.filter((n) => catalog[n].beta)) yield* Effect.orDie(betas.enable(orgId, name))
+      const client = yield* connect(key)
+      const { tools } = yield* Effect.promise(() => client.listTools())
+      expect(tools.map((t) => t.name).sort()).toEqual([...toolNames, "run"].sort())
+
+      const Properties = Schema.Record({ key: Schema.String, value: Schema.Struct({ description: Schema.optional(Schema.String) }) })
+      for (const tool of tools) {
+        const description = tool.description ?? ""
+        expect(description.length, `${tool.name}: ${description}`).toBeGreaterThanOrEqual(60)
+        expect(description, tool.name).toContain("credit")
+        const properties = Schema.decodeUnknownSync(Properties)(tool.inputSchema.properties ?? {})
+        for (const [field, property] of Object.entries(properties)) {
+          expect(property.description?.trim() ?? "", `${tool.name}.${field} has no description`).not.toBe("")
+        }
+      }
+      // the provider that answers is named, as the provider knows itself
+      const answeredBy: Record<string, string> = {
+        weather: "Open-Meteo",
+        mobile_app_search: "App Store",
+        alpha_search: "Exa",
+        beta_read: "Jina",
+        beta_search: "Jina",
+        gamma_scrape: "Firecrawl",
+        gamma_search: "Firecrawl",
+        xi_movie: "TMDB",
+        delta_post: "Bluesky",
+        delta_like: "Bluesky",
+        zeta_request: "Graph API",
+        eta_personal_bests: "Monkeytype",
+        theta_ratings: "Trakt",
+        iota_delete_service: "Render",
+        kappa_delete_benefit: "Polar",
+        kappa_ingest_events: "Polar",
+        lambda_update_broadcast: "Resend",
+        lambda_batch_emails: "Resend",
+        mu_database: "Notion",
+        nu_account: "GitHub"
+      }
+      const described = new Map(tools.map((t) => [t.name, t.description ?? ""]))
+      for (const [name, provider] of Object.entries(answeredBy)) expect(described.get(name), name).toContain(provider)
+      // the price is this gateway's, in the tool's unit; account tools and betas say so
+      expect(described.get("search")).toContain("1 credit per 10 results")
+      expect(described.get("read")).toContain("per 20000 characters")
+      expect(described.get("nu_account")).toContain("POST /v1/connections")
+      expect(described.get("weather")).not.toContain("POST /v1/connections")
+      expect(described.get("iota_delete_service")).toContain("Beta")
+      expect(described.get("weather")).not.toContain("Beta")
+    }))
+
+  it.scoped("a file the run tool's call kept is a resource link too", () =>
+    Effect.gen(function* () {
+      const { key } = yield* givenOrg()
+      const client = yield* connect(key)
+      const shot = yield* Effect.promise(() =>
+        client.callTool({ name: "run", arguments: { tool: "beta_read", input: { url: "https://example.com/page", format: "screenshot" } } })
+      )
+      expect(shot.isError, textOf(shot)).toBeFalsy()
+      const links = Schema.decodeUnknownSync(Schema.Array(Schema.Unknown))(shot.content).filter(
+        (c) => typeof c === "object" && c !== null && "type" in c && c.type === "resource_link"
+      )
+      expect(links).toEqual([expect.objectContaining({ uri: expect.stringMatching(/^tool-gateway:\/\/artifacts\/art_/), mimeType: "image/png" })])
+      const read = yield* Effect.promise(() => client.readResource({ uri: Schema.decodeUnknownSync(Schema.Struct({ uri: Schema.String }))(links[0]).uri }))
+      expect(read.contents[0]).toMatchObject({ mimeType: "image/png", blob: expect.any(String) })
     }))
 })
 

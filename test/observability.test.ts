@@ -4,7 +4,7 @@
  * server, spans exported in a tree (in memory, and over OTLP/HTTP to a collector), the per-process key
  * cache that never outlives a revocation, and `serve --workers`.
  */
-import { NodeSdk } from "@effect/opentelemetry"
+import * as NodeSdk from "@effect/opentelemetry/NodeSdk"
 import { SqlClient } from "@effect/sql"
 import { afterAll, expect, layer } from "@effect/vitest"
 import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
@@ -357,7 +357,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("the built server", (it) =>
   it.effect("one JSON log line per request, with its facts, at a level that follows the outcome", () =>
     Effect.gen(function* () {
       const env = yield* envFor
-      const { base, output } = yield* serve([], { ...env, LOG_FORMAT: "json", LOG_LEVEL: "info" })
+      const { base, output } = yield* serve([], { ...env, LOG_FORMAT: "json", LOG_LEVEL: "debug" })
       const rich = yield* givenOrg({ credits: 10 })
       const broke = yield* givenOrg({ credits: 0 })
       const ok = yield* post(base, "/v1/weather", rich.key, { q: "Berlin" })
@@ -365,6 +365,13 @@ layer(gatewayLayer(), { excludeTestServices: true })("the built server", (it) =>
       const unknown = yield* post(base, "/v1/weather", "tg_doesnotexistdoesnotexistdoesnot", { q: "Berlin" })
       const refused = yield* post(base, "/v1/weather", broke.key, { q: "Berlin" })
       expect([ok.status, invalid.status, unknown.status, refused.status]).toEqual([200, 400, 401, 402])
+      // what probes, scrapers and browsers ask all day; a browser's favicon request is answered, without an icon
+      const routine = yield* Effect.forEach(["/healthz", "/readyz", "/metrics", "/favicon.ico"], (path) =>
+        Effect.promise(() =>
+          fetch(`${base}${path}`).then(async (r) => ({ path, status: r.status, requestId: r.headers.get("x-request-id"), text: await r.text() }))
+        ))
+      expect(routine.map((r) => [r.path, r.status])).toEqual([["/healthz", 200], ["/readyz", 200], ["/metrics", 200], ["/favicon.ico", 204]])
+      expect(routine[3]?.text).toBe("")
       yield* Effect.sleep("200 millis")
 
       const lines = output().split("\n").filter((l) => l.trim() !== "")
@@ -395,6 +402,8 @@ layer(gatewayLayer(), { excludeTestServices: true })("the built server", (it) =>
         logLevel: "WARN",
         annotations: { status: 402, code: "insufficient_credits", org_id: broke.orgId, credits: 0, provider: null }
       })
+      // logged at DEBUG: below the usual INFO, they do not drown the calls
+      for (const r of routine) expect(byRequest(r.requestId), r.path).toMatchObject({ logLevel: "DEBUG", annotations: { path: r.path } })
       // never a secret
       for (const secret of [rich.key, broke.key, "tg_doesnotexistdoesnotexistdoesnot"]) expect(output()).not.toContain(secret)
     }).pipe(Effect.scoped), 60_000)

@@ -33,6 +33,14 @@ const CHROMIUM = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].find((p) => 
 const skipDocsPage = CHROMIUM === undefined && process.env["REQUIRE_CHROMIUM"] !== "1"
 if (skipDocsPage) console.log("skipping the /docs page test: no Chromium at /usr/bin/chromium (apt-get install chromium; .ci/run does)")
 
+const Strings = Schema.Array(Schema.String)
+/** What the /docs page may load: the gateway's own origin, or what the page made itself (data:, blob:). */
+const isGatewayOrLocal = (url: string, base: string) =>
+  url.startsWith("data:") || url.startsWith("blob:") || new URL(url).origin === new URL(base).origin
+/** In the page: the text of the curl sample of the operation at `path` ("" until it is rendered). */
+const curlSampleOf = (path: string) =>
+  `[...document.querySelectorAll('pre, code')].map((e) => e.innerText).find((t) => t.startsWith('curl ') && t.includes(${JSON.stringify(`${path} `)})) ?? ''`
+
 const sha256 = (data: Uint8Array) => Crypto.createHash("sha256").update(data).digest("hex")
 
 layer(gatewayLayer(), { excludeTestServices: true })("self-description", (it) => {
@@ -112,7 +120,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("self-description", (it) =>
     Effect.gen(function* () {
       expect(CHROMIUM, "REQUIRE_CHROMIUM=1 but there is no /usr/bin/chromium").toBeDefined()
       const base = yield* baseUrl
-      const page = yield* Effect.acquireRelease(
+      const browser = yield* Effect.acquireRelease(
         Effect.promise(() =>
           chromium.launch({
             executablePath: CHROMIUM ?? "/usr/bin/chromium",
@@ -120,16 +128,25 @@ layer(gatewayLayer(), { excludeTestServices: true })("self-description", (it) =>
           })
         ),
         (browser) => Effect.promise(() => browser.close())
-      ).pipe(Effect.flatMap((browser) => Effect.promise(() => browser.newPage())))
-      const blocked: Array<string> = []
+      )
+      const context = yield* Effect.promise(() => browser.newContext())
+      // Every request of the page (document, scripts, styles, fonts, fetches) passes here: one to
+      // any host but the gateway's is refused, and fails the test.
+      const elsewhere: Array<string> = []
+      const offGateway = (url: string) => {
+        if (!isGatewayOrLocal(url, base) && !elsewhere.includes(url)) elsewhere.push(url)
+      }
       yield* Effect.promise(() =>
-        page.route("**/*", (route) => {
+        context.route("**/*", (route) => {
           const url = route.request().url()
-          if (url.startsWith(base) || url.startsWith("data:") || url.startsWith("blob:")) return route.continue()
-          blocked.push(url)
+          if (isGatewayOrLocal(url, base)) return route.continue()
+          offGateway(url)
           return route.abort()
         })
       )
+      const page = yield* Effect.promise(() => context.newPage())
+      page.on("request", (request) => offGateway(request.url()))
+      page.on("websocket", (socket) => offGateway(socket.url()))
       const response = yield* Effect.promise(() => page.goto(`${base}/docs`, { waitUntil: "load" }))
       expect(response?.status()).toBe(200)
       // (in the page: strings, as this project type-checks without the DOM)
@@ -143,8 +160,37 @@ layer(gatewayLayer(), { excludeTestServices: true })("self-description", (it) =>
       const text = String(yield* Effect.promise(() => page.evaluate("document.body.innerText")))
       for (const tool of ["search", "read", "weather", "mobile_app_search"]) expect(text).toContain(tool)
       expect(yield* Effect.promise(() => page.title())).toBe("Tool Gateway")
-      // nothing it needed came from elsewhere: what was blocked was optional (fonts, telemetry)
-      expect(blocked.filter((u) => u.endsWith(".js"))).toEqual([])
+
+      // nothing that needs a Scalar account or Scalar's servers is offered (innerText is what is shown)
+      for (const cloud of ["Open API Client", "Developer Tools", "Share", "Generate SDKs", "Configure", "Deploy", "Powered by"]) {
+        expect(text, cloud).not.toContain(cloud)
+      }
+      const shownLinks = Schema.decodeUnknownSync(Strings)(
+        yield* Effect.promise(() =>
+          page.evaluate("[...document.querySelectorAll('a[href]')].filter((a) => a.getClientRects().length > 0).map((a) => a.href)")
+        )
+      )
+      expect(shownLinks.filter((href) => /^https?:\/\/([^/]+\.)?scalar\.com\//.test(href))).toEqual([])
+
+      // the request samples send a real Idempotency-Key, never an empty one
+      yield* Effect.promise(() => page.waitForFunction(curlSampleOf("/v1/weather"), undefined, { timeout: 30_000 }))
+      const samples = Schema.decodeUnknownSync(Strings)(
+        yield* Effect.promise(() =>
+          page.evaluate("[...document.querySelectorAll('pre, code')].map((e) => e.innerText).filter((t) => t.includes('Idempotency-Key'))")
+        )
+      )
+      expect(samples.length).toBeGreaterThan(0)
+      for (const sample of samples) expect(sample).not.toMatch(/Idempotency-Key:\s*['"]/)
+      const weather = String(yield* Effect.promise(() => page.evaluate(curlSampleOf("/v1/weather"))))
+      expect(weather).toContain("--header 'Idempotency-Key: weather-")
+
+      // searching stays in the page
+      yield* Effect.promise(() => page.keyboard.press("Control+k"))
+      yield* Effect.promise(() => page.getByLabel("Enter search query").fill("berlin"))
+      yield* Effect.promise(() => page.getByRole("option", { name: /weather: Weather now/ }).first().waitFor({ timeout: 10_000 }))
+
+      yield* Effect.promise(() => page.waitForLoadState("networkidle"))
+      expect(elsewhere).toEqual([])
     }).pipe(Effect.scoped), 60_000)
 
   it.effect("the typed client (tool-gateway/client) calls tools and decodes a 402 into InsufficientCredits", () =>

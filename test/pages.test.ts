@@ -1,7 +1,7 @@
 /**
  * Hostile pages cannot stall the gateway. Fifty small pages built to cost an HTML converter seconds (deep
  * nesting, unclosed tags, deep combs of links) are read at once through a real gateway process while its
- * `/healthz` is polled every 50 ms: every health answer comes within 100 ms, and every read is answered —
+ * `/healthz` is polled every 50 ms: every health answer comes within 250 ms, and every read is answered —
  * a 200, or `normalization_failed` (the page was fetched; `/v1/run` still answers it raw) — never a 500.
  */
 import { describe, expect, it, layer } from "@effect/vitest"
@@ -19,7 +19,7 @@ const Envelope = Schema.Struct({
 })
 
 layer(gatewayLayer({ providers: { ssrfAllow: [PAGES_HOST], htmlConvertTimeoutMs: 1_000, timeoutMs: 3_000 } }), { excludeTestServices: true })("hostile pages", (it) => {
-  it.effect("fifty hostile pages in flight: /healthz answers every 50 ms poll within 100 ms; every read is a 200 or an envelope", () =>
+  it.effect("fifty hostile pages in flight: /healthz answers every 50 ms poll within 250 ms; every read is a 200 or an envelope", () =>
     Effect.gen(function* () {
       const u = yield* TestUpstreams
       const env = { ...(yield* envFor), SSRF_ALLOW: PAGES_HOST, PROVIDER_TIMEOUT_MS: "2000", HTML_CONVERT_TIMEOUT_MS: "1500" }
@@ -63,7 +63,9 @@ layer(gatewayLayer({ providers: { ssrfAllow: [PAGES_HOST], htmlConvertTimeoutMs:
       console.log(`hostile pages: ${reads.length} reads, ${JSON.stringify(outcomes)}; /healthz polled ${healthTimes.length} times, ` +
         `slowest ${slowest.toFixed(1)} ms, median ${sorted[Math.floor(sorted.length / 2)]?.toFixed(1)} ms`)
       expect(healthTimes.length).toBeGreaterThan(10)
-      expect(slowest).toBeLessThan(100)
+      // A stalled event loop is seconds (4–8 s before conversions left it); the bound leaves room for the
+      // scheduling of a shared 2-core machine, where the slowest poll has measured 35–130 ms.
+      expect(slowest).toBeLessThan(250)
 
       // the page that could not be converted in time is still there, raw, through /v1/run
       const raw = yield* post(gateway.base, "/v1/run", key, { tool: "read", input: { url: `${u.pages.url}/hostile/links` } })

@@ -5,10 +5,14 @@
  * normalization failures. Writes are never sent twice.
  */
 import { describe, expect, layer } from "@effect/vitest"
-import { Effect } from "effect"
+import { SqlClient } from "@effect/sql"
+import { Context, Effect, Layer } from "effect"
 import { type AccountProvider, accountProviders } from "../src/domain/connections.js"
 import { type ToolName, toolNames, tools } from "../src/domain/tools.js"
 import { Betas } from "../src/services/Betas.js"
+import { DeltaSessions, DeltaSessionsLive } from "../src/services/DeltaSessions.js"
+import { Encryption } from "../src/services/Encryption.js"
+import { sweepOnce } from "../src/services/Sweeper.js"
 import { type ExpectedError, expectEnvelope, expectOk } from "./support/assert.js"
 import {
   books,
@@ -20,8 +24,22 @@ import {
   TestUpstreams,
   type Upstreams
 } from "./support/gateway.js"
-import { CREDENTIALS, EPSILON_TOKEN, expireBlueskySessions } from "./upstreams/accounts.js"
-import type { Fault, RecordedRequest, Upstream } from "./upstreams/harness.js"
+import {
+  APE_KEYS,
+  CREDENTIALS,
+  EPSILON_TOKEN,
+  exhaustApeKey,
+  expireBlueskySessions,
+  gitHubLimited,
+  GRAPH_THROTTLED,
+  restoreApeKey,
+  UNDELETABLE_BENEFIT,
+  handleBluesky,
+  revokeBlueskyRefreshTokens,
+  setBlueskyPds
+} from "./upstreams/accounts.js"
+import { FIRECRAWL_NO_CREDITS } from "./upstreams/firecrawl.js"
+import { type Fault, type RecordedRequest, type Upstream, upstream } from "../src/testing/harness.js"
 
 interface Sent {
   readonly method: string
@@ -109,7 +127,7 @@ const cases: ReadonlyArray<Case> = [
     tool: "beta_read",
     input: () => ({ url: "https://example.com/doc", format: "text" }),
     upstream: (u) => u.jina,
-    sent: { method: "GET", path: "/https://example.com/doc", headers: { authorization: "Bearer jina-test-key", "x-return-format": "text" } },
+    sent: { method: "POST", path: "/", headers: { authorization: "Bearer jina-test-key", "x-return-format": "text" }, body: { url: "https://example.com/doc" } },
     output: { provider: "beta", url: "https://example.com/doc", title: "Jina read", content: "Read by Jina\n\nContent of https://example.com/doc.", tokens: 42 },
     raw: { provider: "beta", status: 200, body: expect.objectContaining({ code: 200, status: 20000 }) }
   },
@@ -135,7 +153,7 @@ const cases: ReadonlyArray<Case> = [
     upstream: (u) => u.firecrawl,
     sent: {
       method: "POST",
-      path: "/v1/scrape",
+      path: "/v2/scrape",
       headers: { authorization: "Bearer fc-test-key" },
       body: { url: "https://example.com/page", formats: ["markdown"], onlyMainContent: true, waitFor: 500 }
     },
@@ -146,7 +164,7 @@ const cases: ReadonlyArray<Case> = [
     tool: "gamma_search",
     input: () => ({ query: "effect", limit: 2, lang: "de" }),
     upstream: (u) => u.firecrawl,
-    sent: { method: "POST", path: "/v1/search", headers: { authorization: "Bearer fc-test-key" }, body: { query: "effect", limit: 2, lang: "de" } },
+    sent: { method: "POST", path: "/v2/search", headers: { authorization: "Bearer fc-test-key" }, body: { query: "effect", limit: 2, lang: "de" } },
     output: { provider: "gamma", results: [expect.objectContaining({ url: "https://example.com/fc/0", title: "Firecrawl 0" }), expect.anything()] },
     raw: { provider: "gamma", status: 200, body: expect.objectContaining({ success: true }) }
   },
@@ -211,10 +229,10 @@ const cases: ReadonlyArray<Case> = [
   },
   {
     tool: "zeta_request",
-    input: () => ({ path: "me/accounts", params: { fields: "id,name" }, version: "v20.0" }),
+    input: () => ({ path: "me/accounts", params: { fields: "id,name" }, version: "v25.0" }),
     upstream: (u) => u.graph,
-    sent: { method: "GET", path: "/v20.0/me/accounts", headers: { authorization: "Bearer zeta-token" }, query: { fields: "id,name" } },
-    output: { provider: "zeta", data: expect.objectContaining({ version: "v20.0", path: "me/accounts" }) },
+    sent: { method: "GET", path: "/v25.0/me/accounts", headers: { authorization: "Bearer zeta-token" }, query: { fields: "id,name" } },
+    output: { provider: "zeta", data: expect.objectContaining({ version: "v25.0", path: "me/accounts" }) },
     raw: { provider: "zeta", status: 200, body: expect.objectContaining({ id: "1234" }) },
     // any object is a valid Graph answer; only non-objects are the wrong shape
     skip: ["a wrong shape"]
@@ -223,7 +241,7 @@ const cases: ReadonlyArray<Case> = [
     tool: "eta_personal_bests",
     input: () => ({ mode: "time" }),
     upstream: (u) => u.monkeytype,
-    sent: { method: "GET", path: "/users/personalBests", headers: { authorization: "ApeKey ape-key-1" }, query: { mode: "time" } },
+    sent: { method: "GET", path: "/users/personalBests", headers: { authorization: `ApeKey ${CREDENTIALS.eta.ape_key}` }, query: { mode: "time" } },
     output: { provider: "eta", mode: "time", mode2: null, personal_bests: [expect.objectContaining({ mode2: "60", wpm: 112.5 })] },
     raw: { provider: "eta", status: 200, body: expect.objectContaining({ message: "Personal bests retrieved" }) }
   },
@@ -271,11 +289,11 @@ const cases: ReadonlyArray<Case> = [
   },
   {
     tool: "lambda_update_broadcast",
-    input: () => ({ id: "bc-1" }),
+    input: () => ({ id: "bc-1", subject: "March news", reply_to: ["team@example.com"] }),
     upstream: (u) => u.resend,
-    sent: { method: "PATCH", path: "/broadcasts/bc-1", headers: { authorization: "Bearer re_key" } },
+    sent: { method: "PATCH", path: "/broadcasts/bc-1", headers: { authorization: "Bearer re_key" }, body: { subject: "March news", reply_to: ["team@example.com"] } },
     output: { provider: "lambda", id: "bc-1" },
-    raw: { provider: "lambda", status: 200, body: { id: "bc-1" } },
+    raw: { provider: "lambda", status: 200, body: { id: "bc-1", object: "broadcast" } },
     writePath: "/broadcasts/bc-1"
   },
   {
@@ -291,9 +309,26 @@ const cases: ReadonlyArray<Case> = [
     tool: "mu_database",
     input: () => ({ database_id: "d9824bdc" }),
     upstream: (u) => u.notion,
-    sent: { method: "GET", path: "/v1/databases/d9824bdc", headers: { authorization: "Bearer secret_notion", "notion-version": "2022-06-28" } },
-    output: { provider: "mu", id: "d9824bdc", title: "Tasks" },
-    raw: { provider: "mu", status: 200, body: expect.objectContaining({ object: "database" }) }
+    sent: { method: "GET", path: "/v1/databases/d9824bdc", headers: { authorization: "Bearer secret_notion", "notion-version": "2025-09-03" } },
+    output: {
+      provider: "mu",
+      id: "d9824bdc",
+      title: "Tasks",
+      // the properties of both data sources, each once
+      properties: [{ name: "Name", type: "title" }, { name: "Status", type: "status" }, { name: "Archived on", type: "date" }],
+      data_sources: [
+        { id: "d9824bdc-tasks", name: "Tasks", properties: [{ name: "Name", type: "title" }, { name: "Status", type: "status" }] },
+        { id: "d9824bdc-archive", name: "Archive", properties: [{ name: "Name", type: "title" }, { name: "Archived on", type: "date" }] }
+      ]
+    },
+    raw: {
+      provider: "mu",
+      status: 200,
+      body: {
+        database: expect.objectContaining({ object: "database", data_sources: expect.any(Array) }),
+        data_sources: [expect.objectContaining({ object: "data_source" }), expect.objectContaining({ object: "data_source" })]
+      }
+    }
   },
   {
     tool: "nu_account",
@@ -472,25 +507,108 @@ layer(gatewayLayer(config), { excludeTestServices: true })("providers", (it) => 
   }
 
   describe("delta's session", () => {
-    it.effect("is kept: one createSession for many posts; one the PDS expired is renewed, the post sent once", () =>
+    const sessionPath = "/xrpc/com.atproto.server.createSession"
+    const refreshPath = "/xrpc/com.atproto.server.refreshSession"
+    const recordPath = "/xrpc/com.atproto.repo.createRecord"
+
+    it.effect("is kept: one createSession for many posts; an expired access token is renewed with refreshSession, the post sent once", () =>
       Effect.gen(function* () {
         const u = yield* TestUpstreams
         const c = caseOf("delta_post")
         const { key, orgId } = yield* prepare(c)
         u.resetAll()
         for (let i = 0; i < 3; i++) expectOk(yield* callTool(c.tool, c.input(u), { key }))
-        const sessionPath = "/xrpc/com.atproto.server.createSession"
-        const recordPath = "/xrpc/com.atproto.repo.createRecord"
         const opened = u.bluesky.hits(sessionPath)
         expect(opened).toBeLessThanOrEqual(1)
         expect(u.bluesky.hits(recordPath)).toBe(3)
         expireBlueskySessions()
         expectOk(yield* callTool(c.tool, c.input(u), { key }))
-        expect(u.bluesky.hits(sessionPath)).toBe(opened + 1)
-        // the refused write (nothing written) and the write on the new session
+        // renewed, not logged in again (createSession is limited to 30 in 5 minutes per account)
+        expect(u.bluesky.hits(sessionPath)).toBe(opened)
+        expect(u.bluesky.hits(refreshPath)).toBe(1)
+        expect(u.bluesky.requests.find((r) => r.path === refreshPath)?.headers["authorization"]).toMatch(/^Bearer .+\.sig$/)
+        // the refused write (nothing written) and the write on the renewed session
         expect(u.bluesky.hits(recordPath)).toBe(5)
-        expect(yield* books(orgId)).toMatchObject({ balance: 96, held: 0 })
+        expectOk(yield* callTool(c.tool, c.input(u), { key }))
+        expect(u.bluesky.hits(refreshPath)).toBe(1)
+        expect(yield* books(orgId)).toMatchObject({ balance: 95, held: 0 })
       }))
+
+    it.effect("a refused refresh token means a new createSession", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        const c = caseOf("delta_post")
+        const { key } = yield* prepare(c)
+        expectOk(yield* callTool(c.tool, c.input(u), { key }))
+        u.resetAll()
+        revokeBlueskyRefreshTokens()
+        expectOk(yield* callTool(c.tool, c.input(u), { key }))
+        expect(u.bluesky.hits(refreshPath)).toBe(1)
+        expect(u.bluesky.hits(sessionPath)).toBe(1)
+        expect(u.bluesky.hits(recordPath)).toBe(2)
+      }))
+
+    it.effect("is kept sealed in the database, where another process finds it", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        const c = caseOf("delta_post")
+        const { key } = yield* prepare(c)
+        u.resetAll()
+        expectOk(yield* callTool(c.tool, c.input(u), { key }))
+        const sql = yield* SqlClient.SqlClient
+        const rows = yield* sql<{ readonly ciphertext: Uint8Array }>`SELECT ciphertext FROM delta_sessions`
+        expect(rows.length).toBeGreaterThanOrEqual(1)
+        const sent = u.bluesky.requests.find((r) => r.path === recordPath)?.headers["authorization"] ?? ""
+        const token = sent.replace(/^Bearer /, "")
+        expect(token.length).toBeGreaterThan(20)
+        for (const row of rows) expect(Buffer.from(row.ciphertext).toString("latin1")).not.toContain(token.slice(0, 20))
+        // a second process: its own DeltaSessions over the same database and key
+        const other = yield* Layer.build(DeltaSessionsLive.pipe(Layer.provide(Layer.succeed(Encryption, yield* Encryption))))
+        const sessions = Context.get(other, DeltaSessions)
+        const keys = yield* sql<{ readonly key: string }>`SELECT key FROM delta_sessions`
+        const found = yield* Effect.forEach(keys, (k) => sessions.get(k.key))
+        expect(found.some((s) => s?.accessJwt === token)).toBe(true)
+      }).pipe(Effect.scoped))
+
+    it.effect("the sweeper deletes the sessions that can no longer be renewed, and only those", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        const c = caseOf("delta_post")
+        const { key } = yield* prepare(c)
+        u.resetAll()
+        expectOk(yield* callTool(c.tool, c.input(u), { key }))
+        const sql = yield* SqlClient.SqlClient
+        yield* sql`INSERT INTO delta_sessions (key, key_id, iv, ciphertext, tag, refresh_until, updated_at)
+                   SELECT 'expired:' || key, key_id, iv, ciphertext, tag, now() - interval '1 day', updated_at
+                     FROM delta_sessions WHERE refresh_until > now()`
+        const live = yield* sql<{ readonly key: string }>`SELECT key FROM delta_sessions WHERE refresh_until > now()`
+        expect(live.length).toBeGreaterThanOrEqual(1)
+        yield* sweepOnce
+        const left = yield* sql<{ readonly key: string }>`SELECT key FROM delta_sessions`
+        expect(left.map((r) => r.key).sort()).toEqual(live.map((r) => r.key).sort())
+      }))
+
+    it.effect("writes go to the PDS the session's DID document names", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        const pds = yield* upstream(handleBluesky)
+        const c = caseOf("delta_post")
+        const { key } = yield* prepare(c)
+        // the kept session is refused: the next one is opened with a DID document naming the PDS
+        revokeBlueskyRefreshTokens()
+        setBlueskyPds(pds.url)
+        yield* Effect.addFinalizer(() => Effect.sync(() => setBlueskyPds(undefined)))
+        u.resetAll()
+        expectOk(yield* callTool(c.tool, c.input(u), { key }))
+        expect(u.bluesky.hits(sessionPath)).toBe(1)
+        expect(pds.hits(recordPath)).toBe(1)
+        expect(pds.requests.find((r) => r.path === recordPath)?.json).toMatchObject({ repo: "did:plc:alice" })
+        // the next post goes straight to the PDS
+        const before = u.bluesky.requests.length
+        expectOk(yield* callTool(c.tool, c.input(u), { key }))
+        expect(u.bluesky.requests.length).toBe(before)
+        expect(pds.hits(recordPath)).toBe(2)
+      }).pipe(Effect.scoped))
   })
 
   describe("theta's ratings", () => {
@@ -522,30 +640,123 @@ layer(gatewayLayer(config), { excludeTestServices: true })("providers", (it) => 
     const rejected = { status: 502, type: "provider", code: "provider_credential_rejected", retryable: false, billable: false } as const
     const limited = { status: 502, type: "provider", code: "provider_rate_limited", retryable: true, billable: false } as const
 
-    it.effect("eta (Monkeytype): 470–472 refuse the ApeKey, 479 is its rate limit", () =>
+    /** The tool's call on a connection with `credentials` instead of the fake's own. */
+    const answerWith = (c: Case, credentials: Record<string, unknown>) =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        u.resetAll()
+        const { key, orgId, token } = yield* prepare(c)
+        const replaced = yield* dashboard("POST", "/v1/connections", token, { provider: accountProvider(c.tool), credentials })
+        expect(replaced.status).toBe(201)
+        const result = yield* callTool(c.tool, c.input(u), { key })
+        expect(yield* books(orgId)).toEqual(expect.objectContaining({ balance: 100, held: 0, holdsByStatus: { voided: 1 } }))
+        return result
+      })
+    const retryAfterOf = (result: { readonly headers: Headers }) => Number(result.headers.get("retry-after"))
+
+    it.effect("eta (Monkeytype): every ApeKey Monkeytype refuses is a refused key, whatever its status", () =>
       Effect.gen(function* () {
         const eta = caseOf("eta_personal_bests")
-        expectEnvelope(yield* answerTo(eta, { status: 470, body: { message: "Invalid ApeKey" } }), { ...rejected, message: "Invalid ApeKey" })
-        expectEnvelope(yield* answerTo(eta, { status: 471, body: { message: "ApeKey is inactive" } }), rejected)
-        expectEnvelope(yield* answerTo(eta, { status: 479, body: { message: "ApeKey rate limit exceeded" } }), limited)
+        const refusals: ReadonlyArray<readonly [string, string]> = [
+          [APE_KEYS.wrongSecret, "(HTTP 470): Invalid ApeKey"],
+          [APE_KEYS.inactive, "(HTTP 471): ApeKey is inactive"],
+          [APE_KEYS.badId, "(HTTP 472): ApeKey is malformed"],
+          [APE_KEYS.deleted, "(HTTP 404): ApeKey not found"],
+          [APE_KEYS.noSecret, "(HTTP 400): Malformed ApeKey"]
+        ]
+        for (const [apeKey, message] of refusals) {
+          expectEnvelope(yield* answerWith(eta, { ape_key: apeKey }), { ...rejected, message })
+        }
+        // Monkeytype's other 404s and 400s are not about the key
+        expectEnvelope(yield* answerTo(eta, { status: 404, body: { message: "Unknown request URL", data: null } }), {
+          status: 502, type: "provider", code: "provider_rejected", retryable: false, billable: false
+        })
       }))
 
-    it.effect("nu (GitHub): a 403 with the rate limit used up is a rate limit, not a refused token", () =>
+    it.effect("eta (Monkeytype): 479 is the ApeKey's rate limit, retried after Monkeytype's reset", () =>
+      Effect.gen(function* () {
+        const eta = caseOf("eta_personal_bests")
+        exhaustApeKey()
+        const used = yield* answerTo(eta, {}).pipe(Effect.ensuring(Effect.sync(restoreApeKey)))
+        expectEnvelope(used, { ...limited, message: "(HTTP 479): ApeKey rate limit exceeded" })
+        expect(retryAfterOf(used)).toBeGreaterThanOrEqual(55)
+        expect(retryAfterOf(used)).toBeLessThanOrEqual(60)
+        // without Retry-After, X-RateLimit-Reset (epoch seconds) says when
+        const reset = String(Math.ceil(Date.now() / 1000) + 90)
+        const byReset = yield* answerTo(eta, { status: 479, body: { message: "ApeKey rate limit exceeded", data: {} }, headers: { "x-ratelimit-reset": reset } })
+        expectEnvelope(byReset, limited)
+        expect(retryAfterOf(byReset)).toBeGreaterThanOrEqual(85)
+        expect(retryAfterOf(byReset)).toBeLessThanOrEqual(91)
+      }))
+
+    it.effect("nu (GitHub): secondary and primary rate limits are rate limits with GitHub's wait, not a refused token", () =>
       Effect.gen(function* () {
         const nu = caseOf("nu_account")
-        const result = yield* answerTo(nu, { status: 403, headers: { "x-ratelimit-remaining": "0", "retry-after": "30" }, body: { message: "API rate limit exceeded" } })
-        expectEnvelope(result, limited)
-        expect(result.headers.get("retry-after")).toBe("30")
+        const secondary = yield* answerTo(nu, gitHubLimited().secondary)
+        expectEnvelope(secondary, { ...limited, message: "secondary rate limit" })
+        expect(retryAfterOf(secondary)).toBe(42)
+        // no retry-after: GitHub says to wait at least a minute
+        const bare = yield* answerTo(nu, gitHubLimited().secondaryWithoutRetryAfter)
+        expectEnvelope(bare, { ...limited, message: "secondary rate limit" })
+        expect(retryAfterOf(bare)).toBe(60)
+        // the primary limit: until x-ratelimit-reset
+        const primary = yield* answerTo(nu, gitHubLimited().primary)
+        expectEnvelope(primary, { ...limited, message: "primary rate limit" })
+        expect(retryAfterOf(primary)).toBeGreaterThanOrEqual(115)
+        expect(retryAfterOf(primary)).toBeLessThanOrEqual(121)
         expectEnvelope(yield* answerTo(nu, { status: 403, body: { message: "Resource not accessible by integration" } }), rejected)
       }))
 
-    it.effect("zeta (Graph): an OAuthException 190 in a 400 is a refused token", () =>
+    it.effect("zeta (Graph): 190 in a 400 is a refused token; 4, 17, 32, 613 and the BUC codes are rate limits", () =>
       Effect.gen(function* () {
         const zeta = caseOf("zeta_request")
-        const expired = { error: { message: "Error validating access token: Session has expired", type: "OAuthException", code: 190 } }
-        expectEnvelope(yield* answerTo(zeta, { status: 400, body: expired }), { ...rejected, message: "code 190" })
+        // the fake refuses a token it does not know as Graph does: OAuthException 190, HTTP 400
+        expectEnvelope(yield* answerWith(zeta, { access_token: "expired-token" }), { ...rejected, message: "code 190" })
+        const app = yield* answerTo(zeta, GRAPH_THROTTLED.app)
+        expectEnvelope(app, { ...limited, message: "X-App-Usage: calls 100%" })
+        expect(app.text).not.toContain("Reconnect")
+        expectEnvelope(yield* answerTo(zeta, { status: 400, body: { error: { message: "(#17) User request limit reached", type: "OAuthException", code: 17 } } }), limited)
+        expectEnvelope(yield* answerTo(zeta, GRAPH_THROTTLED.page), { ...limited, message: "Page request limit reached" })
+        // Business Use Case limits say when: estimated_time_to_regain_access, in minutes
+        const pages = yield* answerTo(zeta, GRAPH_THROTTLED.pages)
+        expectEnvelope(pages, { ...limited, message: "code 80001" })
+        expect(retryAfterOf(pages)).toBe(19 * 60)
+        // and the Ads API's X-Ad-Account-Usage, in seconds
+        const custom = yield* answerTo(zeta, {
+          status: 400,
+          body: { error: { message: "(#613) Calls to this api have exceeded the rate limit.", type: "OAuthException", code: 613 } },
+          headers: { "x-ad-account-usage": JSON.stringify({ acc_id_util_pct: 100, reset_time_duration: 300 }) }
+        })
+        expectEnvelope(custom, limited)
+        expect(retryAfterOf(custom)).toBe(300)
         const other = { error: { message: "Unsupported get request.", type: "GraphMethodException", code: 100 } }
         expectEnvelope(yield* answerTo(zeta, { status: 400, body: other }), { status: 502, type: "provider", code: "provider_rejected", retryable: false, billable: false, message: "Unsupported get request" })
+      }))
+
+    it.effect("zeta (Graph): without a version, the current one (v26.0)", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        const zeta = caseOf("zeta_request")
+        u.resetAll()
+        const { key } = yield* prepare(zeta)
+        const result = yield* callTool("zeta_request", { path: "me" }, { key })
+        expectOk(result)
+        expect(u.graph.requests.map((r) => r.path)).toEqual(["/v26.0/me"])
+        expect(result.body).toMatchObject({ data: { version: "v26.0" } })
+      }))
+
+    it.effect("kappa (Polar): a 403 NotPermitted is Polar refusing the action, not the token", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        const kappa = caseOf("kappa_delete_benefit")
+        u.resetAll()
+        const { key, orgId } = yield* prepare(kappa)
+        const result = yield* callTool("kappa_delete_benefit", { benefit_id: UNDELETABLE_BENEFIT }, { key })
+        expectEnvelope(result, { status: 502, type: "provider", code: "provider_rejected", retryable: false, billable: false, message: "NotPermitted): Not permitted" })
+        expect(u.polar.hits(`/v1/benefits/${UNDELETABLE_BENEFIT}`)).toBe(1)
+        expect(yield* books(orgId)).toMatchObject({ balance: 100, held: 0, holdsByStatus: { voided: 1 } })
+        // a 403 of Polar's that is not NotPermitted is still the token's
+        expectEnvelope(yield* answerTo(kappa, { status: 403, body: { error: "insufficient_scope", error_description: "The token lacks benefits:write" } }), rejected)
       }))
 
     it.effect("Retry-After as an HTTP date passes through as seconds", () =>
@@ -663,3 +874,89 @@ layer(gatewayLayer({ providers: { ...config.providers, readProviders: ["builtin"
       }))
   }
 )
+
+layer(
+  gatewayLayer({
+    providers: {
+      ...config.providers,
+      // no deadline is tested here: room for the built-in reader's conversion on a loaded machine
+      timeoutMs: 3_000,
+      searchProviders: ["gamma", "alpha"],
+      readProviders: ["gamma", "builtin"],
+      zetaApiVersion: "v24.0",
+      muApiVersion: "2022-06-28"
+    }
+  }),
+  { excludeTestServices: true }
+)("gamma first; API versions from the configuration", (it) => {
+  it.effect("gamma answers search and read through Firecrawl v2", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      const { key } = yield* givenMember({ credits: 50 })
+      const search = yield* callTool("search", { query: "effect", max_results: 3 }, { key })
+      expectOk(search, 1)
+      expect(search.body).toMatchObject({
+        provider: "gamma",
+        results: [0, 1, 2].map((i) => ({ url: `https://example.com/fc/${i}`, title: `Firecrawl ${i}`, snippet: `About ${i}` }))
+      })
+      const read = yield* callTool("read", { url: `${u.pages.url}/article` }, { key })
+      expectOk(read, 1)
+      expect(read.body).toMatchObject({ provider: "gamma", title: "Scraped page" })
+      expect(u.firecrawl.requests.map((r) => [r.path, r.json])).toEqual([
+        ["/v2/search", { query: "effect", limit: 3 }],
+        ["/v2/scrape", { url: `${u.pages.url}/article`, formats: ["markdown"], onlyMainContent: true }]
+      ])
+      expect(u.exa.hits() + u.pages.hits()).toBe(0)
+    }))
+
+  it.effect("gamma's 402 (its account out of credits) moves search and read on to the next provider, charged once", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      const { key, orgId } = yield* givenMember({ credits: 50 })
+      u.firecrawl.fault(FIRECRAWL_NO_CREDITS)
+      const search = yield* callTool("search", { query: "effect", max_results: 2 }, { key })
+      expectOk(search, 1)
+      expect(search.body).toMatchObject({ provider: "alpha" })
+      const read = yield* callTool("read", { url: `${u.pages.url}/article` }, { key })
+      expectOk(read, 1)
+      expect(read.body).toMatchObject({ provider: "builtin" })
+      expect(u.firecrawl.hits("/v2/search")).toBe(1)
+      expect(u.firecrawl.hits("/v2/scrape")).toBe(1)
+      // gamma's own tools: the 402 as it is, not retryable
+      const scrape = yield* callTool("gamma_scrape", { url: "https://example.com/page" }, { key })
+      u.firecrawl.fault()
+      expectEnvelope(scrape, { status: 502, type: "provider", code: "provider_rejected", retryable: false, billable: false, message: "no credits left (HTTP 402): Insufficient credits" })
+      expect(yield* books(orgId)).toMatchObject({ balance: 48, held: 0, holdsByStatus: { settled: 2, voided: 1 } })
+    }))
+
+  it.effect("a v1 format is sent as v2's, and a format v2 does not know is Firecrawl's 400", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      const { key } = yield* givenMember({ credits: 50 })
+      const full = yield* callTool("gamma_scrape", { url: "https://example.com/page", formats: ["markdown", "screenshot@fullPage"] }, { key })
+      expectOk(full)
+      expect(u.firecrawl.requests[0]?.json).toMatchObject({ formats: ["markdown", { type: "screenshot", fullPage: true }] })
+      expect(full.body).toMatchObject({ screenshot: expect.objectContaining({ content_type: "image/png" }) })
+      const unknown = yield* callTool("gamma_scrape", { url: "https://example.com/page", formats: ["extract"] }, { key })
+      expectEnvelope(unknown, { status: 502, type: "provider", code: "provider_rejected", retryable: false, billable: false, message: "(HTTP 400): Bad Request" })
+    }))
+
+  it.effect("ZETA_API_VERSION and MU_API_VERSION set the versions sent; Notion refuses a two-source database to 2022-06-28", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      const zeta = yield* givenMember()
+      expect((yield* dashboard("POST", "/v1/connections", zeta.token, { provider: "zeta", credentials: CREDENTIALS.zeta })).status).toBe(201)
+      const graph = yield* callTool("zeta_request", { path: "me" }, { key: zeta.key })
+      expectOk(graph)
+      expect(u.graph.requests.map((r) => r.path)).toEqual(["/v24.0/me"])
+      const mu = yield* givenMember()
+      expect((yield* dashboard("POST", "/v1/connections", mu.token, { provider: "mu", credentials: CREDENTIALS.mu })).status).toBe(201)
+      const notion = yield* callTool("mu_database", { database_id: "d9824bdc" }, { key: mu.key })
+      expectEnvelope(notion, { status: 502, type: "provider", code: "provider_rejected", retryable: false, billable: false, message: "(HTTP 400): Database d9824bdc has more than one data source" })
+      expect(u.notion.requests.map((r) => [r.path, r.headers["notion-version"]])).toEqual([["/v1/databases/d9824bdc", "2022-06-28"]])
+    }))
+})

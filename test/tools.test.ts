@@ -194,7 +194,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("curated tools", (it) => {
         const result = yield* callTool("search", { query: "down" }, { key })
         expectEnvelope(result, { status: 502, type: "provider", code: "provider_rate_limited", retryable: true, billable: false })
         expect(result.headers.get("retry-after")).toBe("7")
-        expect(u.firecrawl.hits("/v1/search")).toBeGreaterThanOrEqual(1)
+        expect(u.firecrawl.hits("/v2/search")).toBeGreaterThanOrEqual(1)
         expect(yield* books(orgId)).toMatchObject({ balance: 10, held: 0, pendingHolds: 0 })
         u.resetAll()
       }))

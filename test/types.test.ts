@@ -27,6 +27,9 @@ import {
 } from "tool-gateway/client"
 import { Api } from "../src/http/Api.js"
 import { wireOf, wireUnion } from "../src/http/wire.js"
+import { inputExamples, outputExamples } from "../src/domain/examples.js"
+import type { ToolName } from "../src/domain/tools.js"
+import { bindings } from "../src/providers/index.js"
 import type { Caller } from "../src/services/KeyStore.js"
 
 type Client = ToolGatewayClient["Type"]
@@ -36,6 +39,7 @@ class Unlisted extends Schema.TaggedError<Unlisted>()("Unlisted", { message: Sch
 
 describe("the typed failure channel", () => {
   it("the wire union of every error is exactly the gateway's errors; one class's wire form keeps its class", () => {
+    // eslint-disable-next-line @typescript-eslint/no-unused-vars -- a value examined only through its type
     const all = wireUnion(...gatewayErrors)
     expectTypeOf<Schema.Schema.Type<typeof all>>().toEqualTypeOf<GatewayError>()
     expectTypeOf<Schema.Schema.Type<ReturnType<typeof wireOf<typeof NotFound>>>>().toEqualTypeOf<NotFound>()
@@ -94,5 +98,19 @@ describe("callers", () => {
     // @ts-expect-error: the mark of a caller is KeyStore's own
     const caller: Caller = forged
     expectTypeOf(caller).not.toBeAny()
+  })
+})
+
+describe("the tool list is written once", () => {
+  it("the HTTP API's tool operations are exactly the catalog's tools and run", () => {
+    // src/http/Api.ts names each tool once per line (a union cannot be mapped onto distinct typed endpoints
+    // without casts); this proves that list equals the catalog's. Handlers are complete by HttpApiBuilder.group.
+    expectTypeOf<keyof Client["tools"]>().toEqualTypeOf<ToolName | "run">()
+  })
+
+  it("every tool has a provider binding and an example input and answer", () => {
+    expectTypeOf<keyof typeof bindings>().toEqualTypeOf<ToolName>()
+    expectTypeOf<keyof typeof inputExamples>().toEqualTypeOf<ToolName>()
+    expectTypeOf<keyof typeof outputExamples>().toEqualTypeOf<ToolName>()
   })
 })

@@ -81,7 +81,9 @@ const cases = (pagesUrl: string): Record<ToolName, Case> => ({
       nfpr: "yes"
     },
     extra: "allowed",
-    alsoValid: [{ q: "x", site: "example.com" }, { q: "x", site: ["a.com", "b.com"], nfpr: true, page: 2 }]
+    alsoValid: [{ q: "x", site: "example.com" }, { q: "x", site: ["a.com", "b.com"], nfpr: true, page: 2 }],
+    // the provider refuses a num outside 0–20
+    bounds: [{ field: "num", ok: [0, 20], bad: [21, -1, 2.5] }]
   },
   gamma_scrape: {
     valid: { url: "https://example.com" },
@@ -116,7 +118,13 @@ const cases = (pagesUrl: string): Record<ToolName, Case> => ({
     extra: "refused",
     bounds: [{ field: "events", ok: [[{ name: "a" }, { name: "b" }]], bad: [[], [1], ["x"]] }]
   },
-  lambda_update_broadcast: { valid: { id: "b-1" }, required: ["id"], wrongTypes: { id: 1 }, extra: "refused" },
+  lambda_update_broadcast: {
+    valid: { id: "b-1", subject: "March news" },
+    required: ["id"],
+    wrongTypes: { id: 1, name: 1, segment_id: 1, from: 1, subject: 1, reply_to: "a@example.com", preview_text: 1, html: 1, text: 1, topic_id: 1 },
+    extra: "refused",
+    alsoValid: [{ id: "b-1", reply_to: [] }, { id: "b-1", topic_id: null }]
+  },
   lambda_batch_emails: { valid: { emails: [] }, required: [], wrongTypes: {}, extra: "allowed", alsoValid: [{}] },
   mu_database: { valid: { database_id: "d-1" }, required: ["database_id"], wrongTypes: { database_id: 1 }, extra: "refused" },
   nu_account: { valid: {}, required: [], wrongTypes: {}, extra: "refused" }

@@ -1,8 +1,9 @@
 /**
  * One line for each way the gateway can fail to start.
  */
-import { ValidationError } from "@effect/cli"
+import { HelpDoc, ValidationError } from "@effect/cli"
 import { ConfigError } from "effect"
+import * as Util from "node:util"
 
 const tagOf = (u: unknown): string | undefined =>
   typeof u === "object" && u !== null && "_tag" in u && typeof u._tag === "string" ? u._tag : undefined
@@ -39,4 +40,10 @@ export const describeStartupError = (error: unknown): string => {
     default:
       return `error: ${messageOf(error)}`
   }
+}
+
+/** What the CLI library said was wrong with the arguments, as one line of plain text. */
+export const argumentMistake = (error: ValidationError.ValidationError): string => {
+  const text = Util.stripVTControlCharacters(HelpDoc.toAnsiText(error.error))
+  return text.trim().split(/\s*\n\s*/).filter((line) => line !== "").join(" ") || "The arguments are not valid."
 }

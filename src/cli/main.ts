@@ -5,21 +5,21 @@
  */
 import { Command, HelpDoc, Options, ValidationError } from "@effect/cli"
 import { Console, Effect, Either, Layer, Option, Redacted } from "effect"
-import { migrate } from "../db/migrations.js"
+import { migrate } from "../db/migrations/index.js"
 import { DatabaseLive } from "../db/Database.js"
 import { parseCredits } from "../domain/credits.js"
 import { MAX_RATE } from "../domain/dashboard.js"
-import { envelope, isGatewayError } from "../domain/errors.js"
+import { envelope, InvalidRequest, isGatewayError } from "../domain/errors.js"
 import { KeyId, OrgId } from "../domain/ids.js"
 import { catalog, isToolName, toolNames } from "../domain/tools.js"
 import { Betas, BetasLive } from "../services/Betas.js"
 import { Connections, ConnectionsLive } from "../services/Connections.js"
 import { EncryptionLive } from "../services/Encryption.js"
 import { type KeyInfo, KeyStore, KeyStoreLive } from "../services/KeyStore.js"
-import { Ledger, LedgerLive, type Org } from "../services/Ledger.js"
+import { type Org, Orgs, OrgsLive } from "../services/Orgs.js"
 import { devKey, isLoopback, mintDevToken } from "../services/Identity.js"
 import { Members, MembersLive } from "../services/Members.js"
-import { nowMillis } from "../services/time.js"
+import { nowMillis, toDate } from "../services/time.js"
 import { keyView, orgView } from "../views.js"
 import { ConfigFromEnv, IdentityConfig, ServerConfig } from "../config.js"
 
@@ -28,13 +28,22 @@ const orgOption = Options.text("org").pipe(Options.withDescription("Org id (org_
 
 /** The services for one admin command, over the configured or embedded database. */
 const AdminLive = MembersLive.pipe(
-  Layer.provideMerge(Layer.mergeAll(LedgerLive, KeyStoreLive, BetasLive)),
+  Layer.provideMerge(Layer.mergeAll(OrgsLive, KeyStoreLive, BetasLive)),
   Layer.provideMerge(DatabaseLive),
   Layer.provideMerge(ConfigFromEnv)
 )
 
 const orgJson = (org: Org, betas: ReadonlyArray<string> = []) => ({ ...orgView(org, betas), created_at: org.createdAt.toISOString() })
 const keyJson = (key: KeyInfo) => ({ ...keyView(key), org_id: key.orgId })
+
+const keyText = (k: KeyInfo) =>
+  [
+    `${k.id}  ${k.prefix}…  ${k.name}  ${k.revokedAt === null ? "active" : `revoked ${k.revokedAt.toISOString()}`}`,
+    `  last used    ${k.lastUsedAt?.toISOString() ?? "never"}`,
+    `  spend limit  ${k.spendLimit === null ? "none" : `${k.spendLimit} a month`} (spent ${k.monthSpend} this month)`,
+    `  tools        ${k.allowedTools === null ? "all" : k.allowedTools.join(", ")}`,
+    `  rate         ${k.rateLimit === null ? "the gateway's" : `${k.rateLimit.perSecond}/s, burst ${k.rateLimit.burst}`}`
+  ].join("\n")
 
 const orgText = (org: Org) =>
   [
@@ -47,6 +56,14 @@ const orgText = (org: Org) =>
   ].join("\n")
 
 const print = (asJson: boolean, value: unknown, text: string) => Console.log(asJson ? JSON.stringify(value, null, 2) : text)
+
+/** Rows as columns, each as wide as its widest cell (numbers aligned right). */
+const table = (rows: ReadonlyArray<ReadonlyArray<string>>) => {
+  const widths = (rows[0] ?? []).map((_, i) => Math.max(...rows.map((row) => (row[i] ?? "").length)))
+  return rows.map((row) =>
+    row.map((cell, i) => (/^\d+$/.test(cell) ? cell.padStart(widths[i] ?? 0) : cell.padEnd(widths[i] ?? 0))).join("  ").trimEnd()
+  ).join("\n")
+}
 
 /**
  * Run an admin action; a gateway error (an unknown org, say) is printed — as the error envelope on stdout
@@ -68,14 +85,18 @@ const admin = <A, E, R>(asJson: boolean, effect: Effect.Effect<A, E, R>) =>
   )
 
 /** The org must exist (a mistyped id is an error, not an empty list). */
-const existingOrg = (org: string) => Effect.flatMap(Ledger, (ledger) => ledger.getOrg(OrgId.make(org)))
+const existingOrg = (org: string) => Effect.flatMap(Orgs, (orgs) => orgs.get(OrgId.make(org)))
 
 const workers = Options.integer("workers").pipe(
   Options.withDefault(1),
   Options.withDescription("Server processes sharing the port and the database (one per core is a good start)")
 )
 
-const serve = Command.make("serve", { workers }, ({ workers }) =>
+const serve = Command.make("serve", {
+  workers,
+  // read where the logger is chosen (src/bin.ts): the same as LOG_FORMAT=json
+  json: Options.boolean("json").pipe(Options.withDescription("Log lines as JSON (as LOG_FORMAT=json)"))
+}, ({ workers }) =>
   // Loaded on demand: the admin commands do not need the HTTP server and the providers.
   Effect.flatMap(Effect.promise(() => import("./serve.js")), (m) => m.serve(workers))
 ).pipe(Command.withDescription("Run the gateway (HOST, PORT; DATABASE_URL or the embedded database)"))
@@ -117,16 +138,16 @@ const orgCreate = Command.make("create", {
   json
 }, ({ credits, json, name, spendCap }) =>
   admin(json, Effect.gen(function* () {
-    const ledger = yield* Ledger
-    const org = yield* ledger.createOrg({ name, credits, spendCap: Option.getOrNull(spendCap) })
+    const orgs = yield* Orgs
+    const org = yield* orgs.create({ name, credits, spendCap: Option.getOrNull(spendCap) })
     yield* print(json, orgJson(org), `Created org\n${orgText(org)}`)
   }))).pipe(Command.withDescription("Create an org"))
 
 const orgShow = Command.make("show", { org: orgOption, json }, ({ json, org }) =>
   admin(json, Effect.gen(function* () {
-    const ledger = yield* Ledger
+    const orgs = yield* Orgs
     const betas = yield* Betas
-    const found = yield* ledger.getOrg(OrgId.make(org))
+    const found = yield* orgs.get(OrgId.make(org))
     const enabled = yield* betas.list(found.id)
     yield* print(
       json,
@@ -135,14 +156,38 @@ const orgShow = Command.make("show", { org: orgOption, json }, ({ json, org }) =
     )
   }))).pipe(Command.withDescription("Show an org's balance, holds, month spend and cap"))
 
+const orgList = Command.make("list", { json }, ({ json }) =>
+  admin(json, Effect.gen(function* () {
+    const orgs = yield* Orgs
+    const list = yield* orgs.list
+    const rows = [
+      ["ID", "NAME", "BALANCE", "MONTH SPEND", "SPEND CAP"],
+      ...list.map((o) => [o.id, o.name, String(o.balance), String(o.monthSpend), o.spendCap === null ? "none" : String(o.spendCap)])
+    ]
+    yield* print(
+      json,
+      list.map((o) => ({
+        id: o.id,
+        name: o.name,
+        balance: o.balance,
+        held: o.held,
+        available: o.available,
+        month_spend: o.monthSpend,
+        spend_cap: o.spendCap,
+        created_at: o.createdAt.toISOString()
+      })),
+      list.length > 0 ? table(rows) : "No orgs."
+    )
+  }))).pipe(Command.withDescription("List every org: id, name, balance, month spend, spend cap"))
+
 const creditsGrant = Command.make("grant", {
   org: orgOption,
   amount: credits("amount", 1),
   json
 }, ({ amount, json, org }) =>
   admin(json, Effect.gen(function* () {
-    const ledger = yield* Ledger
-    const updated = yield* ledger.grant(OrgId.make(org), amount, "granted by the operator")
+    const orgs = yield* Orgs
+    const updated = yield* orgs.grant(OrgId.make(org), amount, "granted by the operator")
     yield* print(json, orgJson(updated), `Granted ${amount} credits\n${orgText(updated)}`)
   }))).pipe(Command.withDescription("Add credits to an org"))
 
@@ -162,8 +207,8 @@ const capSet = Command.make("set", {
   json
 }, ({ amount, json, org }) =>
   admin(json, Effect.gen(function* () {
-    const ledger = yield* Ledger
-    const updated = yield* ledger.setSpendCap(OrgId.make(org), amount)
+    const orgs = yield* Orgs
+    const updated = yield* orgs.setSpendCap(OrgId.make(org), amount)
     yield* print(json, orgJson(updated), `Spend cap set\n${orgText(updated)}`)
   }))).pipe(Command.withDescription("Set or remove an org's monthly spend cap"))
 
@@ -173,10 +218,15 @@ const keysCreate = Command.make("create", {
   spendLimit: credits("spend-limit").pipe(Options.withDescription("Monthly spend limit of the key"), Options.optional),
   tools: Options.text("tools").pipe(
     Options.withDescription("Comma-separated tools the key may call (default: all)"),
-    Options.filterMap((s): Option.Option<ReadonlyArray<string>> => {
+    Options.mapEffect((s) => {
       const names = s.split(",").map((x) => x.trim()).filter((x) => x.length > 0)
-      return names.length > 0 && names.every(isToolName) ? Option.some(names) : Option.none()
-    }, "--tools must be a comma-separated list of tool names"),
+      const unknown = names.filter((name) => !isToolName(name))
+      if (names.length > 0 && unknown.length === 0) return Effect.succeed<ReadonlyArray<string>>(names)
+      const what = names.length === 0
+        ? "--tools must be a comma-separated list of tool names"
+        : `--tools: no tool named ${unknown.map((name) => `"${name.slice(0, 60)}"`).join(", ")}`
+      return Effect.fail(ValidationError.invalidValue(HelpDoc.p(`${what} (the tools: ${toolNames.join(", ")})`)))
+    }),
     Options.optional
   ),
   rateLimit: positive("rate-limit", MAX_RATE).pipe(
@@ -210,11 +260,7 @@ const keysList = Command.make("list", { org: orgOption, json }, ({ json, org }) 
     yield* existingOrg(org)
     const keys = yield* KeyStore
     const list = yield* keys.list(OrgId.make(org))
-    const lines = list.map((k) =>
-      `${k.id}  ${k.prefix}…  ${k.name}  ${k.revokedAt === null ? "active" : `revoked ${k.revokedAt.toISOString()}`}` +
-      `  last used ${k.lastUsedAt?.toISOString() ?? "never"}`
-    )
-    yield* print(json, list.map(keyJson), lines.length > 0 ? lines.join("\n") : "No keys.")
+    yield* print(json, list.map(keyJson), list.length > 0 ? list.map(keyText).join("\n") : "No keys.")
   }))).pipe(Command.withDescription("List an org's keys (never the keys themselves)"))
 
 const keysRevoke = Command.make("revoke", { keyId: Options.text("key-id"), json }, ({ json, keyId }) =>
@@ -279,23 +325,28 @@ const MAX_DEV_TTL_SECONDS = 7 * 24 * 3600
 
 const devToken = Command.make("token", {
   uid: Options.text("uid").pipe(Options.withDescription("The user id (sub)")),
-  ttl: Options.integer("ttl").pipe(Options.withDescription("Lifetime in seconds"), Options.withDefault(3600))
-}, ({ ttl, uid }) =>
+  ttl: Options.integer("ttl").pipe(Options.withDescription("Lifetime in seconds"), Options.withDefault(3600)),
+  json
+}, ({ json, ttl, uid }) =>
   Effect.gen(function* () {
     const config = yield* ServerConfig
     const identity = yield* IdentityConfig
     const refuse = (message: string) =>
-      Effect.zipRight(Console.error(`error: ${message}`), Effect.sync(() => {
-        process.exitCode = 1
-      }))
+      Effect.zipRight(
+        json ? Console.log(JSON.stringify(envelope(new InvalidRequest({ message })), null, 2)) : Console.error(`error: ${message}`),
+        Effect.sync(() => {
+          process.exitCode = 1
+        })
+      )
     if (!identity.devIssuer) {
       return yield* refuse("the dev issuer is off; start the gateway and this command with DEV_IDENTITY=true")
     }
     if (!isLoopback(config.host)) return yield* refuse(`DEV_IDENTITY only runs on a loopback HOST (HOST is ${config.host})`)
     if (ttl < 1 || ttl > MAX_DEV_TTL_SECONDS) return yield* refuse(`--ttl must be from 1 to ${MAX_DEV_TTL_SECONDS} seconds`)
     const key = yield* devKey(config.dataDir)
-    const token = yield* mintDevToken(key, uid, yield* nowMillis, ttl)
-    yield* Console.log(token)
+    const now = yield* nowMillis
+    const token = yield* mintDevToken(key, uid, now, ttl)
+    yield* print(json, { token, uid, expires_at: toDate(now + ttl * 1000).toISOString() }, token)
   }).pipe(Effect.provide(ConfigFromEnv))).pipe(
   Command.withDescription("Mint a dashboard ID token for local use (DEV_IDENTITY=true only)")
 )
@@ -304,7 +355,7 @@ export const command = Command.make("tool-gateway").pipe(
   Command.withSubcommands([
     serve,
     migrateCommand,
-    Command.make("org").pipe(Command.withSubcommands([orgCreate, orgShow])),
+    Command.make("org").pipe(Command.withSubcommands([orgCreate, orgShow, orgList])),
     Command.make("credits").pipe(Command.withSubcommands([creditsGrant])),
     Command.make("cap").pipe(Command.withSubcommands([capSet])),
     Command.make("keys").pipe(Command.withSubcommands([keysCreate, keysList, keysRevoke])),

@@ -18,19 +18,29 @@ import { currentKeyText } from "../services/Encryption.js"
 import { ConfigFromEnv, IdentityConfig, ServerConfig } from "../config.js"
 import { IdentityError, isLoopback } from "../services/Identity.js"
 import { KeyStore, KeyStoreLive } from "../services/KeyStore.js"
-import { Ledger, LedgerLive } from "../services/Ledger.js"
+import { Orgs, OrgsLive } from "../services/Orgs.js"
 
 const curlExample = (base: string, key: string) =>
   `curl -s ${base}/v1/weather -H "X-API-Key: ${key}" -H "Content-Type: application/json" -d '{"q":"Berlin"}'`
 
-/** First start on an empty embedded database: a `default` org with 1000 credits and one key, printed once. */
-const bootstrap = (base: string) =>
+/**
+ * First start on an empty embedded database, on a terminal: a `default` org with 1000 credits and one key,
+ * printed once. Without a terminal (a service manager, a container) nobody may be there to read the key while
+ * a log collector keeps it, so nothing is created: the log says how to create an org and a key with the CLI.
+ */
+export const bootstrap = (base: string, terminal: boolean) =>
   Effect.gen(function* () {
     const config = yield* ServerConfig
     if (!config.bootstrap || Option.isSome(config.databaseUrl)) return
-    const ledger = yield* Ledger
-    if ((yield* ledger.countOrgs) > 0) return
-    const org = yield* ledger.createOrg({ name: "default", credits: 1000 })
+    const orgs = yield* Orgs
+    if ((yield* orgs.count) > 0) return
+    if (!terminal) {
+      return yield* Effect.logInfo(
+        "No org yet. Standard output is not a terminal, so no API key is printed: create an org and a key with " +
+          "`tool-gateway org create --name default --credits 1000` and `tool-gateway keys create --org <its id>`."
+      )
+    }
+    const org = yield* orgs.create({ name: "default", credits: 1000 })
     const key = yield* Effect.orDie(KeyStore.pipe(Effect.flatMap((keys) => keys.create(org.id, { name: "default" }))))
     yield* Console.log(
       [
@@ -53,7 +63,7 @@ const serverBase = Effect.map(HttpServer.HttpServer, (server) => {
 
 /** One server process until interrupted (SIGINT, SIGTERM). */
 const single = Layer.launch(
-  Layer.effectDiscard(Effect.flatMap(serverBase, bootstrap)).pipe(
+  Layer.effectDiscard(Effect.flatMap(serverBase, (base) => bootstrap(base, process.stdout.isTTY === true))).pipe(
     Layer.provideMerge(HttpServerLive),
     Layer.provideMerge(GatewayLive),
     Layer.provideMerge(ConfigFromEnv)
@@ -78,10 +88,10 @@ const primary = (count: number) =>
     // one generated into the data dir) explicitly
     const encryptionKey = yield* currentKeyText(identity, config)
     const url = yield* databaseUrl
-    yield* bootstrap(`http://${config.host}:${config.port}`).pipe(
+    yield* bootstrap(`http://${config.host}:${config.port}`, process.stdout.isTTY === true).pipe(
       // only what bootstrapping needs: no rate-limit store, metrics, usage writer or provider pools here
       Effect.provide(
-        Layer.mergeAll(LedgerLive, KeyStoreLive).pipe(Layer.provideMerge(MigrationsLive), Layer.provideMerge(pgLayer(url, { maxConnections: 2 })))
+        Layer.mergeAll(OrgsLive, KeyStoreLive).pipe(Layer.provideMerge(MigrationsLive), Layer.provideMerge(pgLayer(url, { maxConnections: 2 })))
       )
     )
     const env = { DATABASE_URL: Redacted.value(url), GATEWAY_BOOTSTRAP: "false", GATEWAY_ENCRYPTION_KEY: encryptionKey }

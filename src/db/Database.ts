@@ -10,7 +10,7 @@ import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import Pg from "pg"
 import { ServerConfig } from "../config.js"
 import { type EmbeddedPostgresError, startEmbedded } from "./embedded.js"
-import { migrate } from "./migrations.js"
+import { migrate } from "./migrations/index.js"
 
 const INT8_OID = 20
 

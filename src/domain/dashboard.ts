@@ -9,6 +9,20 @@ import { NonEmpty, opt, strict } from "./schema-helpers.js"
 import { tools } from "./tools.js"
 
 const Timestamp = Schema.String.annotations({ description: "ISO 8601, UTC" })
+
+const INSTANT = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2}))?$/
+
+/** An instant given by a caller: an ISO 8601 date (its 00:00 UTC) or a date and time with its offset. */
+export const Instant = Schema.String.pipe(
+  Schema.filter((s) => INSTANT.test(s) && Number.isFinite(Date.parse(s)), {
+    message: () => "must be an ISO 8601 date or time, e.g. 2030-01-31 or 2030-01-31T12:00:00Z",
+    // published, so that the JSON Schema keeps the check and the description (a filter without one has neither)
+    jsonSchema: { pattern: INSTANT.source }
+  })
+).annotations({ identifier: "Instant", description: "ISO 8601: a date (00:00 UTC) or a date and time with Z or an offset" })
+
+/** The epoch milliseconds of an `Instant`. */
+export const instantMillis = (s: string): number => Date.parse(s.length === 10 ? `${s}T00:00:00Z` : s)
 /** The most requests per second (and burst) a key's own rate limit may name. */
 export const MAX_RATE = 100_000
 
@@ -25,21 +39,25 @@ const betaToolNameList: ReadonlyArray<string> = Object.values(tools).filter((t) 
 const refused = (issue: ParseResult.ParseIssue): string => JSON.stringify(issue.actual)?.slice(0, 100) ?? "the value"
 
 export const ToolNameSchema = Schema.String.pipe(
-  Schema.filter((s) => toolNameList.includes(s), { message: (issue) => `${refused(issue)} is not a tool` })
-).annotations({ identifier: "ToolName" })
+  Schema.filter((s) => toolNameList.includes(s), {
+    message: (issue) => `${refused(issue)} is not a tool`,
+    jsonSchema: { enum: toolNameList }
+  })
+).annotations({ identifier: "ToolName", description: "A tool's name" })
 
 export const BetaToolSchema = Schema.String.pipe(
   Schema.filter((s) => betaToolNameList.includes(s), {
-    message: (issue) => `${refused(issue)} is not a beta tool (beta tools: ${betaToolNameList.join(", ")})`
+    message: (issue) => `${refused(issue)} is not a beta tool (beta tools: ${betaToolNameList.join(", ")})`,
+    jsonSchema: { enum: betaToolNameList }
   })
-).annotations({ identifier: "BetaTool" })
+).annotations({ identifier: "BetaTool", description: "A beta tool's name" })
 
 // -- connections ---------------------------------------------------------------------------------------
 
 export const CreateConnection = strict({
   provider: AccountProviderSchema,
   credentials: Schema.Record({ key: Schema.String, value: Schema.Unknown }).annotations({
-    description: "What the provider needs; see the README's connection table"
+    description: "What the provider needs; see the connection table in docs/dashboard-and-connections.md"
   }),
   label: opt(NonEmpty.pipe(Schema.maxLength(100)))
 }, "CreateConnection", "Connect (or reconnect) the org's account at a provider")
@@ -54,7 +72,8 @@ export const ConnectionView = Schema.Struct({
 }).annotations({ identifier: "Connection", description: "A connection; its credentials are never returned" })
 
 export const ConnectionList = Schema.Struct({ data: Schema.Array(ConnectionView) }).annotations({
-  identifier: "ConnectionList"
+  identifier: "ConnectionList",
+  description: "The org's connections"
 })
 
 // -- keys ------------------------------------------------------------------------------------------------
@@ -63,8 +82,19 @@ export const CreateKey = strict({
   name: NonEmpty.pipe(Schema.maxLength(100)),
   monthly_spend_limit: opt(Schema.NullOr(Credits)),
   allowed_tools: opt(Schema.NullOr(Schema.Array(ToolNameSchema).pipe(Schema.minItems(1)))),
-  rate_limit: opt(Schema.NullOr(KeyRateLimitView))
-}, "CreateKey", "A new API key, optionally with a monthly spend limit, a tool allow-list and its own rate limit")
+  rate_limit: opt(Schema.NullOr(KeyRateLimitView)),
+  expires_at: opt(Schema.NullOr(Instant).annotations({ description: "From then on the key is refused (invalid_key); null or absent: never" }))
+}, "CreateKey", "A new API key, optionally with a monthly spend limit, a tool allow-list, its own rate limit and an expiry")
+
+export const UpdateKey = strict({
+  name: opt(NonEmpty.pipe(Schema.maxLength(100))),
+  monthly_spend_limit: opt(Schema.NullOr(Credits).annotations({ description: "Credits per UTC month; null removes the limit" })),
+  allowed_tools: opt(Schema.NullOr(Schema.Array(ToolNameSchema).pipe(Schema.minItems(1))).annotations({
+    description: "The only tools the key may call; null: every tool"
+  })),
+  rate_limit: opt(Schema.NullOr(KeyRateLimitView).annotations({ description: "null: the gateway's default" })),
+  expires_at: opt(Schema.NullOr(Instant).annotations({ description: "null: never expires" }))
+}, "UpdateKey", "Change a key: only the fields sent change (at least one)")
 
 export const KeyView = Schema.Struct({
   id: Schema.String,
@@ -76,15 +106,19 @@ export const KeyView = Schema.Struct({
   monthly_spend_limit: Schema.NullOr(Schema.Int),
   allowed_tools: Schema.NullOr(Schema.Array(Schema.String)),
   month_spend: Schema.Int,
-  rate_limit: Schema.NullOr(KeyRateLimitView).annotations({ description: "The key's own rate limit; null: the gateway's default" })
-}).annotations({ identifier: "Key" })
+  rate_limit: Schema.NullOr(KeyRateLimitView).annotations({ description: "The key's own rate limit; null: the gateway's default" }),
+  expires_at: Schema.NullOr(Timestamp).annotations({ description: "When the key stops working; null: never" })
+}).annotations({ identifier: "Key", description: "An API key (never the key itself: its prefix)" })
 
 export const CreatedKeyView = Schema.Struct({
   ...KeyView.fields,
   key: Schema.String.annotations({ description: "The full key, shown only in this answer" })
-}).annotations({ identifier: "CreatedKey" })
+}).annotations({ identifier: "CreatedKey", description: "The new key, with the full key this once" })
 
-export const KeyList = Schema.Struct({ data: Schema.Array(KeyView) }).annotations({ identifier: "KeyList" })
+export const KeyList = Schema.Struct({ data: Schema.Array(KeyView) }).annotations({
+  identifier: "KeyList",
+  description: "The org's keys, revoked ones included"
+})
 
 // -- the org ---------------------------------------------------------------------------------------------
 
@@ -97,7 +131,7 @@ export const OrgView = Schema.Struct({
   month_spend: Schema.Int.annotations({ description: "Charged in the current UTC month" }),
   spend_cap: Schema.NullOr(Schema.Int),
   betas: Schema.Array(Schema.String)
-}).annotations({ identifier: "Org" })
+}).annotations({ identifier: "Org", description: "The org: its credits (balance, held, available), month spend, spend cap and betas" })
 
 export const SetSpendCap = strict({
   spend_cap: Schema.NullOr(Credits).annotations({ description: "Monthly cap in credits; null removes it" })
@@ -107,11 +141,28 @@ export const SetBeta = strict({ enabled: Schema.Boolean }, "SetBeta", "Turn a be
 
 // -- usage -----------------------------------------------------------------------------------------------
 
+/** The most rows one CSV export holds (narrow the range for more). */
+export const USAGE_CSV_MAX = 50_000
+
 export const UsageQuery = Schema.Struct({
-  limit: opt(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 200, { message: () => "must be from 1 to 200" }))),
-  cursor: opt(Schema.String.pipe(Schema.pattern(/^\d{1,18}$/, { message: () => "must be a next_cursor from a previous page" }))),
+  limit: opt(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 200, {
+    message: () => "must be from 1 to 200",
+    // the query string carries it as text, but its value is an integer: published as one
+    jsonSchema: { type: "integer", minimum: 1, maximum: 200, description: "Records per page, 1 to 200; default 50" }
+  }))),
+  // opaque, and up to 18 digits (more than a JSON number carries exactly): a string
+  cursor: opt(Schema.String.pipe(Schema.pattern(/^\d{1,18}$/, {
+    message: () => "must be a next_cursor from a previous page",
+    description: "The next_cursor of the previous page; absent for the first page"
+  }))),
   key_id: opt(Schema.String),
-  tool: opt(Schema.String)
+  tool: opt(Schema.String),
+  status: opt(Schema.Literal("ok", "error").annotations({ description: "ok: answered 2xx (replays included); error: any error answer" })),
+  from: opt(Instant.annotations({ description: "Records at or after this instant" })),
+  to: opt(Instant.annotations({ description: "Records before this instant" })),
+  format: opt(Schema.Literal("json", "csv").annotations({
+    description: `csv: every matching record (at most ${USAGE_CSV_MAX} rows, newest first) as text/csv, instead of a page`
+  }))
 })
 
 export const UsageRecordView = Schema.Struct({
@@ -130,4 +181,42 @@ export const UsageRecordView = Schema.Struct({
 export const UsagePageView = Schema.Struct({
   data: Schema.Array(UsageRecordView),
   next_cursor: Schema.NullOr(Schema.String)
-}).annotations({ identifier: "UsagePage" })
+}).annotations({ identifier: "UsagePage", description: "A page of usage records, newest first; next_cursor is null on the last page" })
+
+/** The columns of a usage CSV export, in order. */
+export const USAGE_CSV_COLUMNS = ["id", "time", "key_id", "tool", "status", "code", "credits", "latency_ms", "provider", "request_id"] as const
+
+export const UsageSummaryQuery = Schema.Struct({
+  from: opt(Instant.annotations({ description: "Start, inclusive (default: 30 days before `to`, at 00:00 UTC)" })),
+  to: opt(Instant.annotations({ description: "End, exclusive (default: now)" })),
+  group_by: opt(Schema.Literal("day", "tool").annotations({ description: "day (default): every UTC day of the range; tool: most credits first" }))
+})
+
+export const UsageGroupView = Schema.Struct({
+  key: Schema.String.annotations({ description: "The UTC day (YYYY-MM-DD) or the tool" }),
+  calls: Schema.Int,
+  errors: Schema.Int.annotations({ description: "Calls answered with an error" }),
+  credits: Schema.Int
+}).annotations({ identifier: "UsageGroup" })
+
+export const UsageSummaryView = Schema.Struct({
+  from: Timestamp,
+  to: Timestamp,
+  group_by: Schema.Literal("day", "tool"),
+  data: Schema.Array(UsageGroupView),
+  total: Schema.Struct({ calls: Schema.Int, errors: Schema.Int, credits: Schema.Int })
+}).annotations({ identifier: "UsageSummary", description: "Calls, errors and credits per group over the range, and their totals" })
+
+// -- the dev issuer ---------------------------------------------------------------------------------------
+
+export const DevTokenRequest = strict({
+  uid: NonEmpty.pipe(Schema.maxLength(128)).annotations({ description: "The user id (the token's sub)" })
+}, "DevTokenRequest", "A dev ID token for a user id")
+
+export const DevTokenView = Schema.Struct({
+  token: Schema.String,
+  expires_at: Timestamp
+}).annotations({ identifier: "DevToken" })
+
+/** The longest range a summary covers. */
+export const SUMMARY_MAX_DAYS = 366

@@ -198,6 +198,12 @@ export const gatewayErrors = [
 export type GatewayError = InstanceType<(typeof gatewayErrors)[number]>
 export type GatewayErrorTag = GatewayError["_tag"]
 
+/**
+ * The failures a tool call keeps under its `Idempotency-Key` and replays (a billable failure, and a write
+ * that may have been carried out); any other failure frees the key for a retry.
+ */
+export const replayedErrors = ["NormalizationFailed", "WriteOutcomeUnknown"] as const satisfies ReadonlyArray<GatewayErrorTag>
+
 /** The errors a provider call can end in (the ones that void or settle a hold after a provider request). */
 export type ProviderError =
   | ProviderUnavailable
@@ -224,9 +230,10 @@ export type ErrorType =
 /**
  * The headers an answer carries besides the envelope, each from a field of its error: `retry-after` (the
  * error's `retryAfter`, or 1 s), `ratelimit` (the key's policy: `limit`, `windowSeconds`), `allow`,
- * `content-range` (the file's `size`), and `connection-close` (the rest of the request is not read).
+ * `content-range` (the file's `size`), `connection-close` (the rest of the request is not read), and
+ * `credits-charged` (`X-Credits-Charged`: what a billable failure was charged, its `charged`, as a success says).
  */
-export type ErrorHeader = "retry-after" | "ratelimit" | "allow" | "content-range" | "connection-close"
+export type ErrorHeader = "retry-after" | "ratelimit" | "allow" | "content-range" | "connection-close" | "credits-charged"
 
 export interface EnvelopeSpec {
   readonly type: ErrorType
@@ -387,7 +394,8 @@ export const envelopeOf: EnvelopeTable<GatewayError> = {
     code: "normalization_failed",
     status: 502,
     retryable: false,
-    billable: true
+    billable: true,
+    headers: ["credits-charged"]
   },
   UnknownTool: { type: "not_found", code: "unknown_tool", status: 404, retryable: false, billable: false },
   NotFound: { type: "not_found", code: "not_found", status: 404, retryable: false, billable: false },
@@ -501,6 +509,9 @@ export const responseHeaders = (error: GatewayError): Record<string, string> => 
         break
       case "connection-close":
         headers["connection"] = "close"
+        break
+      case "credits-charged":
+        if ("charged" in error && error.charged !== undefined) headers["x-credits-charged"] = String(error.charged)
         break
     }
   }

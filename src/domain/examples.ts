@@ -23,7 +23,7 @@ export const inputExamples: { readonly [K in ToolName]: ToolInputEncoded<K> } = 
   iota_delete_service: { service_id: "srv-d04a7c5b" },
   kappa_delete_benefit: { benefit_id: "8fd1d9bc-3a66-4e3d-9b0a-2f0c5a3e2e11" },
   kappa_ingest_events: { events: [{ name: "api_call", external_customer_id: "customer-1", metadata: { tokens: 120 } }] },
-  lambda_update_broadcast: { id: "559ac32e-9ef5-46fb-82a1-b76b840c0f7b" },
+  lambda_update_broadcast: { id: "559ac32e-9ef5-46fb-82a1-b76b840c0f7b", subject: "March news", preview_text: "Three things we shipped" },
   lambda_batch_emails: { emails: [{ from: "team@example.com", to: ["user@example.com"], subject: "Hello", text: "Hi!" }] },
   mu_database: { database_id: "d9824bdc-8445-4327-be8b-5b47500af6ce" },
   nu_account: {}
@@ -302,7 +302,7 @@ export const outputExamples: { readonly [K in ToolName]: ToolOutputEncoded<K> } 
   },
   zeta_request: {
     provider: "zeta",
-    data: { id: "1234", name: "Alice", version: "v20.0", path: "me/accounts", fields: "id,name" }
+    data: { id: "1234", name: "Alice", version: "v25.0", path: "me/accounts", fields: "id,name" }
   },
   eta_personal_bests: {
     provider: "eta",
@@ -348,10 +348,14 @@ export const outputExamples: { readonly [K in ToolName]: ToolOutputEncoded<K> } 
     provider: "mu",
     id: "d9824bdc",
     title: "Tasks",
-    url: null,
-    created_time: null,
-    last_edited_time: null,
-    properties: [{ name: "Name", type: "title" }]
+    url: "https://www.notion.so/d9824bdc",
+    created_time: "2026-01-05T09:30:00.000Z",
+    last_edited_time: "2026-11-20T16:45:00.000Z",
+    properties: [{ name: "Name", type: "title" }, { name: "Status", type: "status" }, { name: "Archived on", type: "date" }],
+    data_sources: [
+      { id: "d9824bdc-tasks", name: "Tasks", properties: [{ name: "Name", type: "title" }, { name: "Status", type: "status" }] },
+      { id: "d9824bdc-archive", name: "Archive", properties: [{ name: "Name", type: "title" }, { name: "Archived on", type: "date" }] }
+    ]
   },
   nu_account: {
     provider: "nu",

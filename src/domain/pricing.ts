@@ -17,6 +17,14 @@ export const Price = Schema.Union(
 ).annotations({ identifier: "Price" })
 export type Price = typeof Price.Type
 
+const credits = (n: number) => `${n} credit${n === 1 ? "" : "s"}`
+
+/** A price in words: "1 credit per call", "1 credit per 10 results (at least 1)". */
+export const describePrice = (price: Price): string =>
+  price.unit === "call"
+    ? `${credits(price.credits)} per call`
+    : `${credits(price.credits)} per ${price.per} ${price.unit === "results" ? "results" : "characters"} (at least ${price.min})`
+
 const blocks = (price: Price, units: number): number =>
   price.unit === "call" ? price.credits : Math.max(price.min, Math.ceil(Math.max(0, units) / price.per) * price.credits)
 

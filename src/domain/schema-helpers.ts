@@ -19,7 +19,11 @@ export const open = <F extends Schema.Struct.Fields>(fields: F, identifier: stri
   })
 
 export const NonEmpty = Schema.String.pipe(
-  Schema.filter((s) => s.trim().length > 0, { message: () => "must not be empty" })
+  Schema.filter((s) => s.trim().length > 0, {
+    message: () => "must not be empty",
+    // the same check in JSON Schema (`\S` is what `trim` keeps), so that the schema and its description are published
+    jsonSchema: { pattern: "\\S" }
+  })
 )
 
 export const HttpUrl = Schema.String.pipe(
@@ -29,6 +33,7 @@ export const HttpUrl = Schema.String.pipe(
     return protocol === "http:" || protocol === "https:"
   }, {
     message: () => "must be an absolute http:// or https:// URL",
+    jsonSchema: { format: "uri" },
     // for property tests: draw web URLs rather than strings that almost never are one
     arbitrary: () => (fc) => fc.webUrl()
   })

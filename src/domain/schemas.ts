@@ -11,7 +11,7 @@ import { HttpUrl, intBetween, JsonObject, NonEmpty, numberBetween, open, opt, st
 export const SearchInput = strict({
   query: NonEmpty.annotations({ description: "What to search for" }),
   max_results: opt(
-    intBetween(1, 100).annotations({ description: "1 to 100; default 10" })
+    intBetween(1, 100).annotations({ description: "Results to return, 1 to 100; default 10. Priced per 10 results" })
   )
 }, "SearchInput", "Web search across the configured search providers")
 
@@ -25,9 +25,9 @@ export const ReadInput = strict({
 }, "ReadInput", "Fetch a page and return its main content as markdown")
 
 export const WeatherInput = strict({
-  q: opt(NonEmpty.annotations({ description: "A place name, e.g. \"Berlin\"" })),
-  lat: opt(numberBetween(-90, 90).annotations({ description: "Latitude" })),
-  lon: opt(numberBetween(-180, 180).annotations({ description: "Longitude" }))
+  q: opt(NonEmpty.annotations({ description: "A place name, e.g. \"Berlin\" (or give lat and lon)" })),
+  lat: opt(numberBetween(-90, 90).annotations({ description: "Latitude, -90 to 90 (give lat and lon instead of q)" })),
+  lon: opt(numberBetween(-180, 180).annotations({ description: "Longitude, -180 to 180 (give lat and lon instead of q)" }))
 }, "WeatherInput", "Current weather and a 7-day forecast for a place name or coordinates").pipe(
   Schema.filter((w) =>
     w.q !== undefined || (w.lat !== undefined && w.lon !== undefined)
@@ -42,123 +42,157 @@ export const MobileAppSearchInput = strict({
     Schema.String.pipe(Schema.pattern(/^[A-Za-z]{2}$/, { message: () => "must be a two-letter country code" }))
       .annotations({ description: "Two-letter store country code; default us" })
   ),
-  limit: opt(intBetween(1, 50).annotations({ description: "1 to 50; default 10" }))
+  limit: opt(intBetween(1, 50).annotations({ description: "Apps to return, 1 to 50; default 10" }))
 }, "MobileAppSearchInput", "Search the App Store")
 
 // -- provider tools that need no connection ----------------------------------------------------------
 
 export const AlphaSearchInput = open({
-  query: NonEmpty,
-  numResults: opt(Schema.Int),
-  type: opt(Schema.String)
-}, "AlphaSearchInput", "Alpha search; extra properties are forwarded to the provider")
+  query: NonEmpty.annotations({ description: "What to search for, in natural language or keywords" }),
+  numResults: opt(Schema.Int.annotations({ description: "Results to return (Exa's numResults); default 10. Priced per 10 results" })),
+  type: opt(Schema.String.annotations({ description: "Exa's search type, e.g. \"auto\" (Exa's default), \"neural\", \"fast\" or \"deep\"" }))
+}, "AlphaSearchInput", "Exa search: Exa's request body; extra properties (contents, includeDomains, startPublishedDate, …) are forwarded to Exa")
 
 export const BetaReadInput = strict({
-  url: HttpUrl,
-  format: opt(Schema.String)
-}, "BetaReadInput", "Beta reader")
+  url: HttpUrl.annotations({ description: "The page to read (http or https)" }),
+  format: opt(Schema.String.annotations({
+    description: "What to return (Jina's X-Return-Format): markdown (default), html, text, screenshot or pageshot (an image, kept as a file)"
+  }))
+}, "BetaReadInput", "Jina Reader: a page in the format asked for")
 
 export const BetaSearchInput = open({
-  q: NonEmpty,
-  page: opt(Schema.Int),
-  num: opt(Schema.Int),
-  gl: opt(Schema.String),
-  hl: opt(Schema.String),
-  location: opt(Schema.String),
-  site: opt(Schema.Union(Schema.String, Schema.Array(Schema.String))),
-  type: opt(Schema.String),
-  filetype: opt(Schema.String),
-  intitle: opt(Schema.String),
-  loc: opt(Schema.String),
-  ext: opt(Schema.String),
-  nfpr: opt(Schema.Boolean)
-}, "BetaSearchInput", "Beta search; extra properties are forwarded to the provider")
+  q: NonEmpty.annotations({ description: "What to search for" }),
+  page: opt(Schema.Int.annotations({ description: "Page of results, from 1; default 1" })),
+  num: opt(intBetween(0, 20).annotations({ description: "Results per answer, 0 to 20 (the provider refuses more); default 10" })),
+  gl: opt(Schema.String.annotations({ description: "Country to search from, a two-letter code, e.g. \"us\"" })),
+  hl: opt(Schema.String.annotations({ description: "Language of the results, a language code, e.g. \"en\"" })),
+  location: opt(Schema.String.annotations({ description: "Where the search comes from, e.g. \"Berlin, Germany\"" })),
+  site: opt(Schema.Union(Schema.String, Schema.Array(Schema.String)).annotations({
+    description: "Only results from this site or these sites, e.g. \"jina.ai\""
+  })),
+  type: opt(Schema.String.annotations({ description: "web (default), images or news" })),
+  filetype: opt(Schema.String.annotations({ description: "Search operator filetype: only files of this type, e.g. \"pdf\"" })),
+  intitle: opt(Schema.String.annotations({ description: "Search operator intitle: words the result's title must contain" })),
+  loc: opt(Schema.String.annotations({ description: "Search operator loc: results about this location" })),
+  ext: opt(Schema.String.annotations({ description: "Search operator ext: only files with this extension" })),
+  nfpr: opt(Schema.Boolean.annotations({ description: "true: search the query exactly as written, without spelling correction" }))
+}, "BetaSearchInput", "Jina Search: its request body; extra properties are forwarded to Jina")
 
 export const GammaScrapeInput = open({
-  url: HttpUrl,
-  formats: opt(Schema.Array(Schema.String)),
-  onlyMainContent: opt(Schema.Boolean)
-}, "GammaScrapeInput", "Gamma scrape; extra properties are forwarded to the provider")
+  url: HttpUrl.annotations({ description: "The page to scrape (http or https)" }),
+  formats: opt(Schema.Array(Schema.String).annotations({
+    description: "Firecrawl v2 formats: markdown (default), html, rawHtml, links, summary, json, changeTracking, screenshot (kept as a file)"
+  })),
+  onlyMainContent: opt(Schema.Boolean.annotations({ description: "Only the page's main content, without headers, navigation and footers (Firecrawl's default: true)" }))
+}, "GammaScrapeInput", "Firecrawl scrape: its request body; extra properties (waitFor, actions, location, …) are forwarded to Firecrawl")
 
 export const GammaSearchInput = open({
-  query: NonEmpty,
-  limit: opt(Schema.Int)
-}, "GammaSearchInput", "Gamma search; extra properties are forwarded to the provider")
+  query: NonEmpty.annotations({ description: "What to search for" }),
+  limit: opt(Schema.Int.annotations({ description: "Results to return, 1 to 100; default 5. Priced per 10 results" }))
+}, "GammaSearchInput", "Firecrawl search: its request body; extra properties (sources, tbs, scrapeOptions, …) are forwarded to Firecrawl")
 
 export const XiMovieInput = strict({
-  id: Schema.Int.pipe(Schema.positive({ message: () => "must be a positive integer" })).annotations({ description: "The movie id (required by the provider)" }),
-  append_to_response: opt(Schema.String)
-}, "XiMovieInput", "Xi movie details")
+  id: Schema.Int.pipe(Schema.positive({ message: () => "must be a positive integer" })).annotations({ description: "The movie's TMDB id, e.g. 550" }),
+  append_to_response: opt(Schema.String.annotations({
+    description: "Further parts to include, comma-separated, e.g. \"credits,videos,images\"; answered under appended"
+  }))
+}, "XiMovieInput", "TMDB movie details by TMDB movie id")
 
 // -- account tools (connection required) -------------------------------------------------------------
 
 export const DeltaPostInput = strict({
-  text: Schema.String,
-  langs: opt(Schema.Array(Schema.String)),
-  facets: opt(Schema.Array(JsonObject)),
-  embed: opt(JsonObject),
-  created_at: opt(Schema.String),
-  record: opt(JsonObject)
-}, "DeltaPostInput", "Publish a post on the connected delta account")
+  text: Schema.String.annotations({ description: "The post's text (Bluesky allows 300 characters)" }),
+  langs: opt(Schema.Array(Schema.String).annotations({ description: "Languages of the text, e.g. [\"en\"]" })),
+  facets: opt(Schema.Array(JsonObject).annotations({
+    description: "Rich-text facets (links, mentions, tags) as Bluesky's app.bsky.richtext.facet objects, with UTF-8 byte offsets into text"
+  })),
+  embed: opt(JsonObject.annotations({ description: "An embed (images, a link card, a quoted post) as in Bluesky's app.bsky.feed.post" })),
+  created_at: opt(Schema.String.annotations({ description: "The post's creation time, ISO 8601; default now" })),
+  record: opt(JsonObject.annotations({ description: "Further fields of the app.bsky.feed.post record (e.g. reply), sent as they are" }))
+}, "DeltaPostInput", "Publish a post on the connected Bluesky account")
 
 export const DeltaLikeInput = strict({
-  uri: NonEmpty,
-  cid: NonEmpty
-}, "DeltaLikeInput", "Like a post on the connected delta account")
+  uri: NonEmpty.annotations({ description: "The post's at:// URI" }),
+  cid: NonEmpty.annotations({ description: "The post's CID (the version liked)" })
+}, "DeltaLikeInput", "Like a post on the connected Bluesky account")
 
 export const EpsilonRequestInput = strict({
-  path: NonEmpty,
-  method: opt(Schema.Literal("GET", "POST", "PUT", "PATCH", "DELETE")),
-  query: opt(JsonObject),
-  body: opt(JsonObject)
-}, "EpsilonRequestInput", "A request to the connected epsilon REST API")
+  path: NonEmpty.annotations({ description: "The path under the connection's base URL, e.g. \"/v1/items\"" }),
+  method: opt(Schema.Literal("GET", "POST", "PUT", "PATCH", "DELETE").annotations({ description: "The HTTP method; default GET" })),
+  query: opt(JsonObject.annotations({ description: "Query parameters, name to value (non-strings sent as JSON)" })),
+  body: opt(JsonObject.annotations({ description: "A JSON body to send" }))
+}, "EpsilonRequestInput", "A request to the connected REST API")
 
 export const ZetaRequestInput = strict({
-  path: NonEmpty,
-  params: opt(JsonObject),
-  version: opt(Schema.String)
-}, "ZetaRequestInput", "A versioned read from the connected zeta Graph API")
+  path: NonEmpty.annotations({ description: "The Graph path, e.g. \"me\" or \"<page-id>/posts\"" }),
+  params: opt(JsonObject.annotations({ description: "Query parameters, e.g. {\"fields\": \"id,name\"}" })),
+  version: opt(Schema.String.annotations({ description: "The Graph API version, e.g. \"v26.0\"; default the gateway's (ZETA_API_VERSION)" }))
+}, "ZetaRequestInput", "A versioned read from the connected Graph API")
 
 export const EtaPersonalBestsInput = strict({
-  mode: NonEmpty,
-  mode2: opt(Schema.String)
-}, "EtaPersonalBestsInput", "Personal bests of the connected eta account")
+  mode: NonEmpty.annotations({ description: "Monkeytype mode: time, words, quote, zen or custom" }),
+  mode2: opt(Schema.String.annotations({ description: "One length of that mode, e.g. \"60\" (seconds) for time; default all" }))
+}, "EtaPersonalBestsInput", "Personal bests of the connected Monkeytype account")
 
 export const ThetaRatingsInput = strict({
-  type: opt(Schema.String),
-  page: opt(Schema.Int.pipe(Schema.positive({ message: () => "must be a positive integer" }))),
-  limit: opt(Schema.Int.pipe(Schema.positive({ message: () => "must be a positive integer" })))
-}, "ThetaRatingsInput", "Ratings of the connected theta account")
+  type: opt(Schema.String.annotations({ description: "movies, shows, seasons, episodes or all (default)" })),
+  page: opt(Schema.Int.pipe(Schema.positive({ message: () => "must be a positive integer" })).annotations({ description: "Page, from 1; default 1" })),
+  limit: opt(Schema.Int.pipe(Schema.positive({ message: () => "must be a positive integer" })).annotations({ description: "Ratings per page; default Trakt's (10)" }))
+}, "ThetaRatingsInput", "Ratings of the connected Trakt account")
 
 export const IotaDeleteServiceInput = strict({
-  service_id: NonEmpty
-}, "IotaDeleteServiceInput", "Delete a service on the connected iota account")
+  service_id: NonEmpty.annotations({ description: "The Render service's id, e.g. \"srv-…\"" })
+}, "IotaDeleteServiceInput", "Delete a service on the connected Render account")
 
 export const KappaDeleteBenefitInput = strict({
-  benefit_id: NonEmpty
-}, "KappaDeleteBenefitInput", "Delete a benefit on the connected kappa account")
+  benefit_id: NonEmpty.annotations({ description: "The Polar benefit's id" })
+}, "KappaDeleteBenefitInput", "Delete a benefit on the connected Polar account")
 
 export const KappaIngestEventsInput = strict({
-  events: Schema.Array(JsonObject).pipe(Schema.minItems(1))
-}, "KappaIngestEventsInput", "Ingest events into the connected kappa account")
+  events: Schema.Array(JsonObject).pipe(Schema.minItems(1)).annotations({
+    description: "The events, at least one, as Polar takes them: name, customer_id or external_customer_id, and metadata"
+  })
+}, "KappaIngestEventsInput", "Ingest events into the connected Polar account")
+
+/** What Resend's `PATCH /broadcasts/{id}` can change (resend/resend-openapi `UpdateBroadcastOptions`). */
+const broadcastChanges = {
+  name: opt(Schema.String.annotations({ description: "Name of the broadcast" })),
+  segment_id: opt(Schema.String.annotations({ description: "The segment the broadcast is sent to" })),
+  audience_id: opt(Schema.String.annotations({ description: "Deprecated by the provider: use segment_id" })),
+  from: opt(Schema.String.annotations({ description: "Sender, e.g. \"Acme <team@example.com>\"" })),
+  subject: opt(Schema.String.annotations({ description: "Subject line" })),
+  reply_to: opt(Schema.Array(Schema.String).annotations({ description: "Addresses replies go to" })),
+  preview_text: opt(Schema.String.annotations({ description: "Preview text" })),
+  html: opt(Schema.String.annotations({ description: "The HTML version of the message" })),
+  text: opt(Schema.String.annotations({ description: "The plain text version of the message" })),
+  topic_id: opt(Schema.NullOr(Schema.String).annotations({ description: "The topic the broadcast is scoped to; null for none" }))
+}
+const broadcastFields = Object.keys(broadcastChanges)
 
 export const LambdaUpdateBroadcastInput = strict({
-  id: NonEmpty
-}, "LambdaUpdateBroadcastInput", "Update a broadcast on the connected lambda account")
+  id: NonEmpty.annotations({ description: "The broadcast to update" }),
+  ...broadcastChanges
+}, "LambdaUpdateBroadcastInput", "Update a broadcast on the connected Resend account: its id and the fields to change").pipe(
+  Schema.filter((b) =>
+    broadcastFields.some((field) => Object.hasOwn(b, field))
+      ? undefined
+      : `give at least one field to change besides id (${broadcastFields.join(", ")})`
+  )
+)
 
 export const LambdaBatchEmailsInput = JsonObject.annotations({
   identifier: "LambdaBatchEmailsInput",
-  description: "Any JSON object, forwarded to the connected lambda account"
+  description: "Resend's batch request, forwarded to the connected Resend account: {\"emails\": [...]} (or one email), each email with from, to, subject and html or text"
 })
 
 export const MuDatabaseInput = strict({
-  database_id: NonEmpty
-}, "MuDatabaseInput", "Read a database of the connected mu workspace")
+  database_id: NonEmpty.annotations({ description: "The Notion database's id (from its URL), with or without dashes" })
+}, "MuDatabaseInput", "Read a database of the connected Notion workspace")
 
 export const NuAccountInput = Schema.Record({
   key: Schema.String,
   value: Schema.Never.annotations({ message: () => "is unexpected: nu_account takes an empty object" })
-}).annotations({ identifier: "NuAccountInput", description: "The connected nu account; takes an empty object" })
+}).annotations({ identifier: "NuAccountInput", description: "The connected GitHub account; takes an empty object" })
 
 // -- outputs ------------------------------------------------------------------------------------------
 
@@ -396,7 +430,14 @@ export const MuDatabaseOutput = Schema.Struct({
   url: Str,
   created_time: Str,
   last_edited_time: Str,
-  properties: Schema.Array(Schema.Struct({ name: Schema.String, type: Schema.String }))
+  properties: Schema.Array(Schema.Struct({ name: Schema.String, type: Schema.String })).annotations({
+    description: "The database's properties: those of all its data sources, each name and type once"
+  }),
+  data_sources: Schema.Array(Schema.Struct({
+    id: Schema.String,
+    name: Schema.String,
+    properties: Schema.Array(Schema.Struct({ name: Schema.String, type: Schema.String }))
+  })).annotations({ description: "The database's data sources, each with its own properties (empty under a Notion-Version before 2025-09-03)" })
 }).annotations({ identifier: "MuDatabaseOutput" })
 
 export const NuAccountOutput = Schema.Struct({

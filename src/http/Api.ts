@@ -13,7 +13,7 @@ import * as S from "../domain/schemas.js"
 import type { OrgId } from "../domain/ids.js"
 import type { Caller } from "../services/KeyStore.js"
 import { type Catalog, catalog, type ToolName } from "../domain/tools.js"
-import { cleanSpec } from "./openapi.js"
+import { cleanSpec, textAlternative } from "./openapi.js"
 import {
   ApiKeyErrors,
   ArtifactErrors,
@@ -22,6 +22,7 @@ import {
   DashboardErrors,
   IdTokenErrors,
   InternalError,
+  InvalidRequest,
   NotFound,
   UnknownTool
 } from "../domain/errors.js"
@@ -68,15 +69,12 @@ export class JsonBody extends HttpApiMiddleware.Tag<JsonBody>()("JsonBody", { fa
  */
 export const IDEMPOTENCY_HEADER = "idempotency-key"
 
+// (the description, with the tool's price, is written by src/http/openapi.ts: the price is the gateway's)
 const toolEndpoint = <T extends ToolName>(def: Catalog[T]) =>
   HttpApiEndpoint.post(def.name, `/v1/${def.name}`)
     .setPayload(def.input)
     .addSuccess(def.output)
     .annotate(OpenApi.Summary, `${def.name}: ${def.summary}`)
-    .annotate(
-      OpenApi.Description,
-      `${def.summary}.${def.account ? " Needs a connected provider account." : ""}${def.beta ? " Beta." : ""}`
-    )
 
 const c = catalog
 
@@ -109,15 +107,15 @@ export class ToolsGroup extends HttpApiGroup.make("tools")
       .setPayload(S.RunRequest)
       .addSuccess(S.RunOutput)
       .annotate(OpenApi.Summary, "run: call a tool's provider and answer its raw answer")
-      .annotate(
-        OpenApi.Description,
-        "The fallback when a curated tool answers normalization_failed: the same authentication, input validation, " +
-          "connection check, reservation and settlement as the tool, without normalization."
-      )
   )
   .addError(wireUnion(...CallErrors))
   .middleware(JsonBody)
   .middleware(ApiKeyAuth)
+  .annotate(
+    OpenApi.Description,
+    "The tools: `POST /v1/<tool>` with the API key (`X-API-Key`) and a JSON body, answered with the tool's normalized " +
+      "answer and what it cost (`X-Credits-Charged`); `POST /v1/run` for a provider's raw answer. An `Idempotency-Key` makes a retry safe."
+  )
 {}
 
 /** `POST /v1/<anything else>`: authenticated first, then `unknown_tool` (so an unknown tool never hides a bad key). */
@@ -138,11 +136,16 @@ export class DashboardGroup extends HttpApiGroup.make("dashboard")
       .addSuccess(D.ConnectionView, { status: 201 })
       .annotate(OpenApi.Summary, "Connect (or reconnect) a provider account")
   )
-  .add(HttpApiEndpoint.get("listConnections", "/v1/connections").addSuccess(D.ConnectionList))
+  .add(
+    HttpApiEndpoint.get("listConnections", "/v1/connections")
+      .addSuccess(D.ConnectionList)
+      .annotate(OpenApi.Summary, "List the org's connections (never their credentials)")
+  )
   .add(
     HttpApiEndpoint.del("disconnect", "/v1/connections/:provider")
       .setPath(Schema.Struct({ provider: AccountProviderSchema }))
       .addSuccess(D.ConnectionView)
+      .annotate(OpenApi.Summary, "Disconnect a provider account and delete its credentials")
   )
   .add(
     HttpApiEndpoint.post("createKey", "/v1/keys")
@@ -150,25 +153,68 @@ export class DashboardGroup extends HttpApiGroup.make("dashboard")
       .addSuccess(D.CreatedKeyView, { status: 201 })
       .annotate(OpenApi.Summary, "Create an API key (the full key is in this answer only)")
   )
-  .add(HttpApiEndpoint.get("listKeys", "/v1/keys").addSuccess(D.KeyList))
+  .add(
+    HttpApiEndpoint.get("listKeys", "/v1/keys")
+      .addSuccess(D.KeyList)
+      .annotate(OpenApi.Summary, "List the org's API keys (prefixes only)")
+  )
+  .add(
+    HttpApiEndpoint.patch("updateKey", "/v1/keys/:id")
+      .setPath(Schema.Struct({ id: Schema.String }))
+      .setPayload(D.UpdateKey)
+      .addSuccess(D.KeyView)
+      .annotate(OpenApi.Summary, "Change a key's name, spend limit, allowed tools, rate limit or expiry")
+  )
   .add(
     HttpApiEndpoint.del("revokeKey", "/v1/keys/:id")
       .setPath(Schema.Struct({ id: Schema.String }))
       .addSuccess(D.KeyView)
       .annotate(OpenApi.Summary, "Revoke a key, effective at once")
   )
-  .add(HttpApiEndpoint.get("getOrg", "/v1/org").addSuccess(D.OrgView))
-  .add(HttpApiEndpoint.put("setSpendCap", "/v1/org/spend-cap").setPayload(D.SetSpendCap).addSuccess(D.OrgView))
+  .add(
+    HttpApiEndpoint.get("getOrg", "/v1/org")
+      .addSuccess(D.OrgView)
+      .annotate(OpenApi.Summary, "The org: balance, credits held, month spend, spend cap and betas")
+  )
+  .add(
+    HttpApiEndpoint.put("setSpendCap", "/v1/org/spend-cap")
+      .setPayload(D.SetSpendCap)
+      .addSuccess(D.OrgView)
+      .annotate(OpenApi.Summary, "Set or remove the org's monthly spend cap")
+  )
   .add(
     HttpApiEndpoint.put("setBeta", "/v1/org/betas/:tool")
       .setPath(Schema.Struct({ tool: D.BetaToolSchema }))
       .setPayload(D.SetBeta)
       .addSuccess(D.OrgView)
+      .annotate(OpenApi.Summary, "Turn a beta tool on or off for the org")
   )
-  .add(HttpApiEndpoint.get("usage", "/v1/usage").setUrlParams(D.UsageQuery).addSuccess(D.UsagePageView))
+  .add(
+    HttpApiEndpoint.get("usage", "/v1/usage")
+      .setUrlParams(D.UsageQuery)
+      .addSuccess(D.UsagePageView)
+      .addSuccess(
+        Schema.String.pipe(HttpApiSchema.withEncoding({ kind: "Text", contentType: "text/csv" })).annotations({
+          description: `With format=csv: a header line (${D.USAGE_CSV_COLUMNS.join(",")}), then one line per record`
+        })
+      )
+      .annotate(OpenApi.Summary, "The org's calls, newest first: a page (cursor), or every match as CSV")
+      .annotate(OpenApi.Transform, textAlternative("text/csv"))
+  )
+  .add(
+    HttpApiEndpoint.get("usageSummary", "/v1/usage/summary")
+      .setUrlParams(D.UsageSummaryQuery)
+      .addSuccess(D.UsageSummaryView)
+      .annotate(OpenApi.Summary, "Calls, errors and credits per UTC day or per tool over a range")
+  )
   .addError(wireUnion(...DashboardErrors))
   .middleware(JsonBody)
   .middleware(IdTokenAuth)
+  .annotate(
+    OpenApi.Description,
+    "The dashboard API, for a signed-in user (`Authorization: Bearer <ID token>`, never an API key): the org's " +
+      "connections, API keys, spend cap, betas and usage."
+  )
 {}
 
 /** Files kept from tool answers: the org's API key. */
@@ -185,11 +231,15 @@ export class ArtifactsGroup extends HttpApiGroup.make("artifacts")
         HttpApiSchema.Uint8Array().annotations({ description: "The file's bytes, exactly as they were received (its own Content-Type)" })
       )
       .addSuccess(HttpApiSchema.Uint8Array().annotations({ description: "The requested range (Content-Range)" }), { status: 206 })
-      .addSuccess(HttpApiSchema.Empty(304))
+      .addSuccess(HttpApiSchema.Empty(304).annotations({ description: "Not modified: the ETag sent in If-None-Match is the file's" }))
       .annotate(OpenApi.Summary, "Download a file kept from a tool answer (Range supported; the ETag is its SHA-256)")
   )
   .addError(wireUnion(...ArtifactErrors))
   .middleware(ApiKeyAuth)
+  .annotate(
+    OpenApi.Description,
+    "Files kept from tool answers (a PDF, an image, a screenshot), byte for byte, for the org's API key while they are retained."
+  )
 {}
 
 /** The tool catalog: public, no key needed. */
@@ -207,15 +257,25 @@ export class CatalogGroup extends HttpApiGroup.make("catalog")
         price: Price,
         input_schema: Schema.Unknown,
         output_schema: Schema.Unknown
-      })) }))
+      })) }).annotations({ description: "The catalog: every tool" }))
       .annotate(OpenApi.Summary, "Every tool, its schemas, price, and whether this gateway can run it")
   )
+  .annotate(OpenApi.Description, "The tool catalog, public (no key needed): each tool's schemas, its price on this gateway and whether it can run here.")
 {}
 
-/** The dev issuer's public keys (404 unless `DEV_IDENTITY` is on). */
+/**
+ * The dev issuer (404 unless `DEV_IDENTITY` is on): its public keys, and a dev ID token for a user id, for the
+ * dashboard's dev sign-in on a loopback gateway.
+ */
 export class DevGroup extends HttpApiGroup.make("dev")
   .add(HttpApiEndpoint.get("jwks", "/dev/jwks.json").addSuccess(Schema.Struct({ keys: Schema.Array(Schema.Unknown) })))
+  .add(
+    HttpApiEndpoint.post("token", "/dev/token")
+      .setPayload(D.DevTokenRequest)
+      .addSuccess(D.DevTokenView)
+  )
   .addError(wireOf(NotFound))
+  .addError(wireOf(InvalidRequest))
   .annotate(OpenApi.Exclude, true)
 {}
 
@@ -229,5 +289,7 @@ export class Api extends HttpApi.make("tool-gateway")
   .addError(wireOf(InternalError))
   .annotate(OpenApi.Title, "Tool Gateway")
   .annotate(OpenApi.Version, "v1")
+  // relative to where the document is served (its root); GET /openapi.json names PUBLIC_URL instead when it is set
+  .annotate(OpenApi.Servers, [{ url: "/", description: "This gateway" }])
   .annotate(OpenApi.Transform, cleanSpec)
 {}

@@ -1,33 +1,69 @@
 /**
  * Dashboard handlers: thin adapters over the services, scoped to the signed-in user's org.
  */
-import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect, Layer, Option, Redacted } from "effect"
-import { NotFound } from "../domain/errors.js"
+import { instantMillis, SUMMARY_MAX_DAYS, USAGE_CSV_COLUMNS, USAGE_CSV_MAX } from "../domain/dashboard.js"
+import { InvalidRequest, NotFound } from "../domain/errors.js"
 import { KeyId } from "../domain/ids.js"
 import { isToolName } from "../domain/tools.js"
 import { Betas } from "../services/Betas.js"
 import { Connections } from "../services/Connections.js"
 import { Identity } from "../services/Identity.js"
 import { KeyStore } from "../services/KeyStore.js"
-import { Ledger } from "../services/Ledger.js"
-import { Usage } from "../services/Usage.js"
+import { Orgs } from "../services/Orgs.js"
+import { Usage, type UsageRecord } from "../services/Usage.js"
+import { nowMillis, toDate } from "../services/time.js"
 import { connectionView, keyView, orgView } from "../views.js"
 import { Api, CurrentUser } from "./Api.js"
 
 const iso = (d: Date) => d.toISOString()
 
+const DAY_MS = 86_400_000
+
+const recordView = (r: UsageRecord) => ({
+  id: String(r.id),
+  time: iso(r.time),
+  key_id: r.keyId,
+  tool: r.tool,
+  status: r.status,
+  code: r.code,
+  credits: r.credits,
+  latency_ms: r.latencyMs,
+  provider: r.provider,
+  request_id: r.requestId
+})
+
+/** One CSV field (RFC 4180): quoted when it holds a comma, a quote or a line break. */
+const csvField = (value: string | number | null) => {
+  const text = value === null ? "" : String(value)
+  return /[",\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text
+}
+
+const toCsv = (records: ReadonlyArray<UsageRecord>) =>
+  [USAGE_CSV_COLUMNS.join(","), ...records.map((r) => {
+    const view = recordView(r)
+    return USAGE_CSV_COLUMNS.map((column) => csvField(view[column])).join(",")
+  })].join("\r\n") + "\r\n"
+
+/** An optional expiry as given (`null` removes it), as a date. */
+const expiryOf = (value: string | null | undefined) =>
+  value === undefined ? undefined : value === null ? null : toDate(instantMillis(value))
+
+const rateLimitOf = (value: { readonly per_second: number; readonly burst: number } | null | undefined) =>
+  value === undefined ? undefined : value === null ? null : { perSecond: value.per_second, burst: value.burst }
+
 export const DashboardLive = HttpApiBuilder.group(Api, "dashboard", (handlers) =>
   Effect.gen(function* () {
     const connections = yield* Connections
     const keys = yield* KeyStore
-    const ledger = yield* Ledger
+    const orgs = yield* Orgs
     const betas = yield* Betas
     const usage = yield* Usage
 
     const currentOrg = Effect.gen(function* () {
       const { orgId } = yield* CurrentUser
-      const org = yield* ledger.getOrg(orgId).pipe(Effect.orDie)
+      const org = yield* orgs.get(orgId).pipe(Effect.orDie)
       return orgView(org, yield* betas.list(orgId))
     })
 
@@ -55,9 +91,8 @@ export const DashboardLive = HttpApiBuilder.group(Api, "dashboard", (handlers) =
             name: payload.name,
             spendLimit: payload.monthly_spend_limit ?? null,
             allowedTools: payload.allowed_tools ?? null,
-            rateLimit: payload.rate_limit === undefined || payload.rate_limit === null
-              ? null
-              : { perSecond: payload.rate_limit.per_second, burst: payload.rate_limit.burst }
+            rateLimit: rateLimitOf(payload.rate_limit) ?? null,
+            expiresAt: expiryOf(payload.expires_at) ?? null
           }).pipe(Effect.catchTag("NotFound", Effect.die))
           return { ...keyView(created), key: Redacted.value(created.key) }
         }))
@@ -65,6 +100,18 @@ export const DashboardLive = HttpApiBuilder.group(Api, "dashboard", (handlers) =
         Effect.gen(function* () {
           const { orgId } = yield* CurrentUser
           return { data: (yield* keys.list(orgId)).map(keyView) }
+        }))
+      .handle("updateKey", ({ path, payload }) =>
+        Effect.gen(function* () {
+          const { orgId } = yield* CurrentUser
+          // another org's key is "not found", as for revoke
+          return keyView(yield* keys.update(KeyId.make(path.id), orgId, {
+            name: payload.name,
+            spendLimit: payload.monthly_spend_limit,
+            allowedTools: payload.allowed_tools,
+            rateLimit: rateLimitOf(payload.rate_limit),
+            expiresAt: expiryOf(payload.expires_at)
+          }))
         }))
       .handle("revokeKey", ({ path }) =>
         Effect.gen(function* () {
@@ -76,7 +123,7 @@ export const DashboardLive = HttpApiBuilder.group(Api, "dashboard", (handlers) =
       .handle("setSpendCap", ({ payload }) =>
         Effect.gen(function* () {
           const { orgId } = yield* CurrentUser
-          yield* ledger.setSpendCap(orgId, payload.spend_cap).pipe(Effect.catchTag("NotFound", Effect.die))
+          yield* orgs.setSpendCap(orgId, payload.spend_cap).pipe(Effect.catchTag("NotFound", Effect.die))
           return yield* currentOrg
         }))
       .handle("setBeta", ({ path, payload }) =>
@@ -90,38 +137,73 @@ export const DashboardLive = HttpApiBuilder.group(Api, "dashboard", (handlers) =
       .handle("usage", ({ urlParams }) =>
         Effect.gen(function* () {
           const { orgId } = yield* CurrentUser
+          const csv = urlParams.format === "csv"
           const page = yield* usage.page(orgId, {
-            limit: urlParams.limit ?? 50,
+            limit: csv ? USAGE_CSV_MAX : urlParams.limit ?? 50,
             cursor: urlParams.cursor === undefined ? undefined : Number(urlParams.cursor),
             keyId: urlParams.key_id,
-            tool: urlParams.tool
+            tool: urlParams.tool,
+            status: urlParams.status,
+            from: urlParams.from === undefined ? undefined : toDate(instantMillis(urlParams.from)),
+            to: urlParams.to === undefined ? undefined : toDate(instantMillis(urlParams.to))
           })
-          return {
-            data: page.records.map((r) => ({
-              id: String(r.id),
-              time: iso(r.time),
-              key_id: r.keyId,
-              tool: r.tool,
-              status: r.status,
-              code: r.code,
-              credits: r.credits,
-              latency_ms: r.latencyMs,
-              provider: r.provider,
-              request_id: r.requestId
-            })),
-            next_cursor: page.nextCursor
+          if (csv) {
+            return HttpServerResponse.text(toCsv(page.records), {
+              contentType: "text/csv; charset=utf-8",
+              headers: { "content-disposition": "attachment; filename=\"usage.csv\"" }
+            })
           }
+          return { data: page.records.map(recordView), next_cursor: page.nextCursor }
+        }))
+      .handle("usageSummary", ({ urlParams }) =>
+        Effect.gen(function* () {
+          const { orgId } = yield* CurrentUser
+          const to = urlParams.to === undefined ? yield* nowMillis : instantMillis(urlParams.to)
+          // by default the 30 UTC days that end with the day of `to`
+          const from = urlParams.from === undefined ? Math.floor(to / DAY_MS) * DAY_MS - 29 * DAY_MS : instantMillis(urlParams.from)
+          if (from >= to) return yield* new InvalidRequest({ message: "Invalid request: from must be before to." })
+          if (to - from > SUMMARY_MAX_DAYS * DAY_MS) {
+            return yield* new InvalidRequest({ message: `Invalid request: a summary covers at most ${SUMMARY_MAX_DAYS} days.` })
+          }
+          const groupBy = urlParams.group_by ?? "day"
+          const data = yield* usage.summary(orgId, { from: toDate(from), to: toDate(to), groupBy })
+          const total = data.reduce(
+            (sum, g) => ({ calls: sum.calls + g.calls, errors: sum.errors + g.errors, credits: sum.credits + g.credits }),
+            { calls: 0, errors: 0, credits: 0 }
+          )
+          return { from: iso(toDate(from)), to: iso(toDate(to)), group_by: groupBy, data, total }
         }))
   }))
+
+/** How long a dev token from `POST /dev/token` is valid. */
+const DEV_TOKEN_TTL_SECONDS = 8 * 60 * 60
+
+/** The Host header names a loopback address (a page on another site that rebinds its name to 127.0.0.1 does not). */
+const loopbackHost = (host: string | undefined) => {
+  const name = (host ?? "").replace(/:\d+$/, "").replace(/^\[(.*)\]$/, "$1").toLowerCase()
+  return name === "localhost" || name === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(name)
+}
 
 export const DevLive = HttpApiBuilder.group(Api, "dev", (handlers) =>
   Effect.gen(function* () {
     const identity = yield* Identity
-    return handlers.handle("jwks", () =>
-      Option.match(identity.devJwks, {
-        onNone: () => Effect.fail(new NotFound({ message: "No route GET /dev/jwks.json." })),
-        onSome: (jwks) => Effect.succeed(HttpServerResponse.unsafeJson(jwks))
-      }))
+    return handlers
+      .handle("jwks", () =>
+        Option.match(identity.devJwks, {
+          onNone: () => Effect.fail(new NotFound({ message: "No route GET /dev/jwks.json." })),
+          onSome: (jwks) => Effect.succeed(HttpServerResponse.unsafeJson(jwks))
+        }))
+      .handle("token", ({ payload }) =>
+        Effect.gen(function* () {
+          if (Option.isNone(identity.mintDevToken)) return yield* new NotFound({ message: "No route POST /dev/token." })
+          const request = yield* HttpServerRequest.HttpServerRequest
+          if (!loopbackHost(request.headers["host"])) {
+            return yield* new InvalidRequest({ message: "Dev tokens are issued only to a loopback Host (localhost, 127.0.0.1)." })
+          }
+          const now = yield* nowMillis
+          const token = yield* identity.mintDevToken.value(payload.uid, DEV_TOKEN_TTL_SECONDS).pipe(Effect.orDie)
+          return { token, expires_at: iso(toDate(now + DEV_TOKEN_TTL_SECONDS * 1000)) }
+        }))
   }))
 
 export const DashboardHandlersLive = Layer.mergeAll(DashboardLive, DevLive)

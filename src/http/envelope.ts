@@ -150,10 +150,17 @@ export const renderCause = (
 
 const round = (ms: number) => Math.round(ms * 1000) / 1000
 
+/** Requests that probes, scrapers and browsers repeat all day: logged at DEBUG when they are answered. */
+const ROUTINE_PATHS: ReadonlySet<string> = new Set(["/healthz", "/readyz", "/metrics", "/favicon.ico"])
+
+/** The HTTP status each envelope code stands for (an MCP tool error is answered 200, with its code). */
+const statusOfCode: ReadonlyMap<string, number> = new Map(Object.values(envelopeOf).map((spec) => [spec.code, spec.status]))
+
 /**
  * One structured line per request: what was called, by which org and key, how it ended, what it cost and
  * how long it took. Never a header, a body or a credential. Errors of the server are logged at ERROR,
- * refusals (4xx) at WARNING, the rest at INFO.
+ * refusals (4xx) at WARNING — by the code, for an answer that carries an error in a 200 (an MCP tool
+ * error) — routine requests answered (health, readiness, metrics, the favicon) at DEBUG, the rest at INFO.
  */
 const logRequest = (
   request: HttpServerRequest.HttpServerRequest,
@@ -163,8 +170,9 @@ const logRequest = (
   latencyMs: number,
   clientClosed: boolean
 ) => {
-  const status = response.status
-  const level = status >= 500 ? LogLevel.Error : status >= 400 ? LogLevel.Warning : LogLevel.Info
+  const status = response.status < 400 && state.code !== undefined ? statusOfCode.get(state.code) ?? response.status : response.status
+  const routine = ROUTINE_PATHS.has(request.url.split("?")[0] ?? "/")
+  const level = status >= 500 ? LogLevel.Error : status >= 400 ? LogLevel.Warning : routine ? LogLevel.Debug : LogLevel.Info
   // below the minimum level (LOG_LEVEL=warn, say), the line's fields are not even built
   return Effect.flatMap(FiberRef.get(FiberRef.currentMinimumLogLevel), (minimum) =>
     LogLevel.lessThan(level, minimum) ? Effect.void : requestLine(request, response, state, facts, latencyMs, level, clientClosed))

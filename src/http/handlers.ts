@@ -20,9 +20,7 @@ const respond = <A>(outcome: Outcome<A>): HttpServerResponse.HttpServerResponse 
       status: outcome.status,
       contentType: "application/json",
       // A replay charges nothing: the credits were charged by the call that produced the answer.
-      headers: outcome.status === 200
-        ? { "idempotent-replayed": "true", "x-credits-charged": "0" }
-        : { "idempotent-replayed": "true" }
+      headers: { "idempotent-replayed": "true", "x-credits-charged": "0" }
     })
 
 export const ToolsLive = HttpApiBuilder.group(Api, "tools", (handlers) =>
@@ -79,7 +77,7 @@ export const ToolsLive = HttpApiBuilder.group(Api, "tools", (handlers) =>
 export const UnknownToolLive = HttpApiBuilder.group(Api, "unknownTool", (handlers) =>
   handlers.handle("unknownTool", ({ path }) =>
     Effect.fail(
-      new UnknownTool({ message: `There is no tool named "${path.tool.slice(0, 100)}". See the README for the tool list.` })
+      new UnknownTool({ message: `There is no tool named "${path.tool.slice(0, 100)}". GET /v1/tools lists the tools (docs/tools.md describes each).` })
     )))
 
 export const HandlersLive = Layer.mergeAll(ToolsLive, UnknownToolLive)

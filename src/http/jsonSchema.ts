@@ -1,7 +1,10 @@
 /**
  * JSON Schema of a tool's input or output, from the same Effect `Schema` the gateway validates with:
  * self-contained (named parts under `$defs`), 2019-09 semantics (keywords beside a `$ref` keep their
- * meaning), without the `$id`s Effect puts on `unknown` (repeated, they make a document invalid).
+ * meaning), without what Effect writes for itself rather than for a reader: the `$id`s it puts on `unknown`
+ * (repeated, they make a document invalid), the titles and descriptions it generates for its own schemas and
+ * filters (`"title": "between(1, 100)"`, `"description": "an integer"`), and named parts that say nothing but
+ * a type (`Int`). The descriptions written in `src/domain/` stay.
  */
 import { JSONSchema, type SchemaAST } from "effect"
 
@@ -9,21 +12,82 @@ type Json = Record<string, unknown>
 
 const isObject = (u: unknown): u is Json => typeof u === "object" && u !== null && !Array.isArray(u)
 
-export const dropSchemaIds = (u: unknown): unknown => {
-  if (Array.isArray(u)) return u.map(dropSchemaIds)
+/** Effect's titles: the name of a keyword or of a filter, with its arguments (`int`, `unknown`, `maxLength(100)`). */
+const GENERATED_TITLE = /^[a-z][A-Za-z]*(?:\(.*\))?$/
+
+/** Effect's descriptions of its own schemas and filters (effect/Schema), which restate the keywords beside them. */
+const GENERATED_DESCRIPTION = new RegExp(
+  "^(?:" +
+    [
+      "an integer",
+      "a (?:finite |positive |negative |non-negative |non-positive )?number",
+      "a number (?:between .+ and .+|excluding NaN|divisible by .+|greater than .+|less than .+)",
+      "a string (?:at (?:least|most) .+ long|matching the pattern .+|starting with .+|ending with .+|including .+|with no leading or trailing whitespace|that will be .+)",
+      "a (?:non empty|lowercase|uppercase|capitalized|uncapitalized) string",
+      "an array of (?:at least|at most|exactly) .+ item\\(s\\)",
+      "an? .+ to be decoded into .+",
+      "a valid Date(?: instance)?",
+      "a template literal"
+    ].join("|") +
+    ")$"
+)
+
+/** Keywords whose values are data (an example, a default, allowed values), never schemas: left as they are. */
+const DATA_KEYWORDS: ReadonlySet<string> = new Set(["example", "examples", "default", "enum", "const"])
+
+const generated = (key: string, value: unknown): boolean =>
+  (key === "$id" && typeof value === "string" && value.startsWith("/schemas/")) ||
+  (key === "title" && typeof value === "string" && GENERATED_TITLE.test(value)) ||
+  (key === "description" && typeof value === "string" && GENERATED_DESCRIPTION.test(value))
+
+/** Drops what Effect generated (see above) from a JSON Schema, or from an OpenAPI document's schemas and parameters. */
+export const dropGenerated = (u: unknown): unknown => {
+  if (Array.isArray(u)) return u.map(dropGenerated)
   if (!isObject(u)) return u
   const out: Json = {}
   for (const [k, v] of Object.entries(u)) {
-    if (k === "$id" && typeof v === "string" && v.startsWith("/schemas/")) continue
-    out[k] = dropSchemaIds(v)
+    if (generated(k, v)) continue
+    out[k] = DATA_KEYWORDS.has(k) ? v : dropGenerated(v)
   }
   return out
 }
 
+/** Replaces every `$ref` to `prefix + name` by the referenced schema's keywords (the ref's own stay beside them). */
+const replaceRefs = (u: unknown, prefix: string, inline: ReadonlyMap<string, Json>): unknown => {
+  if (Array.isArray(u)) return u.map((v) => replaceRefs(v, prefix, inline))
+  if (!isObject(u)) return u
+  const out: Json = {}
+  const ref = u["$ref"]
+  const target = typeof ref === "string" && ref.startsWith(prefix) ? inline.get(ref.slice(prefix.length)) : undefined
+  if (target !== undefined) Object.assign(out, target)
+  for (const [k, v] of Object.entries(u)) {
+    if (k === "$ref" && target !== undefined) continue
+    out[k] = DATA_KEYWORDS.has(k) ? v : replaceRefs(v, prefix, inline)
+  }
+  return out
+}
+
+/**
+ * Named schemas that say nothing but a type (`Int` is `{"type": "integer"}` once Effect's title and
+ * description are gone) are written where they are used instead: the name is the schema library's, not the API's.
+ */
+export const inlineTypeOnly = (root: Json, defs: Json, prefix: string): { readonly root: Json; readonly defs: Json } => {
+  const inline = new Map<string, Json>()
+  for (const [name, schema] of Object.entries(defs)) {
+    if (isObject(schema) && Object.keys(schema).length === 1 && typeof schema["type"] === "string") inline.set(name, schema)
+  }
+  if (inline.size === 0) return { root, defs }
+  const kept: Json = {}
+  for (const [name, schema] of Object.entries(defs)) if (!inline.has(name)) kept[name] = schema
+  const replacedRoot = replaceRefs(root, prefix, inline)
+  const replacedDefs = replaceRefs(kept, prefix, inline)
+  return { root: isObject(replacedRoot) ? replacedRoot : root, defs: isObject(replacedDefs) ? replacedDefs : kept }
+}
+
 export const jsonSchemaOf = (ast: SchemaAST.AST): Json => {
   const definitions: Record<string, JSONSchema.JsonSchema7> = {}
-  const schema = JSONSchema.fromAST(ast, { definitions, topLevelReferenceStrategy: "skip", target: "jsonSchema2019-09" })
-  const whole = Object.keys(definitions).length > 0 ? { ...schema, $defs: definitions } : schema
-  const cleaned = dropSchemaIds(whole)
-  return isObject(cleaned) ? cleaned : {}
+  const schema = dropGenerated(JSONSchema.fromAST(ast, { definitions, topLevelReferenceStrategy: "skip", target: "jsonSchema2019-09" }))
+  const defs = dropGenerated(definitions)
+  const { root, defs: kept } = inlineTypeOnly(isObject(schema) ? schema : {}, isObject(defs) ? defs : {}, "#/$defs/")
+  return Object.keys(kept).length > 0 ? { ...root, $defs: kept } : root
 }

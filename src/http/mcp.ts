@@ -7,15 +7,17 @@
  * runs the gateway pipeline (rate limit, connection check, reservation, settlement; an Idempotency-Key from
  * `_meta.idempotencyKey`); failures, a rate-limit refusal included, are tool errors carrying the envelope as
  * text and in `_meta` (never as `structuredContent`, which a client checks against the output schema).
- * Files a tool kept are `resource_link`s (`tool-gateway://artifacts/<id>`) that `resources/read` answers
- * with their bytes, so the agent never needs the key.
+ * Every result's `_meta` carries the request id and the credits charged. `run` is a tool too: `POST /v1/run`
+ * (`{tool, input}` → the provider's raw answer), shown with the tools the caller can use.
+ * Files a tool kept are `resource_link`s (`tool-gateway://artifacts/<id>`); `resources/list` lists the org's
+ * kept files and `resources/read` answers one (text, or base64 bytes), so the agent never needs the key.
  *
  * The transport is the official MCP SDK's web-standard one, fed the message the gateway already parsed and
  * checked like every other JSON body (size, depth, one object: no batches).
  */
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import type { CallToolResult, Tool } from "@modelcontextprotocol/sdk/types.js"
-import { Cause, Effect, Exit, Option, Runtime } from "effect"
+import { Cause, DateTime, Effect, Exit, Option, Runtime, Schema } from "effect"
 import {
   envelope,
   envelopeOf,
@@ -26,10 +28,12 @@ import {
   NotFound,
   UnknownTool
 } from "../domain/errors.js"
-import type { Price } from "../domain/pricing.js"
+import { describeParseError } from "../domain/parse.js"
+import { describePrice, type Price } from "../domain/pricing.js"
+import { RunOutput, RunRequest } from "../domain/schemas.js"
 import { catalog, isToolName, type ToolName, toolNames } from "../domain/tools.js"
 import { ProviderRegistry } from "../services/ProviderRegistry.js"
-import { type ArtifactRef, Artifacts } from "../services/Artifacts.js"
+import { type ArtifactCursor, type ArtifactRef, Artifacts, type ListedArtifact } from "../services/Artifacts.js"
 import { Betas } from "../services/Betas.js"
 import { Connections } from "../services/Connections.js"
 import { ServerConfig } from "../config.js"
@@ -45,48 +49,55 @@ import { readJsonObject } from "./security.js"
 export const MCP_PATH = "/mcp"
 const VERSION = "0.1.0"
 
-const describePrice = (price: Price) =>
-  price.unit === "call"
-    ? `${price.credits} credit${price.credits === 1 ? "" : "s"} per call`
-    : `${price.credits} credit per ${price.per} ${price.unit === "results" ? "results" : "characters"} (at least ${price.min})`
-
 /** The JSON-RPC error MCP gives for a resource that does not exist. */
 const RESOURCE_NOT_FOUND = -32002
+/** JSON-RPC's invalid params: what MCP answers to a cursor it did not give. */
+const INVALID_PARAMS = -32602
+/** Kept files per `resources/list` page. */
+const RESOURCES_PAGE = 50
 
 export const ARTIFACT_URI_PREFIX = "tool-gateway://artifacts/"
 
-/** The files an answer refers to: every `{artifact: {id, content_type, bytes, …}}` in it, however deep. */
-const artifactsIn = (value: unknown, found: Array<ArtifactRef> = [], depth = 0): Array<ArtifactRef> => {
+/**
+ * The files an answer refers to: every file reference `{id: "art_…", content_type, bytes, sha256, url}` in it,
+ * however deep and under whatever name (`artifact`, `screenshot`, `run`'s `artifacts`), each once.
+ */
+const artifactsIn = (value: unknown, found: Map<string, ArtifactRef> = new Map(), depth = 0): Map<string, ArtifactRef> => {
   if (depth > 16 || typeof value !== "object" || value === null) return found
-  if (Array.isArray(value)) {
-    for (const v of value) artifactsIn(v, found, depth + 1)
+  if (isArtifactRef(value)) {
+    found.set(value.id, value)
     return found
   }
-  const entries = Object.entries(value)
-  for (const [key, v] of entries) {
-    if (key === "artifact" && isArtifactRef(v)) found.push(v)
-    else artifactsIn(v, found, depth + 1)
-  }
+  for (const v of Array.isArray(value) ? value : Object.values(value)) artifactsIn(v, found, depth + 1)
   return found
 }
 
 const isArtifactRef = (u: unknown): u is ArtifactRef =>
-  isRecord(u) && typeof u["id"] === "string" && typeof u["content_type"] === "string" && typeof u["bytes"] === "number" &&
-  typeof u["sha256"] === "string" && typeof u["url"] === "string"
+  isRecord(u) && typeof u["id"] === "string" && u["id"].startsWith("art_") && typeof u["content_type"] === "string" &&
+  typeof u["bytes"] === "number" && typeof u["sha256"] === "string" && typeof u["url"] === "string"
+
+const artifactUri = (id: string) => `${ARTIFACT_URI_PREFIX}${id}`
+
+/**
+ * A tool's description for a model choosing one: what it does and which provider answers (the catalog's), then
+ * whether it needs a connected account or is a beta, and its price (this gateway's, `PRICES_FILE` included).
+ */
+const describeTool = (def: { readonly description: string; readonly account: boolean; readonly beta: boolean }, price: Price): string =>
+  [
+    def.description,
+    def.account ? "Runs on the org's own account at this provider, connected in the dashboard or with POST /v1/connections." : "",
+    def.beta ? "Beta: shown once enabled for the org." : "",
+    `Costs ${describePrice(price)}; a call that fails costs nothing, unless the provider's answer could not be normalized (then its minimum).`
+  ].filter((n) => n !== "").join(" ")
 
 /** The MCP description of every tool, built once. */
 const toolDescriptions = (pricing: typeof Pricing.Service) =>
   new Map(toolNames.map((name): readonly [ToolName, Tool] => {
     const def = catalog[name]
-    const notes = [
-      def.account ? "Runs on the org's own connected account (POST /v1/connections)." : "",
-      def.beta ? "Beta." : "",
-      `Costs ${describePrice(pricing.priceOf(name))}.`
-    ].filter((n) => n !== "")
     return [name, {
       name,
       title: def.summary,
-      description: `${def.summary}. ${notes.join(" ")}`,
+      description: describeTool(def, pricing.priceOf(name)),
       inputSchema: { type: "object", ...jsonSchemaOf(def.input.ast) },
       outputSchema: { type: "object", ...jsonSchemaOf(def.output.ast) },
       annotations: {
@@ -99,9 +110,47 @@ const toolDescriptions = (pricing: typeof Pricing.Service) =>
     }]
   }))
 
+/** `POST /v1/run` as an MCP tool. Not a catalog tool: its name is one no tool can have (`run` is no tool). */
+export const RUN_TOOL = "run"
+
+const runInput = jsonSchemaOf(RunRequest.ast)
+const runOutput = jsonSchemaOf(RunOutput.ast)
+
+/** The `run` tool, for the tools the caller can use: its `tool` is one of them. */
+const runTool = (names: ReadonlyArray<ToolName>): Tool => {
+  const properties: Record<string, object> = {}
+  for (const [key, value] of Object.entries(isRecord(runInput["properties"]) ? runInput["properties"] : {})) {
+    if (isRecord(value)) properties[key] = value
+  }
+  properties["tool"] = { ...properties["tool"], enum: names }
+  return {
+    name: RUN_TOOL,
+    title: "A tool's raw provider answer",
+    description:
+      "Call one of the other tools' provider and get its raw, unnormalized answer: {tool, provider, status, body}, where body is " +
+      "the provider's answer as it sent it (the same as POST /v1/run). Use it when a tool answered normalization_failed, or to " +
+      "see what its answer leaves out. input is validated against that tool's input schema, and the call is checked and charged " +
+      "as that tool is: its connection, beta and price (in credits, counted from the raw answer); a call that fails costs nothing. " +
+      "It can run any tool listed here, writes included. Files the call kept are resource links.",
+    inputSchema: { type: "object", ...runInput, properties },
+    outputSchema: { type: "object", ...runOutput },
+    annotations: {
+      title: "A tool's raw provider answer",
+      readOnlyHint: false,
+      destructiveHint: true,
+      idempotentHint: false,
+      openWorldHint: true
+    }
+  }
+}
+
+/** An error message as seen over MCP: the raw answer is the `run` tool here (messages name `POST /v1/run`). */
+const overMcp = (message: string): string => message.replace("POST /v1/run with {", "The run tool (POST /v1/run) with {")
+
 /**
  * What a call answered, for `_meta`: its request id and the credits it was charged (a normalization failure
- * is billed; every other failure is free).
+ * is billed; every other failure is free). The keys are namespaced as MCP asks of `_meta`: a prefix of the
+ * server's own, `tool-gateway/` (prefixes whose second label is `modelcontextprotocol` or `mcp` are MCP's).
  */
 type CallMeta = {
   readonly "tool-gateway/request-id": string
@@ -115,7 +164,8 @@ type CallMeta = {
  * (the official SDK client does), and an envelope would fail that check and hide the tool error.
  */
 const errorResult = (error: unknown, meta: CallMeta): CallToolResult => {
-  const body = envelope(isGatewayError(error) ? error : new InternalError({ message: "An internal error occurred; retry." }))
+  const { error: described } = envelope(isGatewayError(error) ? error : new InternalError({ message: "An internal error occurred; retry." }))
+  const body = { error: { ...described, message: overMcp(described.message) } }
   return { isError: true, content: [{ type: "text", text: JSON.stringify(body) }], _meta: { ...meta, "tool-gateway/error": body.error } }
 }
 
@@ -136,13 +186,15 @@ const resultOf = (outcome: Outcome<unknown>): CallToolResult => {
   if (outcome._tag === "Replayed" && outcome.status !== 200) {
     // a stored failure (a normalization failure, or a write whose outcome is unknown), replayed
     const body = parseJson(outcome.body)
-    const error = isRecord(body) ? body["error"] : undefined
-    return { isError: true, content: [{ type: "text", text: outcome.body }], _meta: { ...meta, ...(error !== undefined ? { "tool-gateway/error": error } : {}) } }
+    const stored = isRecord(body) ? body["error"] : undefined
+    const error = isRecord(stored) && typeof stored["message"] === "string" ? { ...stored, message: overMcp(stored["message"]) } : stored
+    const text = error === stored ? outcome.body : JSON.stringify({ error })
+    return { isError: true, content: [{ type: "text", text }], _meta: { ...meta, ...(error !== undefined ? { "tool-gateway/error": error } : {}) } }
   }
   const structured = parseJson(outcome.body)
-  const links = artifactsIn(structured).map((a) => ({
+  const links = [...artifactsIn(structured).values()].map((a) => ({
     type: "resource_link" as const,
-    uri: `${ARTIFACT_URI_PREFIX}${a.id}`,
+    uri: artifactUri(a.id),
     name: a.id,
     mimeType: a.content_type,
     size: a.bytes
@@ -155,6 +207,41 @@ const resultOf = (outcome: Outcome<unknown>): CallToolResult => {
 }
 
 const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
+
+const iso = (date: Date) => DateTime.formatIso(DateTime.unsafeFromDate(date))
+
+/** A kept file as an MCP resource. */
+const resourceOf = ({ createdAt, expiresAt, ref }: ListedArtifact) => ({
+  uri: artifactUri(ref.id),
+  name: ref.id,
+  title: `${ref.content_type} kept ${iso(createdAt)}`,
+  description: `A file a tool call kept byte for byte (${ref.bytes} bytes, SHA-256 ${ref.sha256}); expires ${iso(expiresAt)}.`,
+  mimeType: ref.content_type,
+  size: ref.bytes,
+  annotations: { lastModified: iso(createdAt) }
+})
+
+/** `resources/list`'s cursor: where the last page ended, opaque to the client. */
+const Cursor = Schema.compose(Schema.StringFromBase64Url, Schema.parseJson(Schema.Tuple(Schema.Int, Schema.String)))
+const encodeCursor = (cursor: ArtifactCursor): string =>
+  Schema.encodeSync(Cursor)([DateTime.toEpochMillis(DateTime.unsafeFromDate(cursor.createdAt)), cursor.id])
+const decodeCursor = (text: string): Option.Option<ArtifactCursor> =>
+  Option.map(Schema.decodeUnknownOption(Cursor)(text), ([millis, id]) => ({ createdAt: DateTime.toDateUtc(DateTime.unsafeMake(millis)), id }))
+
+/** Content types answered as `text` by `resources/read` (when the bytes are UTF-8); every other file is a `blob`. */
+const isTextual = (contentType: string): boolean => {
+  const type = contentType.split(";")[0]?.trim().toLowerCase() ?? ""
+  return type.startsWith("text/") || type === "application/json" || type.endsWith("+json") || type === "application/xml" ||
+    type.endsWith("+xml") || type === "application/javascript"
+}
+
+const utf8 = (data: Uint8Array): string | undefined => {
+  try {
+    return new TextDecoder("utf-8", { fatal: true }).decode(data)
+  } catch {
+    return undefined
+  }
+}
 
 export const McpLive = HttpApiBuilder.Router.use((router) =>
   Effect.gen(function* () {
@@ -185,10 +272,30 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
             (!def.beta || enabledBetas.includes(name)) &&
             (!def.account || connected.has(def.provider)) &&
             (caller.allowedTools === null || caller.allowedTools.includes(name))
-        }).flatMap((name) => {
+        })
+      })
+
+    /** What `tools/list` shows: the tools the caller can use, and `run` for them. */
+    const listedTools = (caller: Caller) =>
+      Effect.map(visibleTools(caller), (names) => {
+        const tools = names.flatMap((name) => {
           const tool = described.get(name)
           return tool === undefined ? [] : [tool]
         })
+        return names.length === 0 ? tools : [...tools, runTool(names)]
+      })
+
+    /** The `run` tool: `POST /v1/run`'s `{tool, input}`, checked as that endpoint checks it. */
+    const runRaw = (caller: Caller, args: unknown, options: { readonly idempotencyKey: string | undefined; readonly requestId: string }) =>
+      Effect.gen(function* () {
+        const request = yield* Schema.decodeUnknown(RunRequest, { errors: "all" })(args ?? {}).pipe(
+          Effect.mapError((error) => new InvalidRequest({ message: `Invalid run input: ${describeParseError(error)}` }))
+        )
+        const tool = request.tool
+        if (!isToolName(tool)) {
+          return yield* new InvalidRequest({ message: `Invalid run input: tool: ${tool.slice(0, 100)} is not a tool (tools/list lists them).` })
+        }
+        return yield* gateway.runRaw(caller, tool, request.input, options)
       })
 
     /** One `tools/call`: a result, or a tool error carrying the envelope; the request's log line gets its code. */
@@ -212,8 +319,13 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
         // Each call takes its token from the key's rate limit here, so that a refusal is a tool error too.
         const throttled = yield* Effect.either(authentication.throttle(caller))
         if (throttled._tag === "Left") return yield* failed(throttled.left)
-        if (!isToolName(name)) return yield* failed(new UnknownTool({ message: `There is no tool named "${name.slice(0, 100)}".` }))
-        const exit = yield* Effect.exit(gateway.runUnknown(caller, name, args ?? {}, { idempotencyKey, requestId: state.requestId }))
+        const options = { idempotencyKey, requestId: state.requestId }
+        const call: Effect.Effect<Outcome<unknown>, unknown> = name === RUN_TOOL
+          ? runRaw(caller, args, options)
+          : isToolName(name)
+          ? gateway.runUnknown(caller, name, args ?? {}, options)
+          : Effect.fail(new UnknownTool({ message: `There is no tool named "${name.slice(0, 100)}" (tools/list lists them).` }))
+        const exit = yield* Effect.exit(call)
         if (Exit.isSuccess(exit)) {
           if (exit.value._tag === "Replayed" && exit.value.status !== 200) state.code = codeOfStored(exit.value.body)
           return resultOf(exit.value)
@@ -228,7 +340,28 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
         const { data, ref } = yield* artifacts.get(caller.orgId, id).pipe(
           Effect.catchTag("NotFound", () => new NotFound({ message: `No resource ${uri.slice(0, 200)} (files expire; see ARTIFACT_RETENTION_SECONDS).` }))
         )
-        return { contents: [{ uri, mimeType: ref.content_type, blob: Buffer.from(data).toString("base64") }] }
+        const text = isTextual(ref.content_type) ? utf8(data) : undefined
+        return {
+          contents: [
+            text !== undefined
+              ? { uri, mimeType: ref.content_type, text }
+              : { uri, mimeType: ref.content_type, blob: Buffer.from(data).toString("base64") }
+          ]
+        }
+      })
+
+    /** `resources/list`: the org's kept files that have not expired, newest first, a page at a time. */
+    const listArtifacts = (caller: Caller, cursor: string | undefined) =>
+      Effect.gen(function* () {
+        const after = cursor === undefined ? Option.none() : decodeCursor(cursor)
+        if (cursor !== undefined && Option.isNone(after)) {
+          return yield* new InvalidRequest({ message: "Invalid cursor: pass the nextCursor of the last resources/list answer." })
+        }
+        const page = yield* artifacts.list(caller.orgId, { limit: RESOURCES_PAGE, after: Option.getOrUndefined(after) })
+        return {
+          resources: page.artifacts.map(resourceOf),
+          ...(page.next !== null ? { nextCursor: encodeCursor(page.next) } : {})
+        }
       })
 
     // The MCP SDK (and the schemas it brings) is loaded on the first MCP request: a gateway that serves
@@ -283,7 +416,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
         WebStandardStreamableHTTPServerTransport
       } = yield* sdk
       const server = new Server({ name: "tool-gateway", version: VERSION }, { capabilities: { tools: {}, resources: {} } })
-      server.setRequestHandler(ListToolsRequestSchema, () => run(Effect.map(visibleTools(caller), (tools) => ({ tools }))))
+      server.setRequestHandler(ListToolsRequestSchema, () => run(Effect.map(listedTools(caller), (tools) => ({ tools }))))
       server.setRequestHandler(CallToolRequestSchema, (call) => {
         const meta = call.params._meta
         const key = isRecord(meta) && typeof meta["idempotencyKey"] === "string" ? meta["idempotencyKey"] : undefined
@@ -291,11 +424,20 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
           callTool(caller, state, call.params.name, call.params.arguments, key).pipe(Effect.locally(CurrentCallFacts, facts))
         )
       })
-      // Files are listed in the answers that kept them, not here.
-      server.setRequestHandler(ListResourcesRequestSchema, () => ({ resources: [] }))
+      server.setRequestHandler(ListResourcesRequestSchema, async (list) => {
+        const listed = await run(Effect.either(listArtifacts(caller, list.params?.cursor)))
+        if (listed._tag === "Left") {
+          state.code = envelopeOf.InvalidRequest.code
+          throw new McpError(INVALID_PARAMS, listed.left.message)
+        }
+        return listed.right
+      })
       server.setRequestHandler(ReadResourceRequestSchema, async (read) => {
         const found = await run(Effect.either(readArtifact(caller, read.params.uri)))
-        if (found._tag === "Left") throw new McpError(RESOURCE_NOT_FOUND, found.left.message, { uri: read.params.uri })
+        if (found._tag === "Left") {
+          state.code = envelopeOf.NotFound.code
+          throw new McpError(RESOURCE_NOT_FOUND, found.left.message, { uri: read.params.uri })
+        }
         return found.right
       })
       // Stateless: no session id (the option left out), one server per HTTP request.
@@ -308,6 +450,8 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
       const response = yield* Effect.promise(() => transport.handleRequest(webRequest, { parsedBody: message }))
       const text = yield* Effect.promise(() => response.text())
       yield* Effect.promise(() => server.close())
+      // a JSON-RPC error answered 200 (no such resource or method, bad params) is logged with its code too
+      if (state.code === undefined) state.code = codeOfJsonRpcError(text)
       // What the transport refuses (a wrong Accept or Content-Type, a message that is not JSON-RPC) is a
       // non-2xx answer, and every non-2xx answer is the envelope.
       if (response.status >= 400) {
@@ -328,6 +472,16 @@ const codeOfStored = (body: string): string => {
   const parsed = parseJson(body)
   const error = isRecord(parsed) ? parsed["error"] : undefined
   return isRecord(error) && typeof error["code"] === "string" ? error["code"] : envelopeOf.InternalError.code
+}
+
+/** The envelope code a JSON-RPC error answer stands for in the request's log line; none for a result. */
+const codeOfJsonRpcError = (text: string): string | undefined => {
+  const body = parseJson(text)
+  if (!isRecord(body) || !isRecord(body["error"])) return undefined
+  const code = body["error"]["code"]
+  return code === RESOURCE_NOT_FOUND
+    ? envelopeOf.NotFound.code
+    : code === -32603 ? envelopeOf.InternalError.code : envelopeOf.InvalidRequest.code
 }
 
 /** The message of a JSON-RPC error answer, or the answer itself. */

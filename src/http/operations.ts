@@ -2,13 +2,14 @@
  * Operations endpoints, outside the API key: `GET /healthz` (the process answers), `GET /readyz` (the
  * database answers and every migration this build knows is applied; a load balancer sends traffic only
  * to a ready process, and `/readyz` answers 503 while the database is unreachable) and `GET /metrics`
- * (Prometheus text; behind `Authorization: Bearer $METRICS_TOKEN` when that is set).
+ * (Prometheus text; behind `Authorization: Bearer $METRICS_TOKEN` when that is set). A browser's
+ * `GET /favicon.ico` is answered 204 (no icon), not with a 404 envelope.
  */
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { SqlClient } from "@effect/sql"
-import { Duration, Effect, Metric, Option, Redacted } from "effect"
+import { SqlClient, SqlSchema } from "@effect/sql"
+import { Duration, Effect, Metric, Option, Redacted, Schema } from "effect"
 import { DatabasePool } from "../db/Database.js"
-import { migrationCount } from "../db/migrations.js"
+import { migrationCount } from "../db/migrations/index.js"
 import { InvalidToken, NotReady } from "../domain/errors.js"
 import { ServerConfig } from "../config.js"
 import { Ledger } from "../services/Ledger.js"
@@ -19,6 +20,8 @@ const READY_TIMEOUT = Duration.seconds(2)
 
 const poolGauge = (state: string) => Metric.tagged(poolConnections, "state", state)
 
+const AppliedRow = Schema.Struct({ applied: Schema.Number })
+
 export const OperationsLive = HttpApiBuilder.Router.use((router) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
@@ -27,9 +30,17 @@ export const OperationsLive = HttpApiBuilder.Router.use((router) =>
     const ledger = yield* Ledger
     const pool = yield* DatabasePool
 
-    const checkDatabase = sql<{ readonly applied: number }>`SELECT count(*)::int AS applied FROM gateway_migrations`.pipe(
-      Effect.map((rows) => {
-        const applied = rows[0]?.applied ?? 0
+    const countApplied = SqlSchema.findOne({
+      Request: Schema.Void,
+      Result: AppliedRow,
+      execute: () => sql`SELECT count(*)::int AS applied FROM gateway_migrations`
+    })
+
+    const checkDatabase = countApplied(undefined).pipe(
+      // an answer of another shape is a bug, not an unreachable database
+      Effect.catchTag("ParseError", Effect.die),
+      Effect.map((row) => {
+        const applied = Option.match(row, { onNone: () => 0, onSome: (r) => r.applied })
         return applied >= migrationCount
           ? { ok: true, database: "ok", migrations: `${applied} applied` }
           : { ok: false, database: "ok", migrations: `${applied} of ${migrationCount} applied` }
@@ -45,6 +56,7 @@ export const OperationsLive = HttpApiBuilder.Router.use((router) =>
     )
 
     yield* router.get("/healthz", Effect.succeed(HttpServerResponse.unsafeJson({ status: "ok" })))
+    yield* router.get("/favicon.ico", Effect.succeed(HttpServerResponse.empty({ status: 204 })))
     yield* router.get(
       "/readyz",
       Effect.flatMap(checkDatabase, (check) =>

@@ -16,12 +16,40 @@ import { CatalogLive } from "./catalog.js"
 import { DashboardHandlersLive } from "./dashboard.js"
 import { OperationsLive } from "./operations.js"
 import { McpLive } from "./mcp.js"
+import { OpenApiLive } from "./openapiRoute.js"
 import { ApiKeyAuthLive, IdTokenAuthLive, JsonBodyLive } from "./security.js"
+import { CorsLive, DashboardSiteLive } from "./web.js"
+
+/**
+ * Options of the inlined Scalar (@scalar/api-reference 1.39) that `HttpApiScalar` passes through to it but
+ * does not type (they are in the configuration schema of the bundle that `HttpApiScalar` inlines).
+ */
+interface ScalarPageConfig extends HttpApiScalar.ScalarConfig {
+  /** The "Open API Client" button: a link to client.scalar.com. */
+  readonly hideClientButton?: boolean
+  /** The toolbar (Share, Generate SDKs, Configure): Scalar's cloud; shown on localhost unless "never". */
+  readonly showToolbar?: "always" | "localhost" | "never"
+  /** Analytics of the API client, sent to api.scalar.com. */
+  readonly telemetry?: boolean
+}
+
+/**
+ * The reference page loads nothing from another host and offers nothing that needs a Scalar account: the
+ * system's fonts instead of fonts.scalar.com, no cloud buttons, no telemetry, no "Powered by" link, and
+ * no `proxyUrl` (the page's "Test Request" calls this gateway directly).
+ */
+const docsPage: ScalarPageConfig = {
+  withDefaultFonts: false,
+  hideClientButton: true,
+  showToolbar: "never",
+  telemetry: false,
+  customCss: `a[href^="https://www.scalar.com"] { display: none; }`
+}
 
 /** `GET /openapi.json` and `GET /docs` (the API reference, with its script inline: it works offline). */
 export const DocsLive = Layer.mergeAll(
-  HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" }),
-  HttpApiScalar.layer({ path: "/docs" })
+  OpenApiLive,
+  HttpApiScalar.layer({ path: "/docs", scalar: docsPage })
 )
 
 /** The API, built: handlers, middlewares, error envelopes. Needs the gateway services. */
@@ -85,7 +113,31 @@ export const makeNodeServer = (timeouts: {
   })
   server.on("request", (request: Http.IncomingMessage) => request.socket.setTimeout(0))
   server.on("clientError", answerClientError)
+  holdUntilServed(server)
   return server
+}
+
+/**
+ * The server listens before the app's handler is installed (the platform's layers build in that order); a
+ * request in between — an early health check — would be emitted to no handler and never answered. Such
+ * requests wait, and are handed to the handler once it is there.
+ */
+const holdUntilServed = (server: Http.Server) => {
+  const waiting: Array<readonly [Http.IncomingMessage, Http.ServerResponse]> = []
+  const hold = (request: Http.IncomingMessage, response: Http.ServerResponse) => {
+    waiting.push([request, response])
+  }
+  const served = (event: string | symbol) => {
+    if (event !== "request") return
+    server.off("newListener", served)
+    server.off("request", hold)
+    // the handler is added once this event returns
+    process.nextTick(() => {
+      for (const [request, response] of waiting.splice(0)) server.emit("request", request, response)
+    })
+  }
+  server.on("request", hold)
+  server.on("newListener", served)
 }
 
 /**
@@ -130,6 +182,7 @@ const answerClientError = (error: Error & { readonly code?: string }, socket: Ne
 /** Serve the API on `HOST:PORT` (port 0 picks a free one; `HttpServer.HttpServer` tells which). */
 export const HttpServerLive = HttpApiBuilder.serve().pipe(
   Layer.provide(DocsLive),
+  Layer.provide(Layer.mergeAll(DashboardSiteLive, CorsLive)),
   Layer.provide(McpLive),
   Layer.provide(OperationsLive),
   Layer.provide(ApiLive),

@@ -10,18 +10,10 @@
  */
 import { HttpApiSchema } from "@effect/platform"
 import { ParseResult, Schema } from "effect"
-import { type EnvelopeSpec, envelopeOf, type ErrorType, type GatewayError, type GatewayErrorTag } from "../domain/errors.js"
+import { type Envelope, type EnvelopeSpec, envelopeOf, type GatewayError, type GatewayErrorTag } from "../domain/errors.js"
 
-/** The envelope, as it travels. */
-export interface WireEnvelope {
-  readonly error: {
-    readonly type: ErrorType
-    readonly code: string
-    readonly message: string
-    readonly retryable: boolean
-    readonly billable: boolean
-  }
-}
+/** The envelope, as it travels: the one `Envelope` of the error table. */
+export type WireEnvelope = Envelope
 
 /** Fields some errors carry in their answer's headers, which the typed client copies into the envelope. */
 const HeaderFields = {

@@ -1,6 +1,17 @@
 /**
- * beta speaks Jina: the Reader (`GET r.jina.ai/<url>`) and Search (`POST s.jina.ai/` with `{q, …}`), both
- * answering `{code, status, data}` when asked for JSON, with the key as a Bearer token.
+ * beta speaks Jina's Reader and Search as they are served by jina-ai/reader, the code behind r.jina.ai and
+ * s.jina.ai (https://github.com/jina-ai/reader; https://jina.ai/reader/):
+ *
+ * - Reader: `POST r.jina.ai/` with the target in a JSON body, `{"url": …}` (src/api/crawler.ts,
+ *   `crawlByPostingToIndex`; README "SPAs with hash-based routing"). Not `GET r.jina.ai/<url>`: Jina decodes that
+ *   path (`getTargetUrl(tryDecodeURIComponent(pathname + search))`), so `%2F %26 %3D %3F` in the target change
+ *   which page is read, and a `#fragment` never leaves the client. The format is the `X-Return-Format` header.
+ * - Search: `POST s.jina.ai/` with `{q, num, page, …}` (src/api/searcher.ts): `num` (alias `count`) is refused
+ *   outside 0–20, and `page` (from 1) pages through the results.
+ *
+ * Both answer `{code, status, data}` when asked for JSON (`Accept: application/json`), and take the key as a
+ * Bearer token. Jina's error statuses (401 bad key, 400 `ParamValidationError`, 429, 5xx) mean what HTTP says:
+ * the general rules of the provider client read them, and nothing here reads them otherwise.
  */
 import { DateTime, Effect, Option, Redacted, Schema } from "effect"
 import { ProviderNotConfigured } from "../domain/errors.js"
@@ -62,12 +73,17 @@ const search = (body: Readonly<Record<string, unknown>>, withContent: boolean) =
       provider: PROVIDER,
       method: "POST",
       url: `${endpoint.baseUrl}/`,
-      headers: { authorization: `Bearer ${key}`, ...(withContent ? {} : { "x-respond-with": "no-content" }) },
+      headers: {
+        accept: "application/json",
+        authorization: `Bearer ${key}`,
+        ...(withContent ? {} : { "x-respond-with": "no-content" })
+      },
       json: body,
       idempotent: true
     })
   })
 
+/** The Reader with the target URL in the body, byte for byte (its query string and fragment included). */
 const read = (url: string, format: string | undefined) =>
   Effect.gen(function* () {
     const config = yield* ProvidersConfig
@@ -75,9 +91,14 @@ const read = (url: string, format: string | undefined) =>
     const key = yield* keyOf(endpoint)
     return yield* requestJson({
       provider: PROVIDER,
-      method: "GET",
-      url: `${endpoint.baseUrl}/${url}`,
-      headers: { authorization: `Bearer ${key}`, ...(format !== undefined ? { "x-return-format": format } : {}) },
+      method: "POST",
+      url: `${endpoint.baseUrl}/`,
+      headers: {
+        accept: "application/json",
+        authorization: `Bearer ${key}`,
+        ...(format !== undefined ? { "x-return-format": format } : {})
+      },
+      json: { url },
       idempotent: true
     })
   })
@@ -132,20 +153,54 @@ export const betaRead: ProviderTool<ToolInput<"beta_read">, undefined, ToolOutpu
     }))
 }
 
+/** The most results Jina's Search gives in one answer: it refuses a larger `num` (src/api/searcher.ts). */
+export const JINA_MAX_NUM = 20
+
+/** The curated `search`'s raw answer: Jina's answer to each page asked for, in order. */
+const SearchPages = Schema.Struct({ pages: Schema.Array(JinaSearchAnswer) })
+
+/**
+ * The curated `search` asks for `max_results` (up to 100) `num` at a time (at most 20, the same on every page so
+ * that the pages line up) and pages through with `page` until it has them, a page comes back short (there are no
+ * more), or it has asked for as many pages as `max_results` needs. Results that two pages share count once.
+ */
+const searchPages = (query: string, wanted: number) =>
+  Effect.gen(function* () {
+    const num = Math.min(wanted, JINA_MAX_NUM)
+    const pageCount = Math.ceil(wanted / num)
+    const urls = new Set<string>()
+    const bodies: Array<unknown> = []
+    const ask = (page: number) => search({ q: query, num, ...(page > 1 ? { page } : {}) }, false)
+    let raw = yield* ask(1)
+    for (let page = 1; ; page++) {
+      bodies.push(raw.body)
+      // an answer that is not Jina's shape ends the paging; the normalization names what is wrong with it
+      const data = Option.getOrUndefined(Schema.decodeUnknownOption(JinaSearchAnswer)(raw.body))?.data
+      for (const r of data ?? []) urls.add(r.url)
+      if (data === undefined || data.length < num || urls.size >= wanted || page >= pageCount) break
+      raw = yield* ask(page + 1)
+    }
+    return { ...raw, body: { pages: bodies } }
+  })
+
 export const curatedSearch: ProviderTool<ToolInput<"search">, undefined, ToolOutput<"search">> = {
   configured: isConfigured,
-  fetch: (input) => search({ q: input.query, num: input.max_results ?? DEFAULT_MAX_RESULTS }, false),
+  fetch: (input) => searchPages(input.query, input.max_results ?? DEFAULT_MAX_RESULTS),
   normalize: (input, raw) =>
-    Effect.map(decodeUpstream(PROVIDER, JinaSearchAnswer, "search")(raw.body), (answer) => ({
-      provider: PROVIDER,
-      query: input.query,
-      results: answer.data.slice(0, input.max_results ?? DEFAULT_MAX_RESULTS).map((r) => ({
-        title: r.title ?? r.url,
-        url: r.url,
-        snippet: r.description ?? "",
-        published_at: isoDate(r.date)
-      }))
-    }))
+    Effect.map(decodeUpstream(PROVIDER, SearchPages, "search")(raw.body), ({ pages }) => {
+      // a result two pages share is the first page's
+      const unique = pages.flatMap((page) => page.data).filter((r, i, all) => all.findIndex((o) => o.url === r.url) === i)
+      return {
+        provider: PROVIDER,
+        query: input.query,
+        results: unique.slice(0, input.max_results ?? DEFAULT_MAX_RESULTS).map((r) => ({
+          title: r.title ?? r.url,
+          url: r.url,
+          snippet: r.description ?? "",
+          published_at: isoDate(r.date)
+        }))
+      }
+    })
 }
 
 export const curatedRead: ProviderTool<ToolInput<"read">, undefined, ToolOutput<"read">> = {

@@ -1,7 +1,12 @@
 /**
  * delta speaks the Bluesky AT Protocol: `com.atproto.server.createSession` with the handle and an app
- * password (the session is kept and reused), then `com.atproto.repo.createRecord` in the account's repo
- * (posts and likes are records).
+ * password, then `com.atproto.repo.createRecord` in the account's repo (posts and likes are records), on the
+ * PDS the session's DID document names (`#atproto_pds`), as @atproto/api's AtpAgent does. The session is
+ * kept (DeltaSessions, shared by every process) and renewed with `com.atproto.server.refreshSession` when its
+ * access token expires; a new `createSession` only when the refresh token is refused.
+ * Lexicons: https://docs.bsky.app/docs/api/com-atproto-server-create-session,
+ * https://docs.bsky.app/docs/api/com-atproto-server-refresh-session; limits (createSession: 30 per 5 minutes,
+ * 300 a day per account): bluesky-social/atproto packages/pds/src/api/com/atproto/server/createSession.ts.
  */
 import { Effect, Option, Schema } from "effect"
 import * as Crypto from "node:crypto"
@@ -16,7 +21,14 @@ import { decodeUpstream, type ProviderTool, type Raw, requestJson } from "./comm
 
 export const PROVIDER = "delta"
 
-export const Session = Schema.Struct({ accessJwt: Schema.String, did: Schema.String })
+/** A DID document's service entry; the PDS is `#atproto_pds` of type AtprotoPersonalDataServer. */
+const DidService = Schema.Struct({ id: Schema.String, type: Schema.String, serviceEndpoint: Schema.Unknown })
+export const Session = Schema.Struct({
+  accessJwt: Schema.String,
+  refreshJwt: Schema.String,
+  did: Schema.String,
+  didDoc: Schema.optional(Schema.Struct({ service: Schema.optional(Schema.Array(DidService)) }))
+})
 export const CreatedRecord = Schema.Struct({ uri: Schema.String, cid: Schema.String })
 
 const serviceOf = (credentials: Credentials["delta"]) =>
@@ -27,18 +39,27 @@ const serviceOf = (credentials: Credentials["delta"]) =>
   }))
 
 const MARGIN_MS = 60_000
-const DEFAULT_LIFETIME_MS = 10 * 60_000
+const DEFAULT_ACCESS_MS = 10 * 60_000
+const DEFAULT_REFRESH_MS = 24 * 60 * 60_000
 
 const sessionKey = (service: string, credentials: Credentials["delta"]) =>
   Crypto.createHash("sha256").update(`${service}\0${credentials.identifier}\0${credentials.app_password}`).digest("hex")
 
-/** When an access token expires, from its `exp` claim (a JWT's payload is readable without its key). */
+/** When a token expires, from its `exp` claim (a JWT's payload is readable without its key). */
 const JwtExp = Schema.parseJson(Schema.Struct({ exp: Schema.Number }))
-const expiresAt = (jwt: string, now: number): number =>
+const expiresAt = (jwt: string, otherwise: number): number =>
   Option.match(Schema.decodeUnknownOption(JwtExp)(Buffer.from(jwt.split(".")[1] ?? "", "base64url").toString("utf8")), {
-    onNone: () => now + DEFAULT_LIFETIME_MS,
+    onNone: () => otherwise,
     onSome: ({ exp }) => exp * 1000
   })
+
+/** The PDS a DID document names (as @atproto/common-web's getPdsEndpoint reads it), if it is an http(s) URL. */
+const pdsOf = (session: typeof Session.Type): string | null => {
+  const entry = session.didDoc?.service?.find((s) =>
+    (s.id === "#atproto_pds" || s.id === `${session.did}#atproto_pds`) && s.type === "AtprotoPersonalDataServer")
+  const endpoint = entry?.serviceEndpoint
+  return typeof endpoint === "string" && /^https?:\/\/[^/]/.test(endpoint) ? endpoint.replace(/\/+$/, "") : null
+}
 
 /** XRPC errors: an expired or invalid access token (a 400 or 401) means a new session, not a bad password. */
 const XrpcError = Schema.parseJson(Schema.Struct({ error: Schema.String, message: Schema.optional(Schema.String) }))
@@ -58,23 +79,69 @@ const xrpcStatus = (response: UpstreamResponse, now: number) => {
   return undefined
 }
 
-const openSession = (service: string, guarded: boolean, credentials: Credentials["delta"], tool: string) =>
+interface Place {
+  readonly service: string
+  readonly guarded: boolean
+  readonly key: string
+}
+
+/** A session from createSession's or refreshSession's answer, kept for every process. */
+const keepSession = (place: Place, tool: string, step: string, body: unknown) =>
+  Effect.gen(function* () {
+    const answer = yield* decodeUpstream(PROVIDER, Session, tool, step)(body)
+    const now = yield* nowMillis
+    const session: DeltaSession = {
+      accessJwt: answer.accessJwt,
+      refreshJwt: answer.refreshJwt,
+      did: answer.did,
+      pds: pdsOf(answer),
+      accessUntil: expiresAt(answer.accessJwt, now + DEFAULT_ACCESS_MS) - MARGIN_MS,
+      refreshUntil: expiresAt(answer.refreshJwt, now + DEFAULT_REFRESH_MS) - MARGIN_MS
+    }
+    yield* Effect.flatMap(DeltaSessions, (sessions) => sessions.set(place.key, session))
+    return session
+  })
+
+/** Where a session's requests go: its PDS (from the DID document, so through the SSRF guard) or the service. */
+const hostOf = (place: Place, session: DeltaSession) =>
+  session.pds === null || session.pds === place.service
+    ? { base: place.service, guarded: place.guarded }
+    : { base: session.pds, guarded: true }
+
+const createSession = (place: Place, credentials: Credentials["delta"], tool: string) =>
   Effect.gen(function* () {
     const answer = yield* requestJson({
       provider: PROVIDER,
       method: "POST",
-      url: `${service}/xrpc/com.atproto.server.createSession`,
+      url: `${place.service}/xrpc/com.atproto.server.createSession`,
       json: { identifier: credentials.identifier, password: credentials.app_password },
       idempotent: true,
-      guarded,
+      guarded: place.guarded,
       credentialed: true,
       classify: xrpcStatus
     })
-    const { accessJwt, did } = yield* decodeUpstream(PROVIDER, Session, tool, "createSession")(answer.body)
+    return yield* keepSession(place, tool, "createSession", answer.body)
+  })
+
+/** Renew with the refresh token (at the PDS, as AtpAgent does); refused or expired: a new session. */
+const renew = (place: Place, session: DeltaSession, credentials: Credentials["delta"], tool: string) =>
+  Effect.gen(function* () {
     const now = yield* nowMillis
-    const session = { accessJwt, did, until: expiresAt(accessJwt, now) - MARGIN_MS }
-    yield* Effect.flatMap(DeltaSessions, (sessions) => sessions.set(sessionKey(service, credentials), session))
-    return session
+    if (session.refreshUntil <= now) return yield* createSession(place, credentials, tool)
+    const host = hostOf(place, session)
+    return yield* requestJson({
+      provider: PROVIDER,
+      method: "POST",
+      url: `${host.base}/xrpc/com.atproto.server.refreshSession`,
+      headers: { authorization: `Bearer ${session.refreshJwt}` },
+      idempotent: false,
+      guarded: host.guarded,
+      credentialed: true,
+      classify: xrpcStatus
+    }).pipe(
+      Effect.flatMap((answer) => keepSession(place, tool, "refreshSession", answer.body)),
+      Effect.catchTag("ProviderCredentialRejected", () => createSession(place, credentials, tool))
+    )
   })
 
 const createRecord = (
@@ -85,31 +152,28 @@ const createRecord = (
 ) =>
   Effect.gen(function* () {
     const { guarded, service } = yield* serviceOf(credentials)
-    const key = sessionKey(service, credentials)
+    const place: Place = { service, guarded, key: sessionKey(service, credentials) }
     const now = yield* nowMillis
-    const sessions = yield* DeltaSessions
-    const kept = yield* sessions.get(key)
-    const cached = kept !== undefined && kept.until > now ? kept : undefined
-    const write = (session: DeltaSession) =>
-      requestJson({
+    const kept = yield* Effect.flatMap(DeltaSessions, (sessions) => sessions.get(place.key))
+    const write = (session: DeltaSession) => {
+      const host = hostOf(place, session)
+      return requestJson({
         provider: PROVIDER,
         method: "POST",
-        url: `${service}/xrpc/com.atproto.repo.createRecord`,
+        url: `${host.base}/xrpc/com.atproto.repo.createRecord`,
         headers: { authorization: `Bearer ${session.accessJwt}` },
         json: { repo: session.did, collection, record },
         idempotent: false,
-        guarded,
+        guarded: host.guarded,
         credentialed: true,
         classify: xrpcStatus
       })
-    if (cached === undefined) return yield* write(yield* openSession(service, guarded, credentials, tool))
-    // A kept session the PDS no longer takes refused the write (nothing was written): once more, on a new one.
-    return yield* write(cached).pipe(
-      Effect.catchTag("ProviderCredentialRejected", () =>
-        sessions.drop(key).pipe(
-          Effect.zipRight(openSession(service, guarded, credentials, tool)),
-          Effect.flatMap(write)
-        ))
+    }
+    if (kept === undefined) return yield* write(yield* createSession(place, credentials, tool))
+    if (kept.accessUntil <= now) return yield* write(yield* renew(place, kept, credentials, tool))
+    // A kept session the PDS no longer takes refused the write (nothing was written): renew it, write once more.
+    return yield* write(kept).pipe(
+      Effect.catchTag("ProviderCredentialRejected", () => Effect.flatMap(renew(place, kept, credentials, tool), write))
     )
   })
 

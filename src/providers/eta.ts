@@ -1,26 +1,50 @@
 /**
- * eta: Monkeytype — `GET /users/personalBests?mode=&mode2=` with `Authorization: ApeKey <key>`.
+ * eta: Monkeytype — `GET /users/personalBests?mode=&mode2=` with `Authorization: ApeKey <key>`, as the API
+ * reference (https://api.monkeytype.com/docs) and its contract (monkeytypegame/monkeytype,
+ * packages/contracts/src/users.ts `getPersonalBests`) describe it.
  */
 import { Effect, Schema } from "effect"
-import { ProviderCredentialRejected, ProviderRateLimited } from "../domain/errors.js"
+import { type ProviderError, ProviderCredentialRejected, ProviderRateLimited } from "../domain/errors.js"
 import { ProvidersConfig } from "../config.js"
-import { upstreamMessage, type UpstreamResponse } from "../services/ProviderClient.js"
+import { rateLimitResetSeconds, retryAfterSeconds, upstreamMessage, type UpstreamResponse } from "../services/ProviderClient.js"
 import { type AccountTool, decodeUpstream, NullableNumber, NullableString, requestJson } from "./common.js"
 
-/**
- * Monkeytype's own statuses: 470 invalid, 471 inactive, 472 malformed ApeKey (the connection's key is
- * refused), 479 the ApeKey's rate limit.
- */
-const monkeytypeStatus = (response: UpstreamResponse) => {
-  const message = upstreamMessage(response.body)
-  if (response.status >= 470 && response.status <= 472) {
-    return new ProviderCredentialRejected({ message: `eta rejected the ApeKey (HTTP ${response.status}): ${message}. Reconnect the account.` })
-  }
-  if (response.status === 479) {
-    return new ProviderRateLimited({ message: `eta is rate limiting this ApeKey (HTTP 479): ${message}. Retry later.` })
-  }
-  return undefined
+const keyRefused = (status: number, message: string) =>
+  new ProviderCredentialRejected({ message: `eta rejected the ApeKey (HTTP ${status}): ${message}. Reconnect the account with a working ApeKey.` })
+
+const limited = (response: UpstreamResponse, now: number, message: string) => {
+  const retryAfter = retryAfterSeconds(response.headers, now) ?? rateLimitResetSeconds(response.headers, now)
+  return new ProviderRateLimited({
+    message: `eta is rate limiting ${response.status === 479 ? "this ApeKey" : "the gateway"} (HTTP ${response.status}): ${message}. Retry later.`,
+    ...(retryAfter !== undefined ? { retryAfter } : {})
+  })
 }
+
+/**
+ * The classification table of this module, from Monkeytype's backend (monkeytypegame/monkeytype):
+ *
+ * - backend/src/constants/monkey-status-codes.ts: 470 "Invalid ApeKey", 471 "ApeKey is inactive",
+ *   472 "ApeKey is malformed" — the connection's key is refused; 479 "ApeKey rate limit exceeded". Its source
+ *   assigns no other code from 470 to 479; one would follow the general rule.
+ * - backend/src/middlewares/auth.ts `authenticateWithApeKey`: 404 "ApeKey not found" (the key was deleted) and
+ *   400 "Malformed ApeKey" (no `<id>.<secret>` in it) refuse the key too.
+ * - backend/src/middlewares/rate-limit.ts: its limiters are express-rate-limit's, which send `Retry-After`
+ *   (seconds) and `X-RateLimit-Reset` (epoch seconds) with 479 and with the 429 of the other limits.
+ */
+type Reading = (response: UpstreamResponse, now: number, message: string) => ProviderError | undefined
+const refused: Reading = (r, _now, m) => keyRefused(r.status, m)
+const MONKEYTYPE_STATUSES: ReadonlyMap<number, Reading> = new Map<number, Reading>([
+  [470, refused],
+  [471, refused],
+  [472, refused],
+  [404, (r, now, m) => (m === "ApeKey not found" ? refused(r, now, m) : undefined)],
+  [400, (r, now, m) => (m === "Malformed ApeKey" ? refused(r, now, m) : undefined)],
+  [479, limited],
+  [429, limited]
+])
+
+const monkeytypeStatus = (response: UpstreamResponse, now: number) =>
+  MONKEYTYPE_STATUSES.get(response.status)?.(response, now, upstreamMessage(response.body))
 
 const PersonalBest = Schema.Struct({
   wpm: Schema.Number,

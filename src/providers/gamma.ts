@@ -1,26 +1,64 @@
 /**
- * gamma speaks Firecrawl v1: `POST /v1/scrape` and `POST /v1/search`, Bearer key; answers
- * `{success: true, data}` (and `{success: false, error}` with a 4xx or 5xx on failure).
+ * gamma speaks Firecrawl's API v2 (v1 is its legacy API): `POST /v2/scrape` and `POST /v2/search`, Bearer key;
+ * answers `{success: true, data}`, and `{success: false, error}` with a 4xx or 5xx on failure. Followed: the
+ * API reference (https://docs.firecrawl.dev/api-reference/endpoint/scrape, …/endpoint/search) and the v2 SDK
+ * (firecrawl/firecrawl apps/js-sdk/firecrawl/src/v2/methods/scrape.ts, search.ts, types.ts); the server's
+ * request schemas are apps/api/src/controllers/v2/types.ts.
  */
 import { Effect, Option, Redacted, Schema } from "effect"
-import { ProviderNotConfigured } from "../domain/errors.js"
+import { ProviderNotConfigured, ProviderRejected, ProviderTimeout } from "../domain/errors.js"
 import { DEFAULT_MAX_CHARS, DEFAULT_MAX_RESULTS, type ToolInput, type ToolOutput } from "../domain/tools.js"
 import { ProvidersConfig } from "../config.js"
+import { upstreamMessage, type UpstreamResponse } from "../services/ProviderClient.js"
 import { decodeUpstream, JsonObject, keepFile, NullableString, type ProviderTool, requestJson } from "./common.js"
 import { truncate } from "./text.js"
 
 export const PROVIDER = "gamma"
 
+/**
+ * The classification table of this module: Firecrawl's statuses that mean more than HTTP says.
+ *
+ * - 402: the operator's Firecrawl account has no credits left ("Insufficient credits to perform this request",
+ *   apps/api/src/routes/shared.ts). Not the caller's doing and no retry helps soon: `provider_rejected` with
+ *   `upstreamStatus` 402, on which curated `search` and `read` move on to their next provider.
+ * - 408: Firecrawl's own scrape of the page timed out (`SCRAPE_TIMEOUT`, apps/api/src/controllers/v2/scrape.ts).
+ */
+type Reading = (response: UpstreamResponse) => ProviderRejected | ProviderTimeout
+const FIRECRAWL_STATUSES: ReadonlyMap<number, Reading> = new Map<number, Reading>([
+  [402, (r) =>
+    new ProviderRejected({
+      message: `gamma's account has no credits left (HTTP 402): ${upstreamMessage(r.body)}. The gateway's operator must top it up.`,
+      upstreamStatus: 402
+    })],
+  [408, (r) => new ProviderTimeout({ message: `gamma timed out scraping the page (HTTP 408): ${upstreamMessage(r.body)}` })]
+])
 
+const firecrawlStatus = (response: UpstreamResponse) => FIRECRAWL_STATUSES.get(response.status)?.(response)
+
+/** A v2 search result: `web` and `news` results carry the page's URL, `images` results the page's too. */
+const SearchResult = Schema.Struct({
+  url: Schema.optional(Schema.NullOr(Schema.String)),
+  title: NullableString,
+  description: NullableString,
+  snippet: NullableString,
+  markdown: NullableString
+})
+
+/** v2 answers its results per source: `data: {web?, news?, images?}` (v1 answered one array). */
 export const FirecrawlSearchAnswer = Schema.Struct({
   success: Schema.Literal(true),
-  data: Schema.Array(Schema.Struct({
-    url: Schema.String,
-    title: NullableString,
-    description: NullableString,
-    markdown: NullableString
-  }))
+  data: Schema.Struct({
+    web: Schema.optional(Schema.Array(SearchResult)),
+    news: Schema.optional(Schema.Array(SearchResult)),
+    images: Schema.optional(Schema.Array(SearchResult))
+  })
 })
+
+/** Every result with a URL, web first, then news, then images. */
+const searchResults = (data: typeof FirecrawlSearchAnswer.Type["data"]) =>
+  [...data.web ?? [], ...data.news ?? [], ...data.images ?? []].flatMap((r) =>
+    typeof r.url === "string" ? [{ ...r, url: r.url, description: r.description ?? r.snippet ?? null }] : []
+  )
 
 export const FirecrawlScrapeAnswer = Schema.Struct({
   success: Schema.Literal(true),
@@ -54,18 +92,28 @@ const post = (path: string, body: Readonly<Record<string, unknown>>) =>
       url: `${endpoint.baseUrl}${path}`,
       headers: { authorization: `Bearer ${Redacted.value(endpoint.apiKey.value)}` },
       json: body,
-      idempotent: true
+      idempotent: true,
+      classify: firecrawlStatus
     })
   })
 
 const Screenshot = Schema.Struct({ data: Schema.Struct({ screenshot: Schema.String }) })
+
+/**
+ * v2 formats are names or objects; v1's `screenshot@fullPage` is v2's `{type: "screenshot", fullPage: true}`
+ * (the mapping Firecrawl's own v1-to-v2 conversion makes, apps/api/src/controllers/v2/types.ts).
+ */
+const v2Formats = (input: ToolInput<"gamma_scrape">): Readonly<Record<string, unknown>> =>
+  input.formats === undefined
+    ? input
+    : { ...input, formats: input.formats.map((f) => (f === "screenshot@fullPage" ? { type: "screenshot", fullPage: true } : f)) }
 
 /** `gamma_scrape`: the input is Firecrawl's scrape body, extra properties included; a screenshot is kept as an artifact. */
 export const gammaScrape: ProviderTool<ToolInput<"gamma_scrape">, undefined, ToolOutput<"gamma_scrape">> = {
   configured: isConfigured,
   fetch: (input) =>
     Effect.gen(function* () {
-      const raw = yield* post("/v1/scrape", input)
+      const raw = yield* post("/v2/scrape", v2Formats(input))
       const shot = Schema.decodeUnknownOption(Screenshot)(raw.body)
       if (Option.isNone(shot)) return raw
       return { ...raw, artifacts: { screenshot: yield* keepFile(PROVIDER, shot.value.data.screenshot) } }
@@ -91,11 +139,11 @@ export const gammaScrape: ProviderTool<ToolInput<"gamma_scrape">, undefined, Too
 /** `gamma_search`: the input is Firecrawl's search body, extra properties included. */
 export const gammaSearch: ProviderTool<ToolInput<"gamma_search">, undefined, ToolOutput<"gamma_search">> = {
   configured: isConfigured,
-  fetch: (input) => post("/v1/search", input),
+  fetch: (input) => post("/v2/search", input),
   normalize: (_input, raw) =>
     Effect.map(decodeUpstream(PROVIDER, FirecrawlSearchAnswer, "gamma_search")(raw.body), (answer) => ({
       provider: PROVIDER,
-      results: answer.data.map((r) => ({
+      results: searchResults(answer.data).map((r) => ({
         url: r.url,
         title: r.title ?? null,
         description: r.description ?? null,
@@ -106,12 +154,12 @@ export const gammaSearch: ProviderTool<ToolInput<"gamma_search">, undefined, Too
 
 export const curatedSearch: ProviderTool<ToolInput<"search">, undefined, ToolOutput<"search">> = {
   configured: isConfigured,
-  fetch: (input) => post("/v1/search", { query: input.query, limit: input.max_results ?? DEFAULT_MAX_RESULTS }),
+  fetch: (input) => post("/v2/search", { query: input.query, limit: input.max_results ?? DEFAULT_MAX_RESULTS }),
   normalize: (input, raw) =>
     Effect.map(decodeUpstream(PROVIDER, FirecrawlSearchAnswer, "search")(raw.body), (answer) => ({
       provider: PROVIDER,
       query: input.query,
-      results: answer.data.slice(0, input.max_results ?? DEFAULT_MAX_RESULTS).map((r) => ({
+      results: searchResults(answer.data).slice(0, input.max_results ?? DEFAULT_MAX_RESULTS).map((r) => ({
         title: r.title ?? r.url,
         url: r.url,
         snippet: r.description ?? "",
@@ -130,7 +178,7 @@ const ScrapedMarkdown = Schema.Struct({
 
 export const curatedRead: ProviderTool<ToolInput<"read">, undefined, ToolOutput<"read">> = {
   configured: isConfigured,
-  fetch: (input) => post("/v1/scrape", { url: input.url, formats: ["markdown"], onlyMainContent: true }),
+  fetch: (input) => post("/v2/scrape", { url: input.url, formats: ["markdown"], onlyMainContent: true }),
   normalize: (input, raw) =>
     Effect.map(decodeUpstream(PROVIDER, ScrapedMarkdown, "read")(raw.body), ({ data }) => {
       const { text, truncated } = truncate(data.markdown, input.max_chars ?? DEFAULT_MAX_CHARS)

@@ -44,13 +44,14 @@ type Config = typeof ProvidersConfig.Service
 
 /**
  * When a curated tool moves on to its next provider: a failure that may pass (unavailable, rate limited,
- * timed out), the operator's key refused by this provider, or a page that refused the built-in fetch (an
- * API reader may still get it).
+ * timed out), the operator's key refused by this provider, the operator's account there out of credits (a
+ * 402: Firecrawl's "Insufficient credits", say), or a page that refused the built-in fetch (an API reader may
+ * still get it).
  */
 const movesOn = (e: ProviderCallError) =>
   e._tag === "ProviderUnavailable" || e._tag === "ProviderRateLimited" || e._tag === "ProviderTimeout" ||
   e._tag === "ProviderCredentialRejected" ||
-  (e._tag === "ProviderRejected" && (e.upstreamStatus === 401 || e.upstreamStatus === 403))
+  (e._tag === "ProviderRejected" && (e.upstreamStatus === 401 || e.upstreamStatus === 402 || e.upstreamStatus === 403))
 
 
 /** Whether a provider tool can run on this gateway (no predicate: always). */

@@ -1,11 +1,37 @@
 /**
- * kappa: Polar — `DELETE /v1/benefits/{id}` (204) and `POST /v1/events/ingest`, with a Bearer access token.
- * Writes: never retried.
+ * kappa: Polar — `DELETE /v1/benefits/{id}` (204) and `POST /v1/events/ingest`, with a Bearer access token, as
+ * Polar's API reference (https://docs.polar.sh/api-reference) and its SDK (polarsource/polar-js,
+ * src/funcs/benefitsDelete.ts, src/funcs/eventsIngest.ts) describe them. Writes: never retried.
  */
-import { Effect, Schema } from "effect"
+import { Effect, Option, Schema } from "effect"
+import { ProviderRejected } from "../domain/errors.js"
 import { ProvidersConfig } from "../config.js"
-import { ProviderIdempotencyKey } from "../services/ProviderClient.js"
+import { bodyText, ProviderIdempotencyKey, type UpstreamResponse } from "../services/ProviderClient.js"
 import { type AccountTool, decodeUpstream, enc, requestJson } from "./common.js"
+
+/**
+ * Polar's errors are `{"error": <name>, "detail": <text>}` (polar-js src/models/errors/*.ts; older servers
+ * name it `type`, server/polar/exception_handlers.py). The classification table of this module: the names
+ * that mean something other than their HTTP status, keyed by status and name.
+ */
+const POLAR_ERRORS: ReadonlyMap<string, (status: number, detail: string) => ProviderRejected> = new Map([
+  // A 403 `NotPermitted` (server/polar/exceptions.py) is Polar refusing the action itself — a benefit that is
+  // not deletable, say (server/polar/benefit/service.py) — not the token: reconnecting changes nothing.
+  ["403 NotPermitted", (status: number, detail: string) =>
+    new ProviderRejected({ message: `kappa does not permit this (HTTP ${status} NotPermitted): ${detail}`, upstreamStatus: status })]
+])
+
+const PolarError = Schema.parseJson(Schema.Struct({
+  error: Schema.optional(Schema.String),
+  type: Schema.optional(Schema.String),
+  detail: Schema.optional(Schema.String)
+}))
+
+const polarStatus = (response: UpstreamResponse) =>
+  Option.match(Schema.decodeUnknownOption(PolarError)(bodyText(response)), {
+    onNone: () => undefined,
+    onSome: (e) => POLAR_ERRORS.get(`${response.status} ${e.error ?? e.type ?? ""}`)?.(response.status, e.detail ?? "Not permitted")
+  })
 
 export const kappaDeleteBenefit: AccountTool<"kappa_delete_benefit", "kappa"> = {
   fetch: (input, credentials) =>
@@ -15,7 +41,8 @@ export const kappaDeleteBenefit: AccountTool<"kappa_delete_benefit", "kappa"> = 
         method: "DELETE",
         url: `${config.endpoints.kappa.baseUrl}/v1/benefits/${enc(input.benefit_id)}`,
         headers: { authorization: `Bearer ${credentials.access_token}` },
-        idempotent: false
+        idempotent: false,
+        classify: polarStatus
       })),
   normalize: (input) => Effect.succeed({ provider: "kappa", deleted: true, benefit_id: input.benefit_id })
 }
@@ -41,7 +68,8 @@ export const kappaIngestEvents: AccountTool<"kappa_ingest_events", "kappa"> = {
         url: `${config.endpoints.kappa.baseUrl}/v1/events/ingest`,
         headers: { authorization: `Bearer ${credentials.access_token}` },
         json: { events: withExternalIds(input.events, key) },
-        idempotent: false
+        idempotent: false,
+        classify: polarStatus
       })
     }),
   normalize: (_input, raw) =>

@@ -1,18 +1,38 @@
 /**
- * nu: GitHub's account endpoint — `GET /user` with a Bearer token.
+ * nu: GitHub's account endpoint — `GET /user` with a Bearer token, REST API version 2022-11-28
+ * (https://docs.github.com/en/rest/users/users#get-the-authenticated-user).
  */
 import { Effect, Schema } from "effect"
 import { ProviderRateLimited } from "../domain/errors.js"
 import { ProvidersConfig } from "../config.js"
-import { retryAfterSeconds, upstreamMessage, type UpstreamResponse } from "../services/ProviderClient.js"
+import { rateLimitResetSeconds, retryAfterSeconds, upstreamMessage, type UpstreamResponse } from "../services/ProviderClient.js"
 import { type AccountTool, decodeUpstream, NullableNumber, NullableString, requestJson } from "./common.js"
 
-/** GitHub's rate limit is a 403 (or 429) with `x-ratelimit-remaining: 0`: the token is fine. */
+/** GitHub's advice when a secondary limit names no time: "wait for at least one minute before retrying". */
+const SECONDARY_FALLBACK_SECONDS = 60
+
+/**
+ * The classification table of this module: GitHub's rate limits, as "Rate limits for the REST API" describes
+ * them (https://docs.github.com/en/rest/using-the-rest-api/rate-limits-for-the-rest-api#exceeding-the-rate-limit)
+ * and octokit/plugin-throttling.js (src/index.ts) reads them. A 403 or 429 is a rate limit, not a refused token:
+ *
+ * - a secondary limit: the message says "secondary rate limit", or a `retry-after` is present — wait
+ *   `retry-after` seconds, else until `x-ratelimit-reset` when `x-ratelimit-remaining` is 0, else a minute;
+ * - the primary limit: `x-ratelimit-remaining: 0` — wait until `x-ratelimit-reset`.
+ *
+ * Any other 401 or 403 is the token's (the general rule).
+ */
 const gitHubStatus = (response: UpstreamResponse, now: number) => {
-  if ((response.status !== 403 && response.status !== 429) || response.headers["x-ratelimit-remaining"] !== "0") return undefined
-  const retryAfter = retryAfterSeconds(response.headers, now)
+  if (response.status !== 403 && response.status !== 429) return undefined
+  const message = upstreamMessage(response.body)
+  const headers = response.headers
+  const used = headers["x-ratelimit-remaining"] === "0"
+  const secondary = /\bsecondary rate\b/i.test(message) || (!used && headers["retry-after"] !== undefined)
+  if (!secondary && !used) return undefined
+  const retryAfter = retryAfterSeconds(headers, now) ?? (used ? rateLimitResetSeconds(headers, now) : SECONDARY_FALLBACK_SECONDS)
   return new ProviderRateLimited({
-    message: `nu's rate limit for this token is used up (HTTP ${response.status}): ${upstreamMessage(response.body)}. Retry later.`,
+    message: `nu's ${secondary ? "secondary" : "primary"} rate limit for this token is reached (HTTP ${response.status}): ${message}. ` +
+      "The token is fine; retry later.",
     ...(retryAfter !== undefined ? { retryAfter } : {})
   })
 }

@@ -1,6 +1,14 @@
 /**
- * theta: Trakt — `GET /users/me/ratings[/{type}]?page=&limit=` with a Bearer token plus `trakt-api-key` and
- * `trakt-api-version: 2`.
+ * theta: Trakt API version 2 — `GET /users/me/ratings[/{type}]?page=&limit=` with the connection's OAuth token
+ * as a Bearer token and, on every request, the headers Trakt requires
+ * (https://github.com/trakt/trakt-api, projects/developer/src/lib/guides/required-headers.md; formerly
+ * trakt.docs.apiary.io "Required Headers"): `Content-Type: application/json` (even on a GET: Trakt answers 412
+ * "Precondition Failed - use application/json content type" without it), `trakt-api-key` (the app's client id),
+ * `trakt-api-version: 2`, and a `User-Agent` (the provider client sends the gateway's).
+ *
+ * Trakt's statuses (guides/status-codes.md) mean what HTTP says — 401 OAuth missing or expired, 403 invalid API
+ * key or unapproved app, 412/420/422/423/426 refusals, 429 its rate limit, 502–504 and 520–522 overloaded — so the
+ * general rules of the provider client read them; nothing here reads them otherwise.
  */
 import { Effect, Schema } from "effect"
 import { ProvidersConfig } from "../config.js"
@@ -35,6 +43,7 @@ export const thetaRatings: AccountTool<"theta_ratings", "theta"> = {
         url: url.toString(),
         headers: {
           authorization: `Bearer ${credentials.access_token}`,
+          "content-type": "application/json",
           "trakt-api-version": "2",
           "trakt-api-key": credentials.client_id
         },

@@ -1,6 +1,13 @@
 /**
- * xi speaks TMDB's v3 API: `GET /3/movie/{movie_id}?append_to_response=…`, authenticated with the
- * operator's key — a v4 read access token as `Authorization: Bearer`, or a v3 API key as `api_key`.
+ * xi speaks TMDB's API v3: `GET /3/movie/{movie_id}?append_to_response=…`
+ * (https://developer.themoviedb.org/reference/movie-details), authenticated as TMDB's application
+ * authentication allows (https://developer.themoviedb.org/docs/authentication-application) with the operator's
+ * key: an API Read Access Token (a JWT) as `Authorization: Bearer`, or a v3 API key as the `api_key` query
+ * parameter — never both.
+ *
+ * TMDB's errors (https://developer.themoviedb.org/docs/errors) come with the HTTP status their meaning calls
+ * for (401 code 7 invalid key and 10 suspended key, 404 code 34, 429 code 25, 503 codes 9 and 46): the general
+ * rules of the provider client read them; nothing here reads them otherwise.
  */
 import { Effect, Option, Redacted, Schema } from "effect"
 import { ProviderNotConfigured } from "../domain/errors.js"

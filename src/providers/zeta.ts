@@ -1,33 +1,122 @@
 /**
- * zeta: a versioned Graph-style API — `GET {base}/{version}/{path}?params` with the connection's Bearer token.
+ * zeta: Meta's Graph API — `GET {base}/{version}/{path}?params` with the connection's Bearer token. The version
+ * is the input's, else `ZETA_API_VERSION` (default v26.0, the newest Graph API version in Meta's changelog,
+ * https://developers.facebook.com/docs/graph-api/changelog: introduced 2026-07-29; v21.0, the earlier default,
+ * is available until 2027-01-21).
+ *
+ * Graph names what went wrong in the body's `error.code`, whatever the HTTP status (400 and 403 alike), so the
+ * codes the gateway acts on are read from there: `GRAPH_CODES` below, from Meta's "Handling Errors"
+ * (https://developers.facebook.com/docs/graph-api/guides/error-handling) and the "Error Codes" tables of its
+ * "Rate Limits" page (https://developers.facebook.com/docs/graph-api/overview/rate-limiting). Any other code
+ * follows the HTTP status.
  */
 import { Effect, Option, Schema } from "effect"
-import { ProviderCredentialRejected } from "../domain/errors.js"
+import { type ProviderError, ProviderCredentialRejected, ProviderRateLimited, ProviderUnavailable } from "../domain/errors.js"
 import { ProvidersConfig } from "../config.js"
-import type { UpstreamResponse } from "../services/ProviderClient.js"
+import { bodyText, retryAfterSeconds, type UpstreamResponse } from "../services/ProviderClient.js"
 import { type AccountTool, decodeUpstream, enc, JsonObject, requestJson } from "./common.js"
 
 const param = (v: unknown): string => (typeof v === "string" ? v : JSON.stringify(v))
 
-/** A Graph OAuthException with code 190 is an invalid or expired token, whatever the HTTP status (often 400). */
-const GraphError = Schema.Struct({ error: Schema.Struct({ code: Schema.Number, message: Schema.optional(Schema.String) }) })
-const graphStatus = (response: UpstreamResponse) => {
-  const parsed = Schema.decodeUnknownOption(Schema.parseJson(GraphError))(new TextDecoder().decode(response.body))
-  return Option.isSome(parsed) && parsed.value.error.code === 190
-    ? new ProviderCredentialRejected({
-      message: `zeta rejected the access token (code 190): ${parsed.value.error.message ?? "invalid or expired"}. Reconnect the account.`
-    })
-    : undefined
+type GraphMeaning = "rate_limited" | "token_rejected" | "temporary"
+
+/** Graph's error codes that mean something of their own here: the classification table of this module. */
+export const GRAPH_CODES: ReadonlyMap<number, { readonly meaning: GraphMeaning; readonly what: string }> = new Map([
+  // Handling Errors: "Possibly a temporary issue due to downtime. Wait and retry the operation."
+  [1, { meaning: "temporary", what: "API Unknown" }],
+  [2, { meaning: "temporary", what: "API Service" }],
+  // Rate Limits, Platform Rate Limits: throttled until the rolling hour's call count drops below the limit
+  [4, { meaning: "rate_limited", what: "the app's rate limit" }],
+  [17, { meaning: "rate_limited", what: "the user's rate limit" }],
+  [32, { meaning: "rate_limited", what: "the Pages API rate limit of the user or app" }],
+  [613, { meaning: "rate_limited", what: "a custom rate limit" }],
+  // Handling Errors: "Application limit reached. Temporary issue due to downtime or throttling."
+  [341, { meaning: "rate_limited", what: "the application limit" }],
+  // Rate Limits, Business Use Case Rate Limits (the X-Business-Use-Case-Usage header says for how long)
+  [80000, { meaning: "rate_limited", what: "the Ads Insights rate limit" }],
+  [80001, { meaning: "rate_limited", what: "the Pages rate limit (Page or system user token)" }],
+  [80002, { meaning: "rate_limited", what: "the Instagram rate limit" }],
+  [80003, { meaning: "rate_limited", what: "the Custom Audience rate limit" }],
+  [80004, { meaning: "rate_limited", what: "the Ads Management rate limit" }],
+  [80005, { meaning: "rate_limited", what: "the LeadGen rate limit" }],
+  [80006, { meaning: "rate_limited", what: "the Messenger rate limit" }],
+  [80008, { meaning: "rate_limited", what: "the WhatsApp Business Management rate limit" }],
+  [80009, { meaning: "rate_limited", what: "the Catalog Management rate limit" }],
+  [80014, { meaning: "rate_limited", what: "the Catalog Batch rate limit" }],
+  // Handling Errors: the access token has expired, been revoked or is otherwise invalid: get a new one
+  [102, { meaning: "token_rejected", what: "API Session" }],
+  [190, { meaning: "token_rejected", what: "invalid or expired" }]
+])
+
+const GraphErrorBody = Schema.parseJson(
+  Schema.Struct({ error: Schema.Struct({ code: Schema.Number, message: Schema.optional(Schema.String) }) })
+)
+
+/** `X-Business-Use-Case-Usage`: per business object, `estimated_time_to_regain_access` in minutes. */
+const BusinessUseCaseUsage = Schema.parseJson(Schema.Record({
+  key: Schema.String,
+  value: Schema.Array(Schema.Struct({ estimated_time_to_regain_access: Schema.optional(Schema.Number) }))
+}))
+/** `X-Ad-Account-Usage` (Ads API v3.3 and older): `reset_time_duration` in seconds. */
+const AdAccountUsage = Schema.parseJson(Schema.Struct({ reset_time_duration: Schema.optional(Schema.Number) }))
+/** `X-App-Usage`: percentages of the app's hourly allowance; no time. */
+const AppUsage = Schema.parseJson(Schema.Struct({
+  call_count: Schema.optional(Schema.Number),
+  total_cputime: Schema.optional(Schema.Number),
+  total_time: Schema.optional(Schema.Number)
+}))
+
+const header = <A, I>(schema: Schema.Schema<A, I>, value: string | undefined) =>
+  value === undefined ? Option.none() : Schema.decodeUnknownOption(schema)(value)
+
+/** When Graph says the limit lifts: the usage headers' own time, else a Retry-After. */
+const graphRetryAfter = (headers: Readonly<Record<string, string>>, now: number): number | undefined => {
+  const minutes = Option.match(header(BusinessUseCaseUsage, headers["x-business-use-case-usage"]), {
+    onNone: () => 0,
+    onSome: (usage) => Math.max(0, ...Object.values(usage).flatMap((entries) => entries.map((e) => e.estimated_time_to_regain_access ?? 0)))
+  })
+  if (minutes > 0) return Math.ceil(minutes * 60)
+  const reset = Option.getOrUndefined(header(AdAccountUsage, headers["x-ad-account-usage"]))?.reset_time_duration ?? 0
+  if (reset > 0) return Math.ceil(reset)
+  return retryAfterSeconds(headers, now)
 }
 
-export const ZETA_VERSION = "v21.0"
+const appUsage = (headers: Readonly<Record<string, string>>): string =>
+  Option.match(header(AppUsage, headers["x-app-usage"]), {
+    onNone: () => "",
+    onSome: (u) => ` (X-App-Usage: calls ${u.call_count ?? "?"}%, CPU time ${u.total_cputime ?? "?"}%, total time ${u.total_time ?? "?"}%)`
+  })
+
+/** A Graph error body read against `GRAPH_CODES`; undefined leaves it to the HTTP status. */
+const graphError = (response: UpstreamResponse, now: number): ProviderError | undefined => {
+  const parsed = Schema.decodeUnknownOption(GraphErrorBody)(bodyText(response))
+  if (Option.isNone(parsed)) return undefined
+  const { code, message } = parsed.value.error
+  const entry = GRAPH_CODES.get(code)
+  if (entry === undefined) return undefined
+  const said = message ?? entry.what
+  switch (entry.meaning) {
+    case "token_rejected":
+      return new ProviderCredentialRejected({ message: `zeta rejected the access token (code ${code}): ${said}. Reconnect the account.` })
+    case "temporary":
+      return new ProviderUnavailable({ message: `zeta failed for the time being (code ${code}, ${entry.what}): ${said}` })
+    case "rate_limited": {
+      const retryAfter = graphRetryAfter(response.headers, now)
+      return new ProviderRateLimited({
+        message: `zeta is throttling the call: ${entry.what} is reached (code ${code}, HTTP ${response.status}): ${said}` +
+          `${appUsage(response.headers)}. The connection is fine; retry later.`,
+        ...(retryAfter !== undefined ? { retryAfter } : {})
+      })
+    }
+  }
+}
 
 export const zetaRequest: AccountTool<"zeta_request", "zeta"> = {
   fetch: (input, credentials) =>
     Effect.gen(function* () {
       const config = yield* ProvidersConfig
       const path = input.path.replace(/^\/+/, "")
-      const url = new URL(`${config.endpoints.zeta.baseUrl}/${enc(input.version ?? ZETA_VERSION)}/${path}`)
+      const url = new URL(`${config.endpoints.zeta.baseUrl}/${enc(input.version ?? config.zetaApiVersion)}/${path}`)
       for (const [k, v] of Object.entries(input.params ?? {})) url.searchParams.set(k, param(v))
       return yield* requestJson({
         provider: "zeta",
@@ -35,7 +124,7 @@ export const zetaRequest: AccountTool<"zeta_request", "zeta"> = {
         url: url.toString(),
         headers: { authorization: `Bearer ${credentials.access_token}` },
         idempotent: true,
-        classify: graphStatus
+        classify: graphError
       })
     }),
   normalize: (_input, raw) =>

@@ -3,8 +3,8 @@
  * reference `{id, content_type, bytes, sha256, url}` instead of inline base64. They belong to the org whose
  * call produced them and expire after `ARTIFACT_RETENTION_SECONDS`.
  */
-import { SqlClient } from "@effect/sql"
-import { Context, Effect, Layer, Option } from "effect"
+import { SqlClient, SqlSchema } from "@effect/sql"
+import { Context, Effect, Layer, Option, Schema } from "effect"
 import * as Crypto from "node:crypto"
 import { NotFound, ProviderResponseTooLarge } from "../domain/errors.js"
 import type { OrgId } from "../domain/ids.js"
@@ -27,10 +27,31 @@ export interface StoredArtifact {
   readonly data: Uint8Array
 }
 
+/** A kept file in a list: its reference, when it was kept and when it expires. */
+export interface ListedArtifact {
+  readonly ref: ArtifactRef
+  readonly createdAt: Date
+  readonly expiresAt: Date
+}
+
+/** A page of an org's files, newest first; `next` continues after its last one (null: no more). */
+export interface ArtifactPage {
+  readonly artifacts: ReadonlyArray<ListedArtifact>
+  readonly next: ArtifactCursor | null
+}
+
+/** Where a page ends: the last file's keeping time and id (files kept at the same instant are ordered by id). */
+export interface ArtifactCursor {
+  readonly createdAt: Date
+  readonly id: string
+}
+
 export class Artifacts extends Context.Tag("Artifacts")<Artifacts, {
   readonly store: (orgId: OrgId, contentType: string, data: Uint8Array) => Effect.Effect<ArtifactRef, ProviderResponseTooLarge>
   /** The org's artifact, if it has not expired. */
   readonly get: (orgId: OrgId, id: string) => Effect.Effect<StoredArtifact, NotFound>
+  /** The org's files that have not expired, newest first, `limit` at a time (without their bytes). */
+  readonly list: (orgId: OrgId, options: { readonly limit: number; readonly after?: ArtifactCursor | undefined }) => Effect.Effect<ArtifactPage>
   readonly purgeExpired: Effect.Effect<number>
 }>() {}
 
@@ -40,19 +61,61 @@ export class ArtifactSink extends Context.Tag("ArtifactSink")<ArtifactSink, {
   readonly maxBytes: number
 }>() {}
 
-interface ArtifactRow {
-  readonly id: string
-  readonly content_type: string
-  readonly bytes: number
-  readonly sha256: string
-  readonly data: Uint8Array
-}
+const ArtifactRow = Schema.Struct({
+  id: Schema.String,
+  content_type: Schema.String,
+  bytes: Schema.Number,
+  sha256: Schema.String,
+  data: Schema.Uint8ArrayFromSelf
+})
+const ArtifactKey = Schema.Struct({ id: Schema.String, orgId: Schema.String, now: Schema.DateFromSelf })
+const Count = Schema.Struct({ n: Schema.Number })
+const ListedRow = Schema.Struct({
+  id: Schema.String,
+  content_type: Schema.String,
+  bytes: Schema.Number,
+  sha256: Schema.String,
+  created_at: Schema.DateFromSelf,
+  expires_at: Schema.DateFromSelf
+})
+const ListRequest = Schema.Struct({
+  orgId: Schema.String,
+  now: Schema.DateFromSelf,
+  limit: Schema.Number,
+  after: Schema.NullOr(Schema.Struct({ createdAt: Schema.DateFromSelf, id: Schema.String }))
+})
 
 export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const config = yield* ProvidersConfig
   const { publicUrl } = yield* ServerConfig
   const urlOf = (id: string) => `${Option.getOrElse(publicUrl, () => "")}/v1/artifacts/${id}`
+
+  const findArtifact = SqlSchema.findOne({
+    Request: ArtifactKey,
+    Result: ArtifactRow,
+    execute: (key) => sql`
+      SELECT id, content_type, bytes, sha256, data FROM artifacts
+       WHERE id = ${key.id} AND org_id = ${key.orgId} AND expires_at > ${key.now}`
+  })
+  // newest first; (created_at, id) keeps the order total, so that a page starts exactly where the last one ended
+  const listArtifacts = SqlSchema.findAll({
+    Request: ListRequest,
+    Result: ListedRow,
+    execute: (r) => sql`
+      SELECT id, content_type, bytes, sha256, created_at, expires_at FROM artifacts
+       WHERE org_id = ${r.orgId} AND expires_at > ${r.now}
+         ${r.after === null ? sql`` : sql`AND (created_at, id) < (${r.after.createdAt}, ${r.after.id})`}
+       ORDER BY created_at DESC, id DESC
+       LIMIT ${r.limit}`
+  })
+  const deleteExpired = SqlSchema.single({
+    Request: Schema.DateFromSelf,
+    Result: Count,
+    execute: (now) => sql`
+      WITH d AS (DELETE FROM artifacts WHERE expires_at <= ${now} RETURNING 1)
+      SELECT count(*)::int AS n FROM d`
+  })
 
   const store = (orgId: OrgId, contentType: string, data: Uint8Array) =>
     Effect.gen(function* () {
@@ -72,24 +135,39 @@ export const make = Effect.gen(function* () {
   const get = (orgId: OrgId, id: string) =>
     Effect.gen(function* () {
       const now = yield* nowMillis
-      const rows = yield* sql<ArtifactRow>`
-        SELECT id, content_type, bytes, sha256, data FROM artifacts
-         WHERE id = ${id} AND org_id = ${orgId} AND expires_at > ${toDate(now)}`.pipe(Effect.orDie)
-      const row = rows[0]
+      const found = yield* findArtifact({ id, orgId, now: toDate(now) }).pipe(Effect.orDie)
       // Another org's artifact is "not found": its existence is not disclosed.
-      if (row === undefined) return yield* new NotFound({ message: `No artifact ${id.slice(0, 60)} (it may have expired).` })
+      if (Option.isNone(found)) return yield* new NotFound({ message: `No artifact ${id.slice(0, 60)} (it may have expired).` })
+      const row = found.value
       return {
         ref: { id: row.id, content_type: row.content_type, bytes: row.bytes, sha256: row.sha256, url: urlOf(row.id) },
         data: row.data
       }
     })
 
-  const purgeExpired = Effect.flatMap(nowMillis, (now) =>
-    sql<{ readonly n: number }>`
-      WITH d AS (DELETE FROM artifacts WHERE expires_at <= ${toDate(now)} RETURNING 1)
-      SELECT count(*)::int AS n FROM d`).pipe(Effect.map((rows) => rows[0]?.n ?? 0), Effect.orDie)
+  const list = (orgId: OrgId, options: { readonly limit: number; readonly after?: ArtifactCursor | undefined }) =>
+    Effect.gen(function* () {
+      const now = yield* nowMillis
+      // one more than asked for: whether there is a next page
+      const rows = yield* listArtifacts({ orgId, now: toDate(now), limit: options.limit + 1, after: options.after ?? null }).pipe(Effect.orDie)
+      const page = rows.slice(0, options.limit)
+      const last = page[page.length - 1]
+      return {
+        artifacts: page.map((row) => ({
+          ref: { id: row.id, content_type: row.content_type, bytes: row.bytes, sha256: row.sha256, url: urlOf(row.id) },
+          createdAt: row.created_at,
+          expiresAt: row.expires_at
+        })),
+        next: rows.length > options.limit && last !== undefined ? { createdAt: last.created_at, id: last.id } : null
+      }
+    }).pipe(traced("Artifacts.list"))
 
-  return Artifacts.of({ store, get, purgeExpired })
+  const purgeExpired = Effect.flatMap(nowMillis, (now) => deleteExpired(toDate(now))).pipe(
+    Effect.map((row) => row.n),
+    Effect.orDie
+  )
+
+  return Artifacts.of({ store, get, list, purgeExpired })
 })
 
 export const ArtifactsLive = Layer.effect(Artifacts, make)

@@ -1,8 +1,8 @@
 /**
  * Beta tools are off for an org until enabled for it (by the operator's CLI, or the dashboard API).
  */
-import { SqlClient } from "@effect/sql"
-import { Context, Effect, Layer } from "effect"
+import { SqlClient, SqlSchema } from "@effect/sql"
+import { Context, Effect, Layer, Schema } from "effect"
 import { BetaUnavailable, NotFound } from "../domain/errors.js"
 import type { OrgId } from "../domain/ids.js"
 import type { ToolName } from "../domain/tools.js"
@@ -14,8 +14,16 @@ export class Betas extends Context.Tag("Betas")<Betas, {
   readonly require: (orgId: OrgId, tool: ToolName) => Effect.Effect<void, BetaUnavailable>
 }>() {}
 
+const BetaRow = Schema.Struct({ tool: Schema.String })
+
 export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
+
+  const findBetas = SqlSchema.findAll({
+    Request: Schema.String,
+    Result: BetaRow,
+    execute: (orgId) => sql`SELECT tool FROM org_betas WHERE org_id = ${orgId} ORDER BY tool`
+  })
 
   const enable = (orgId: OrgId, tool: ToolName) =>
     Effect.gen(function* () {
@@ -32,7 +40,7 @@ export const make = Effect.gen(function* () {
     sql`DELETE FROM org_betas WHERE org_id = ${orgId} AND tool = ${tool}`.pipe(Effect.asVoid, Effect.orDie)
 
   const list = (orgId: OrgId) =>
-    sql<{ readonly tool: string }>`SELECT tool FROM org_betas WHERE org_id = ${orgId} ORDER BY tool`.pipe(
+    findBetas(orgId).pipe(
       Effect.map((rows) => rows.map((r) => r.tool)),
       Effect.orDie
     )

@@ -2,7 +2,7 @@
  * An org's connections to its own provider accounts. Credentials are validated per provider, sealed with
  * AES-256-GCM (bound to the org and provider), never returned, and opened only for the call that uses them.
  */
-import { SqlClient } from "@effect/sql"
+import { SqlClient, SqlSchema } from "@effect/sql"
 import { Context, Duration, Effect, Layer, Option, Schema } from "effect"
 import {
   type AccountProvider,
@@ -12,7 +12,7 @@ import {
   isAccountProvider
 } from "../domain/connections.js"
 import { CredentialRequired, InvalidRequest, NotFound, UrlNotAllowed } from "../domain/errors.js"
-import type { OrgId } from "../domain/ids.js"
+import { OrgId } from "../domain/ids.js"
 import { describeParseError } from "../domain/parse.js"
 import { Encryption } from "./Encryption.js"
 import { ProvidersConfig } from "../config.js"
@@ -56,21 +56,36 @@ export class Connections extends Context.Tag("Connections")<Connections, {
   readonly reseal: Effect.Effect<{ readonly resealed: number; readonly unreadable: number }>
 }>() {}
 
-interface ConnectionRow {
-  readonly id: string
-  readonly provider: string
-  readonly label: string | null
-  readonly status: "active" | "rejected"
-  readonly created_at: Date
-  readonly updated_at: Date
-}
+const ConnectionRow = Schema.Struct({
+  id: Schema.String,
+  provider: Schema.String,
+  label: Schema.NullOr(Schema.String),
+  status: Schema.Literal("active", "rejected"),
+  created_at: Schema.DateFromSelf,
+  updated_at: Schema.DateFromSelf
+})
+type ConnectionRow = typeof ConnectionRow.Type
 
-interface SealedRow {
-  readonly key_id: string
-  readonly iv: Uint8Array
-  readonly ciphertext: Uint8Array
-  readonly tag: Uint8Array
-}
+const SealedRow = Schema.Struct({
+  key_id: Schema.String,
+  iv: Schema.Uint8ArrayFromSelf,
+  ciphertext: Schema.Uint8ArrayFromSelf,
+  tag: Schema.Uint8ArrayFromSelf
+})
+const StaleRow = Schema.Struct({ ...SealedRow.fields, id: Schema.String, org_id: OrgId, provider: Schema.String })
+
+const NewConnection = Schema.Struct({
+  id: Schema.String,
+  orgId: Schema.String,
+  provider: Schema.String,
+  label: Schema.NullOr(Schema.String),
+  keyId: Schema.String,
+  iv: Schema.Uint8ArrayFromSelf,
+  ciphertext: Schema.Uint8ArrayFromSelf,
+  tag: Schema.Uint8ArrayFromSelf,
+  now: Schema.DateFromSelf
+})
+const OrgProvider = Schema.Struct({ orgId: Schema.String, provider: Schema.String })
 
 const associatedData = (orgId: OrgId, provider: AccountProvider) => `connection:${orgId}:${provider}`
 
@@ -78,6 +93,45 @@ export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const encryption = yield* Encryption
   const policy = makePolicy((yield* ProvidersConfig).ssrfAllow)
+
+  const upsertConnection = SqlSchema.findOne({
+    Request: NewConnection,
+    Result: ConnectionRow,
+    execute: (c) => sql`
+      INSERT INTO connections (id, org_id, provider, label, status, key_id, iv, ciphertext, tag, created_at, updated_at)
+      VALUES (${c.id}, ${c.orgId}, ${c.provider}, ${c.label}, 'active', ${c.keyId}, ${c.iv}, ${c.ciphertext},
+              ${c.tag}, ${c.now}, ${c.now})
+      ON CONFLICT (org_id, provider) DO UPDATE
+         SET label = EXCLUDED.label, status = 'active', key_id = EXCLUDED.key_id, iv = EXCLUDED.iv,
+             ciphertext = EXCLUDED.ciphertext, tag = EXCLUDED.tag, updated_at = EXCLUDED.updated_at
+      RETURNING id, provider, label, status, created_at, updated_at`
+  })
+  const findConnections = SqlSchema.findAll({
+    Request: Schema.String,
+    Result: ConnectionRow,
+    execute: (orgId) => sql`
+      SELECT id, provider, label, status, created_at, updated_at FROM connections
+       WHERE org_id = ${orgId} ORDER BY provider`
+  })
+  const deleteConnection = SqlSchema.findOne({
+    Request: OrgProvider,
+    Result: ConnectionRow,
+    execute: (r) => sql`
+      DELETE FROM connections WHERE org_id = ${r.orgId} AND provider = ${r.provider}
+      RETURNING id, provider, label, status, created_at, updated_at`
+  })
+  const findSealed = SqlSchema.findOne({
+    Request: OrgProvider,
+    Result: SealedRow,
+    execute: (r) => sql`
+      SELECT key_id, iv, ciphertext, tag FROM connections WHERE org_id = ${r.orgId} AND provider = ${r.provider}`
+  })
+  const findStale = SqlSchema.findAll({
+    Request: Schema.String,
+    Result: StaleRow,
+    execute: (currentKeyId) => sql`
+      SELECT id, org_id, provider, key_id, iv, ciphertext, tag FROM connections WHERE key_id <> ${currentKeyId}`
+  })
 
   /**
    * The URL a connection names (epsilon's API, delta's PDS) passes the SSRF guard when it is saved, not only
@@ -120,54 +174,53 @@ export const make = Effect.gen(function* () {
       const sealed = yield* encryption.seal(JSON.stringify(decoded), associatedData(orgId, provider))
       const now = toDate(yield* nowMillis)
       const id = yield* randomId("conn")
-      const rows = yield* sql<ConnectionRow>`
-        INSERT INTO connections (id, org_id, provider, label, status, key_id, iv, ciphertext, tag, created_at, updated_at)
-        VALUES (${id}, ${orgId}, ${provider}, ${label}, 'active', ${sealed.keyId}, ${sealed.iv}, ${sealed.ciphertext},
-                ${sealed.tag}, ${now}, ${now})
-        ON CONFLICT (org_id, provider) DO UPDATE
-           SET label = EXCLUDED.label, status = 'active', key_id = EXCLUDED.key_id, iv = EXCLUDED.iv,
-               ciphertext = EXCLUDED.ciphertext, tag = EXCLUDED.tag, updated_at = EXCLUDED.updated_at
-        RETURNING id, provider, label, status, created_at, updated_at`
-      const row = rows[0]
-      if (row === undefined) return yield* Effect.dieMessage("connection upsert returned no row")
-      return toConnection(row, provider)
-    }).pipe(Effect.catchTag("SqlError", Effect.die), traced("Connections.connect", { attributes: { provider } }))
+      const row = yield* upsertConnection({
+        id,
+        orgId,
+        provider,
+        label,
+        keyId: sealed.keyId,
+        iv: sealed.iv,
+        ciphertext: sealed.ciphertext,
+        tag: sealed.tag,
+        now
+      })
+      if (Option.isNone(row)) return yield* Effect.dieMessage("connection upsert returned no row")
+      return toConnection(row.value, provider)
+    }).pipe(
+      Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die }),
+      traced("Connections.connect", { attributes: { provider } })
+    )
 
   const list = (orgId: OrgId) =>
-    sql<ConnectionRow>`
-      SELECT id, provider, label, status, created_at, updated_at FROM connections
-       WHERE org_id = ${orgId} ORDER BY provider`.pipe(
+    findConnections(orgId).pipe(
       Effect.map((rows) => rows.flatMap((row) => (isAccountProvider(row.provider) ? [toConnection(row, row.provider)] : []))),
       Effect.orDie
     )
 
   const disconnect = (orgId: OrgId, provider: AccountProvider) =>
     Effect.gen(function* () {
-      const rows = yield* sql<ConnectionRow>`
-        DELETE FROM connections WHERE org_id = ${orgId} AND provider = ${provider}
-        RETURNING id, provider, label, status, created_at, updated_at`
-      const row = rows[0]
-      if (row === undefined) return yield* new NotFound({ message: `There is no ${provider} connection.` })
-      return toConnection(row, provider)
-    }).pipe(Effect.catchTag("SqlError", Effect.die))
+      const row = yield* deleteConnection({ orgId, provider })
+      if (Option.isNone(row)) return yield* new NotFound({ message: `There is no ${provider} connection.` })
+      return toConnection(row.value, provider)
+    }).pipe(Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die }))
 
   const credentials = <P extends AccountProvider>(orgId: OrgId, provider: P, tool: string) =>
     Effect.gen(function* () {
-      const rows = yield* sql<SealedRow>`
-        SELECT key_id, iv, ciphertext, tag FROM connections WHERE org_id = ${orgId} AND provider = ${provider}`
-      const row = rows[0]
-      if (row === undefined) {
+      const found = yield* findSealed({ orgId, provider })
+      if (Option.isNone(found)) {
         return yield* new CredentialRequired({
           message: `${tool} runs on your own ${provider} account: connect it first with POST /v1/connections.`
         })
       }
+      const row = found.value
       const plaintext = yield* encryption.open(
         { keyId: row.key_id, iv: row.iv, ciphertext: row.ciphertext, tag: row.tag },
         associatedData(orgId, provider)
       )
       const schema: Schema.Schema<Credentials[P], CredentialsEncoded[P]> = credentialSchemas[provider]
       return yield* Schema.decodeUnknown(Schema.parseJson(schema))(plaintext).pipe(Effect.orDie)
-    }).pipe(Effect.catchTag("SqlError", Effect.die), traced("Connections.credentials", { attributes: { provider } }))
+    }).pipe(Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die }), traced("Connections.credentials", { attributes: { provider } }))
 
   const markRejected = (orgId: OrgId, provider: AccountProvider) =>
     Effect.flatMap(nowMillis, (now) =>
@@ -175,8 +228,7 @@ export const make = Effect.gen(function* () {
            WHERE org_id = ${orgId} AND provider = ${provider}`).pipe(Effect.asVoid, Effect.orDie)
 
   const reseal = Effect.gen(function* () {
-    const rows = yield* sql<SealedRow & { readonly id: string; readonly org_id: OrgId; readonly provider: string }>`
-      SELECT id, org_id, provider, key_id, iv, ciphertext, tag FROM connections WHERE key_id <> ${encryption.currentKeyId}`
+    const rows = yield* findStale(encryption.currentKeyId)
     let resealed = 0
     let unreadable = 0
     for (const row of rows) {

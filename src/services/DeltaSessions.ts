@@ -1,39 +1,120 @@
 /**
- * delta's (Bluesky's) sessions, kept between calls: `createSession` is limited per account (30 in 5 minutes,
- * 300 a day), far below what an agent posts, so a session is reused until shortly before its access token
- * expires. A service the layer owns (closing it forgets them), bounded in size; the oldest goes first.
+ * delta's (Bluesky's) sessions, kept between calls and shared by every process: `createSession` is limited
+ * per account (30 in 5 minutes, 300 a day), far below what an agent posts, so a session is reused until its
+ * access token expires and then renewed with `refreshSession` (its refresh token lives for months); a new
+ * `createSession` only when the refresh token is refused or expired. The tokens are sealed in the database
+ * like connections (the row's key is a hash of the service, the identifier and the app password); each
+ * process keeps the sessions it used in a bounded map in front of the table, and reads the table again when
+ * its copy's access token has expired (another process may have renewed it). A row sealed with a key this
+ * process does not know is treated as no session.
  */
-import { Context, Effect, Layer } from "effect"
+import { SqlClient, SqlSchema } from "@effect/sql"
+import { Context, Effect, Layer, Option, Schema } from "effect"
+import { Encryption } from "./Encryption.js"
+import { nowMillis, toDate } from "./time.js"
 
-/** An open session: its access token, the account's DID, and when to stop using it (a Clock reading). */
+/** A session: its tokens, the account's DID, the PDS its DID document names, and when each token expires. */
 export interface DeltaSession {
   readonly accessJwt: string
+  readonly refreshJwt: string
   readonly did: string
-  readonly until: number
+  /** The account's PDS (from the session's `didDoc`), where writes go; none: the configured service. */
+  readonly pds: string | null
+  /** Clock readings (ms) after which the access and refresh tokens are no longer used. */
+  readonly accessUntil: number
+  readonly refreshUntil: number
 }
 
 export class DeltaSessions extends Context.Tag("DeltaSessions")<DeltaSessions, {
   readonly get: (key: string) => Effect.Effect<DeltaSession | undefined>
   readonly set: (key: string, session: DeltaSession) => Effect.Effect<void>
-  readonly drop: (key: string) => Effect.Effect<void>
+  /** Delete the sessions whose refresh token has expired (run by the sweeper). */
+  readonly purgeExpired: Effect.Effect<void>
 }>() {}
 
-const MAX_SESSIONS = 10_000
+const MAX_KEPT = 10_000
 
-export const make = Effect.sync(() => {
-  const sessions = new Map<string, DeltaSession>()
-  return DeltaSessions.of({
-    get: (key) => Effect.sync(() => sessions.get(key)),
-    set: (key, session) =>
-      Effect.sync(() => {
-        if (!sessions.has(key) && sessions.size >= MAX_SESSIONS) {
-          const oldest = sessions.keys().next()
-          if (oldest.done !== true) sessions.delete(oldest.value)
-        }
-        sessions.set(key, session)
-      }),
-    drop: (key) => Effect.sync(() => void sessions.delete(key))
+const Stored = Schema.parseJson(Schema.Struct({
+  accessJwt: Schema.String,
+  refreshJwt: Schema.String,
+  did: Schema.String,
+  pds: Schema.NullOr(Schema.String),
+  accessUntil: Schema.Number,
+  refreshUntil: Schema.Number
+}))
+const encodeStored = Schema.encode(Stored)
+const decodeStored = Schema.decodeUnknown(Stored)
+
+const SealedRow = Schema.Struct({
+  key_id: Schema.String,
+  iv: Schema.Uint8ArrayFromSelf,
+  ciphertext: Schema.Uint8ArrayFromSelf,
+  tag: Schema.Uint8ArrayFromSelf
+})
+
+const associatedData = (key: string) => `delta_session\0${key}`
+
+export const make = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const encryption = yield* Encryption
+  const kept = new Map<string, DeltaSession>()
+
+  const keep = (key: string, session: DeltaSession) => {
+    kept.delete(key)
+    if (kept.size >= MAX_KEPT) {
+      const oldest = kept.keys().next()
+      if (oldest.done !== true) kept.delete(oldest.value)
+    }
+    kept.set(key, session)
+  }
+
+  const findSealed = SqlSchema.findOne({
+    Request: Schema.String,
+    Result: SealedRow,
+    execute: (key) => sql`SELECT key_id, iv, ciphertext, tag FROM delta_sessions WHERE key = ${key}`
   })
+
+  const read = (key: string) =>
+    Effect.gen(function* () {
+      const row = yield* findSealed(key)
+      if (Option.isNone(row) || !encryption.knows(row.value.key_id)) return undefined
+      const { ciphertext, iv, key_id, tag } = row.value
+      const plaintext = yield* encryption.open({ keyId: key_id, iv, ciphertext, tag }, associatedData(key))
+      return yield* decodeStored(plaintext)
+    })
+
+  const get = (key: string) =>
+    Effect.gen(function* () {
+      const now = yield* nowMillis
+      const local = kept.get(key)
+      if (local !== undefined && local.accessUntil > now) return local
+      const stored = yield* read(key)
+      if (stored === undefined) {
+        kept.delete(key)
+        return undefined
+      }
+      keep(key, stored)
+      return stored
+    }).pipe(Effect.orDie)
+
+  const set = (key: string, session: DeltaSession) =>
+    Effect.gen(function* () {
+      keep(key, session)
+      const now = yield* nowMillis
+      const sealed = yield* encryption.seal(yield* encodeStored(session), associatedData(key))
+      yield* sql`
+        INSERT INTO delta_sessions (key, key_id, iv, ciphertext, tag, refresh_until, updated_at)
+        VALUES (${key}, ${sealed.keyId}, ${sealed.iv}, ${sealed.ciphertext}, ${sealed.tag},
+                ${toDate(session.refreshUntil)}, ${toDate(now)})
+        ON CONFLICT (key) DO UPDATE SET key_id = EXCLUDED.key_id, iv = EXCLUDED.iv, ciphertext = EXCLUDED.ciphertext,
+          tag = EXCLUDED.tag, refresh_until = EXCLUDED.refresh_until, updated_at = EXCLUDED.updated_at`
+    }).pipe(Effect.orDie)
+
+  // sessions nobody can renew any more (the sweeper's work, not a tool call's)
+  const purgeExpired = Effect.flatMap(nowMillis, (now) =>
+    sql`DELETE FROM delta_sessions WHERE refresh_until < ${toDate(now)}`).pipe(Effect.asVoid, Effect.orDie)
+
+  return DeltaSessions.of({ get, set, purgeExpired })
 })
 
 export const DeltaSessionsLive = Layer.effect(DeltaSessions, make)

@@ -25,6 +25,7 @@ import {
   envelopeOf,
   InvalidRequest,
   NormalizationFailed,
+  replayedErrors,
   ToolNotAllowed,
   WriteOutcomeUnknown
 } from "../domain/errors.js"
@@ -164,6 +165,9 @@ const REFUSED_BY_RESERVATION: ReadonlySet<string> = new Set(["InsufficientCredit
 
 /** The key a provider's own idempotency mechanism receives: one per org and caller's key, never the caller's key itself. */
 const providerIdempotencyKey = (orgId: OrgId, key: string) => `tg-${sha256Hex(`${orgId}\n${key}`)}`
+
+const isReplayedError = (failure: { readonly _tag: string }): failure is NormalizationFailed | WriteOutcomeUnknown =>
+  replayedErrors.some((tag) => tag === failure._tag)
 
 /** The typed failure of an exit, if it failed (rather than succeeded, died or was interrupted). */
 const failureOf = <A, E>(exit: Exit.Exit<A, E>): E | undefined =>
@@ -324,7 +328,7 @@ export const make = Effect.gen(function* () {
     const orgId = call.caller.orgId
     if (Exit.isSuccess(exit)) return idempotency.complete(orgId, key, { status: 200, body: exit.value.body, charged: exit.value.charged })
     const failure = failureOf(exit)
-    if (failure?._tag === "NormalizationFailed" || failure?._tag === "WriteOutcomeUnknown") {
+    if (failure !== undefined && isReplayedError(failure)) {
       return idempotency.complete(orgId, key, {
         status: envelopeOf[failure._tag].status,
         body: JSON.stringify(envelope(failure)),

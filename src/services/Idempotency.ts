@@ -3,8 +3,8 @@
  * with a key claims it atomically with a `running` record and a lease; only billable outcomes (a 200 or
  * a normalization failure) are kept and replayed; any other outcome releases the key so a retry runs again.
  */
-import { SqlClient } from "@effect/sql"
-import { Context, Effect, Layer } from "effect"
+import { SqlClient, SqlSchema } from "@effect/sql"
+import { Context, Effect, Layer, Option, Schema } from "effect"
 import {
   IdempotencyKeyReused,
   IdempotencyReplayUnavailable,
@@ -70,15 +70,29 @@ export const canonicalJson = (value: unknown): string => {
 
 export const fingerprint = (tool: string, input: unknown): string => sha256Hex(`${tool}\n${canonicalJson(input)}`)
 
-interface IdemRow {
-  readonly fingerprint: string
-  readonly status: "running" | "completed"
-  readonly request_id: string
-  readonly lease_until: Date
-  readonly response_status: number | null
-  readonly response_body: string | null
-  readonly charged: number | null
-}
+const NewClaim = Schema.Struct({
+  orgId: Schema.String,
+  key: Schema.String,
+  fingerprint: Schema.String,
+  requestId: Schema.String,
+  leaseUntil: Schema.DateFromSelf,
+  expiresAt: Schema.DateFromSelf,
+  now: Schema.DateFromSelf
+})
+const Claimed = Schema.Struct({ claimed: Schema.Boolean })
+
+const IdemKey = Schema.Struct({ orgId: Schema.String, key: Schema.String })
+const IdemRow = Schema.Struct({
+  fingerprint: Schema.String,
+  status: Schema.Literal("running", "completed"),
+  request_id: Schema.String,
+  lease_until: Schema.DateFromSelf,
+  response_status: Schema.NullOr(Schema.Number),
+  response_body: Schema.NullOr(Schema.String),
+  charged: Schema.NullOr(Schema.Number)
+})
+
+const Count = Schema.Struct({ n: Schema.Number })
 
 export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
@@ -86,22 +100,45 @@ export const make = Effect.gen(function* () {
   const ledger = yield* Ledger
 
   // Insert a running record, or take over one whose retention has passed (the key is new again).
-  const tryClaim = (request: ClaimRequest, now: number) =>
-    sql<{ readonly claimed: boolean }>`
+  const insertClaim = SqlSchema.findOne({
+    Request: NewClaim,
+    Result: Claimed,
+    execute: (c) => sql`
       INSERT INTO idempotency (org_id, key, fingerprint, status, request_id, lease_until, expires_at, created_at)
-      VALUES (${request.orgId}, ${request.key}, ${request.fingerprint}, 'running', ${request.requestId},
-              ${toDate(now + request.leaseMs)}, ${toDate(now + config.idempotencyRetentionMs)}, ${toDate(now)})
+      VALUES (${c.orgId}, ${c.key}, ${c.fingerprint}, 'running', ${c.requestId}, ${c.leaseUntil}, ${c.expiresAt}, ${c.now})
       ON CONFLICT (org_id, key) DO UPDATE
          SET fingerprint = EXCLUDED.fingerprint, status = 'running', request_id = EXCLUDED.request_id,
              lease_until = EXCLUDED.lease_until, expires_at = EXCLUDED.expires_at, created_at = EXCLUDED.created_at,
              response_status = NULL, response_body = NULL, charged = NULL
-       WHERE idempotency.expires_at <= ${toDate(now)}
-      RETURNING true AS claimed`.pipe(Effect.map((rows) => rows.length > 0))
+       WHERE idempotency.expires_at <= ${c.now}
+      RETURNING true AS claimed`
+  })
+  const tryClaim = (request: ClaimRequest, now: number) =>
+    insertClaim({
+      orgId: request.orgId,
+      key: request.key,
+      fingerprint: request.fingerprint,
+      requestId: request.requestId,
+      leaseUntil: toDate(now + request.leaseMs),
+      expiresAt: toDate(now + config.idempotencyRetentionMs),
+      now: toDate(now)
+    }).pipe(Effect.map(Option.isSome))
 
-  const existing = (request: ClaimRequest) =>
-    sql<IdemRow>`
+  const existing = SqlSchema.findOne({
+    Request: IdemKey,
+    Result: IdemRow,
+    execute: (k) => sql`
       SELECT fingerprint, status, request_id, lease_until, response_status, response_body, charged
-        FROM idempotency WHERE org_id = ${request.orgId} AND key = ${request.key}`.pipe(Effect.map((rows) => rows[0]))
+        FROM idempotency WHERE org_id = ${k.orgId} AND key = ${k.key}`
+  })
+
+  const deleteExpired = SqlSchema.single({
+    Request: Schema.DateFromSelf,
+    Result: Count,
+    execute: (now) => sql`
+      WITH d AS (DELETE FROM idempotency WHERE expires_at <= ${now} RETURNING 1)
+      SELECT count(*)::int AS n FROM d`
+  })
 
   const claim = (request: ClaimRequest): Effect.Effect<
     Claim,
@@ -110,9 +147,10 @@ export const make = Effect.gen(function* () {
     Effect.gen(function* () {
       const now = yield* nowMillis
       if (yield* tryClaim(request, now)) return { _tag: "Claimed" } as const
-      const row = yield* existing(request)
+      const found = yield* existing(request)
       // Released between the two statements: try again.
-      if (row === undefined) return yield* claim(request)
+      if (Option.isNone(found)) return yield* claim(request)
+      const row = found.value
       if (row.fingerprint !== request.fingerprint) {
         return yield* new IdempotencyKeyReused({
           message: "This Idempotency-Key was already used for a different request (another tool or input). " +
@@ -137,7 +175,7 @@ export const make = Effect.gen(function* () {
         message: "This Idempotency-Key was used for a request that never completed, so there is nothing to " +
           "replay. Use a new key."
       })
-    }).pipe(Effect.catchTag("SqlError", Effect.die), traced("Idempotency.claim"))
+    }).pipe(Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die }), traced("Idempotency.claim"))
 
   const complete = (orgId: OrgId, key: string, response: StoredResponse) =>
     sql`
@@ -153,10 +191,10 @@ export const make = Effect.gen(function* () {
       traced("Idempotency.release")
     )
 
-  const purgeExpired = Effect.flatMap(nowMillis, (now) =>
-    sql<{ readonly n: number }>`
-      WITH d AS (DELETE FROM idempotency WHERE expires_at <= ${toDate(now)} RETURNING 1)
-      SELECT count(*)::int AS n FROM d`).pipe(Effect.map((rows) => rows[0]?.n ?? 0), Effect.orDie)
+  const purgeExpired = Effect.flatMap(nowMillis, (now) => deleteExpired(toDate(now))).pipe(
+    Effect.map((row) => row.n),
+    Effect.orDie
+  )
 
   return Idempotency.of({ claim, complete, release, purgeExpired })
 })

@@ -67,6 +67,8 @@ export class Identity extends Context.Tag("Identity")<Identity, {
   readonly verify: (token: string) => Effect.Effect<Principal, InvalidToken | ProviderUnavailable>
   /** The dev issuer's public keys, when it is enabled. */
   readonly devJwks: Option.Option<JSONWebKeySet>
+  /** When the dev issuer is enabled: a dev ID token for a user id, valid for `ttlSeconds` from now. */
+  readonly mintDevToken: Option.Option<(uid: string, ttlSeconds: number) => Effect.Effect<string, IdentityError>>
 }>() {}
 
 export const isLoopback = (host: string) =>
@@ -158,15 +160,18 @@ export const make = Effect.gen(function* () {
   const remote = Option.map(firebaseProject, () =>
     createRemoteJWKSet(new URL(identity.firebaseJwksUrl), { cooldownDuration: identity.jwksCooldownMs }))
 
-  let dev: Option.Option<{ readonly jwks: JSONWebKeySet; readonly keySet: ReturnType<typeof createLocalJWKSet> }> =
-    Option.none()
+  let dev: Option.Option<{
+    readonly jwks: JSONWebKeySet
+    readonly keySet: ReturnType<typeof createLocalJWKSet>
+    readonly key: DevKey
+  }> = Option.none()
   if (identity.devIssuer) {
     if (!isLoopback(config.host)) {
       return yield* new IdentityError({ message: `DEV_IDENTITY only runs on a loopback HOST (HOST is ${config.host})` })
     }
     const key = yield* devKey(config.dataDir)
     const jwks: JSONWebKeySet = { keys: [{ ...key.publicJwk, alg: "RS256", use: "sig" }] }
-    dev = Option.some({ jwks, keySet: createLocalJWKSet(jwks) })
+    dev = Option.some({ jwks, keySet: createLocalJWKSet(jwks), key })
   }
 
   const invalid = (message: string) => new InvalidToken({ message })
@@ -211,7 +216,12 @@ export const make = Effect.gen(function* () {
       return { uid: sub, issuer: verified }
     }).pipe(traced("Identity.verify"))
 
-  return Identity.of({ verify, devJwks: Option.map(dev, (d) => d.jwks) })
+  return Identity.of({
+    verify,
+    devJwks: Option.map(dev, (d) => d.jwks),
+    mintDevToken: Option.map(dev, (d) => (uid: string, ttlSeconds: number) =>
+      Effect.flatMap(nowMillis, (now) => mintDevToken(d.key, uid, now, ttlSeconds)))
+  })
 })
 
 export const IdentityLive = Layer.effect(Identity, make)

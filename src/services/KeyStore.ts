@@ -9,8 +9,8 @@
  * refusal before the reservation, a replay) confirms it first with `confirm`. So a revoked key is still
  * refused on its very next request, on every process, and the common call costs one round trip less.
  */
-import { SqlClient } from "@effect/sql"
-import { Context, Effect, FiberSet, Layer, Redacted } from "effect"
+import { SqlClient, SqlSchema } from "@effect/sql"
+import { Context, Effect, FiberSet, Layer, Option, Redacted, Schema } from "effect"
 import { creditsMessage, isCredits } from "../domain/credits.js"
 import { MAX_RATE } from "../domain/dashboard.js"
 import { InvalidKey, InvalidRequest, NotFound } from "../domain/errors.js"
@@ -57,6 +57,8 @@ export interface KeyInfo {
   readonly monthSpend: number
   /** The key's own request rate; null: the gateway's default. */
   readonly rateLimit: KeyRateLimit | null
+  /** From this instant on the key is refused as `invalid_key`; null: it never expires. */
+  readonly expiresAt: Date | null
 }
 
 export interface KeyOptions {
@@ -64,6 +66,16 @@ export interface KeyOptions {
   readonly spendLimit?: number | null | undefined
   readonly allowedTools?: ReadonlyArray<string> | null | undefined
   readonly rateLimit?: KeyRateLimit | null | undefined
+  readonly expiresAt?: Date | null | undefined
+}
+
+/** What to change on a key: each field left undefined stays as it is; null removes a limit (or the expiry). */
+export interface KeyChanges {
+  readonly name?: string | undefined
+  readonly spendLimit?: number | null | undefined
+  readonly allowedTools?: ReadonlyArray<string> | null | undefined
+  readonly rateLimit?: KeyRateLimit | null | undefined
+  readonly expiresAt?: Date | null | undefined
 }
 
 export interface CreatedKey extends KeyInfo {
@@ -82,26 +94,34 @@ export class KeyStore extends Context.Tag("KeyStore")<KeyStore, {
   readonly list: (orgId: OrgId) => Effect.Effect<ReadonlyArray<KeyInfo>>
   /** Revoke a key; with `orgId`, only a key of that org (another org's key is not found). */
   readonly revoke: (keyId: KeyId, orgId?: OrgId) => Effect.Effect<KeyInfo, NotFound>
+  /**
+   * Change a key's name, limits, tools or expiry (a revoked key cannot be changed: `invalid_request`). The
+   * spend limit applies at once everywhere; the other changes at once on this process, and on the others
+   * when their cache of the key expires (`CACHE_TTL_MS`). Revoke a key to stop it everywhere at once.
+   */
+  readonly update: (keyId: KeyId, orgId: OrgId, changes: KeyChanges) => Effect.Effect<KeyInfo, NotFound | InvalidRequest>
 }>() {}
 
-interface KeyRow {
-  readonly id: string
-  readonly org_id: string
-  readonly name: string
-  readonly prefix: string
-  readonly created_at: Date
-  readonly revoked_at: Date | null
-  readonly last_used_at: Date | null
-  readonly spend_limit: number | null
-  readonly allowed_tools: ReadonlyArray<string> | null
-  readonly spend_month: number
-  readonly month_spend: number
-  readonly rate_limit_per_second: number | null
-  readonly rate_limit_burst: number | null
-}
+const KeyRow = Schema.Struct({
+  id: KeyId,
+  org_id: OrgId,
+  name: Schema.String,
+  prefix: Schema.String,
+  created_at: Schema.DateFromSelf,
+  revoked_at: Schema.NullOr(Schema.DateFromSelf),
+  last_used_at: Schema.NullOr(Schema.DateFromSelf),
+  spend_limit: Schema.NullOr(Schema.Number),
+  allowed_tools: Schema.NullOr(Schema.Array(Schema.String)),
+  spend_month: Schema.Number,
+  month_spend: Schema.Number,
+  rate_limit_per_second: Schema.NullOr(Schema.Number),
+  rate_limit_burst: Schema.NullOr(Schema.Number),
+  expires_at: Schema.NullOr(Schema.DateFromSelf)
+})
+type KeyRow = typeof KeyRow.Type
 
 const COLUMNS = "id, org_id, name, prefix, created_at, revoked_at, last_used_at, spend_limit, allowed_tools, spend_month, " +
-  "month_spend, rate_limit_per_second, rate_limit_burst"
+  "month_spend, rate_limit_per_second, rate_limit_burst, expires_at"
 
 const rateLimitOf = (row: { readonly rate_limit_per_second: number | null; readonly rate_limit_burst: number | null }) =>
   row.rate_limit_per_second === null
@@ -109,8 +129,8 @@ const rateLimitOf = (row: { readonly rate_limit_per_second: number | null; reado
     : { perSecond: row.rate_limit_per_second, burst: row.rate_limit_burst ?? row.rate_limit_per_second }
 
 const toInfo = (row: KeyRow, month: number): KeyInfo => ({
-  id: KeyId.make(row.id),
-  orgId: OrgId.make(row.org_id),
+  id: row.id,
+  orgId: row.org_id,
   name: row.name,
   prefix: row.prefix,
   createdAt: row.created_at,
@@ -119,10 +139,47 @@ const toInfo = (row: KeyRow, month: number): KeyInfo => ({
   spendLimit: row.spend_limit,
   allowedTools: row.allowed_tools,
   monthSpend: row.spend_month === month ? row.month_spend : 0,
-  rateLimit: rateLimitOf(row)
+  rateLimit: rateLimitOf(row),
+  expiresAt: row.expires_at
 })
 
-const checkKeyOptions = (options: KeyOptions): Effect.Effect<void, InvalidRequest> => {
+const NewKey = Schema.Struct({
+  id: Schema.String,
+  orgId: Schema.String,
+  name: Schema.String,
+  hash: Schema.Uint8ArrayFromSelf,
+  prefix: Schema.String,
+  now: Schema.DateFromSelf,
+  spendLimit: Schema.NullOr(Schema.Number),
+  tools: Schema.NullOr(Schema.Array(Schema.String)),
+  perSecond: Schema.NullOr(Schema.Number),
+  burst: Schema.NullOr(Schema.Number),
+  expiresAt: Schema.NullOr(Schema.DateFromSelf)
+})
+
+/** What a tool call needs of its key. */
+const CallerRow = Schema.Struct({
+  id: KeyId,
+  org_id: OrgId,
+  allowed_tools: Schema.NullOr(Schema.Array(Schema.String)),
+  rate_limit_per_second: Schema.NullOr(Schema.Number),
+  rate_limit_burst: Schema.NullOr(Schema.Number),
+  expires_at: Schema.NullOr(Schema.DateFromSelf)
+})
+
+const IdRow = Schema.Struct({ id: Schema.String })
+
+/** A key (by hash or by id) as of an instant: valid means neither revoked nor expired then. */
+const ByHash = Schema.Struct({ hash: Schema.Uint8ArrayFromSelf, now: Schema.DateFromSelf })
+const ById = Schema.Struct({ keyId: Schema.String, now: Schema.DateFromSelf })
+const OwnedKey = Schema.Struct({ keyId: Schema.String, orgId: Schema.String })
+
+const Revocation = Schema.Struct({ keyId: Schema.String, orgId: Schema.NullOr(Schema.String), now: Schema.DateFromSelf })
+
+const checkKeyOptions = (options: KeyChanges, now: number): Effect.Effect<void, InvalidRequest> => {
+  if (options.expiresAt !== undefined && options.expiresAt !== null && options.expiresAt.getTime() <= now) {
+    return Effect.fail(new InvalidRequest({ message: "expires_at must be in the future (an ISO 8601 time, e.g. 2030-01-31T00:00:00Z)." }))
+  }
   const limit = options.spendLimit
   if (limit !== undefined && limit !== null && !isCredits(limit)) {
     return Effect.fail(new InvalidRequest({ message: creditsMessage("the monthly spend limit", limit) }))
@@ -151,6 +208,8 @@ interface CachedKey {
   readonly orgId: OrgId
   readonly allowedTools: ReadonlyArray<string> | null
   readonly rateLimit: KeyRateLimit | null
+  /** The key's expiry (epoch ms) when it was read; null: none. */
+  readonly expiresAt: number | null
   readonly at: number
 }
 
@@ -159,6 +218,51 @@ export const make = Effect.gen(function* () {
   const lastUsedWritten = new Map<string, number>()
   const background = yield* FiberSet.make()
   const cache = new Map<string, CachedKey>()
+
+  const insertKey = SqlSchema.findOne({
+    Request: NewKey,
+    Result: KeyRow,
+    execute: (k) => sql`
+      INSERT INTO api_keys (id, org_id, name, key_hash, prefix, created_at, spend_limit, allowed_tools,
+                            rate_limit_per_second, rate_limit_burst, expires_at)
+      SELECT ${k.id}, id, ${k.name}, ${k.hash}, ${k.prefix}, ${k.now}, ${k.spendLimit}, ${k.tools}::text[],
+             ${k.perSecond}, ${k.burst}, ${k.expiresAt}
+        FROM orgs WHERE id = ${k.orgId}
+      RETURNING ${sql.unsafe(COLUMNS)}`
+  })
+  const findCaller = SqlSchema.findOne({
+    Request: ByHash,
+    Result: CallerRow,
+    execute: (k) => sql`
+      SELECT id, org_id, allowed_tools, rate_limit_per_second, rate_limit_burst, expires_at
+        FROM api_keys
+       WHERE key_hash = ${k.hash} AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ${k.now})`
+  })
+  const findValid = SqlSchema.findOne({
+    Request: ById,
+    Result: IdRow,
+    execute: (k) => sql`
+      SELECT id FROM api_keys
+       WHERE id = ${k.keyId} AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ${k.now})`
+  })
+  const findOwned = SqlSchema.findOne({
+    Request: OwnedKey,
+    Result: KeyRow,
+    execute: (k) => sql`SELECT ${sql.unsafe(COLUMNS)} FROM api_keys WHERE id = ${k.keyId} AND org_id = ${k.orgId}`
+  })
+  const findKeys = SqlSchema.findAll({
+    Request: Schema.String,
+    Result: KeyRow,
+    execute: (orgId) => sql`SELECT ${sql.unsafe(COLUMNS)} FROM api_keys WHERE org_id = ${orgId} ORDER BY created_at, id`
+  })
+  const revokeKey = SqlSchema.findOne({
+    Request: Revocation,
+    Result: KeyRow,
+    execute: (r) => sql`
+      UPDATE api_keys SET revoked_at = coalesce(revoked_at, ${r.now})
+       WHERE id = ${r.keyId} ${r.orgId === null ? sql`` : sql`AND org_id = ${r.orgId}`}
+      RETURNING ${sql.unsafe(COLUMNS)}`
+  })
 
   const remember = (hash: string, entry: CachedKey) => {
     if (cache.size >= CACHE_SIZE) {
@@ -175,23 +279,27 @@ export const make = Effect.gen(function* () {
 
   const create = (orgId: OrgId, options: KeyOptions) =>
     Effect.gen(function* () {
-      yield* checkKeyOptions(options)
       const now = yield* nowMillis
+      yield* checkKeyOptions(options, now)
       const id = KeyId.make(yield* randomId("key"))
       const key = API_KEY_PREFIX + base62(32)
       const prefix = key.slice(0, API_KEY_PREFIX.length + 4)
-      const tools = options.allowedTools === undefined || options.allowedTools === null ? null : [...options.allowedTools]
-      const rows = yield* sql<KeyRow>`
-        INSERT INTO api_keys (id, org_id, name, key_hash, prefix, created_at, spend_limit, allowed_tools,
-                              rate_limit_per_second, rate_limit_burst)
-        SELECT ${id}, id, ${options.name}, ${sha256(key)}, ${prefix}, ${toDate(now)}, ${options.spendLimit ?? null},
-               ${tools}::text[], ${options.rateLimit?.perSecond ?? null}, ${options.rateLimit?.burst ?? null}
-          FROM orgs WHERE id = ${orgId}
-        RETURNING ${sql.unsafe(COLUMNS)}`
-      const row = rows[0]
-      if (row === undefined) return yield* new NotFound({ message: `no org with id ${orgId}` })
-      return { ...toInfo(row, monthOf(now)), key: Redacted.make(key) }
-    }).pipe(Effect.catchTag("SqlError", Effect.die), traced("KeyStore.create"))
+      const row = yield* insertKey({
+        id,
+        orgId,
+        name: options.name,
+        hash: sha256(key),
+        prefix,
+        now: toDate(now),
+        spendLimit: options.spendLimit ?? null,
+        tools: options.allowedTools ?? null,
+        perSecond: options.rateLimit?.perSecond ?? null,
+        burst: options.rateLimit?.burst ?? null,
+        expiresAt: options.expiresAt ?? null
+      })
+      if (Option.isNone(row)) return yield* new NotFound({ message: `no org with id ${orgId}` })
+      return { ...toInfo(row.value, monthOf(now)), key: Redacted.make(key) }
+    }).pipe(Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die }), traced("KeyStore.create"))
 
   const touch = (id: string, now: number) => {
     const last = lastUsedWritten.get(id)
@@ -213,70 +321,89 @@ export const make = Effect.gen(function* () {
       const now = yield* nowMillis
       if (options.cached === true) {
         const hit = cache.get(cacheKey)
-        if (hit !== undefined && now - hit.at < CACHE_TTL_MS) {
+        if (hit !== undefined && now - hit.at < CACHE_TTL_MS && (hit.expiresAt === null || now < hit.expiresAt)) {
           yield* touch(hit.keyId, now)
           return { [minted]: true, keyId: hit.keyId, orgId: hit.orgId, allowedTools: hit.allowedTools, rateLimit: hit.rateLimit, confirmed: false } as const
         }
       }
-      const rows = yield* sql<{
-        readonly id: string
-        readonly org_id: string
-        readonly allowed_tools: ReadonlyArray<string> | null
-        readonly rate_limit_per_second: number | null
-        readonly rate_limit_burst: number | null
-      }>`
-        SELECT id, org_id, allowed_tools, rate_limit_per_second, rate_limit_burst
-          FROM api_keys WHERE key_hash = ${hash} AND revoked_at IS NULL`
-      const row = rows[0]
-      if (row === undefined) {
+      const found = yield* findCaller({ hash, now: toDate(now) })
+      if (Option.isNone(found)) {
         cache.delete(cacheKey)
         return yield* new InvalidKey({ message: INVALID })
       }
+      const row = found.value
       const caller = {
-        keyId: KeyId.make(row.id),
-        orgId: OrgId.make(row.org_id),
+        keyId: row.id,
+        orgId: row.org_id,
         allowedTools: row.allowed_tools,
         rateLimit: rateLimitOf(row)
       }
-      remember(cacheKey, { ...caller, at: now })
+      remember(cacheKey, { ...caller, expiresAt: row.expires_at === null ? null : row.expires_at.getTime(), at: now })
       yield* touch(row.id, now)
       return { [minted]: true, ...caller, confirmed: true } as const
-    }).pipe(Effect.catchTag("SqlError", Effect.die), traced("KeyStore.verify"))
+    }).pipe(Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die }), traced("KeyStore.verify"))
 
   const confirm = (caller: Caller) =>
     Effect.gen(function* () {
       if (caller.confirmed) return caller
-      const rows = yield* sql<{ readonly id: string }>`
-        SELECT id FROM api_keys WHERE id = ${caller.keyId} AND revoked_at IS NULL`
-      if (rows.length === 0) {
+      if (Option.isNone(yield* findValid({ keyId: caller.keyId, now: toDate(yield* nowMillis) }))) {
         yield* forget(caller.keyId)
         return yield* new InvalidKey({ message: INVALID })
       }
       return { ...caller, confirmed: true }
-    }).pipe(Effect.catchTag("SqlError", Effect.die), traced("KeyStore.confirm"))
+    }).pipe(Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die }), traced("KeyStore.confirm"))
 
   const list = (orgId: OrgId) =>
     Effect.gen(function* () {
       const month = monthOf(yield* nowMillis)
-      const rows = yield* sql<KeyRow>`
-        SELECT ${sql.unsafe(COLUMNS)} FROM api_keys WHERE org_id = ${orgId} ORDER BY created_at, id`
+      const rows = yield* findKeys(orgId)
       return rows.map((row) => toInfo(row, month))
     }).pipe(Effect.orDie)
 
   const revoke = (keyId: KeyId, orgId?: OrgId) =>
     Effect.gen(function* () {
       const now = yield* nowMillis
-      const rows = yield* sql<KeyRow>`
-        UPDATE api_keys SET revoked_at = coalesce(revoked_at, ${toDate(now)})
-         WHERE id = ${keyId} ${orgId === undefined ? sql`` : sql`AND org_id = ${orgId}`}
-        RETURNING ${sql.unsafe(COLUMNS)}`
-      const row = rows[0]
-      if (row === undefined) return yield* new NotFound({ message: `no key with id ${keyId}` })
+      const row = yield* revokeKey({ keyId, orgId: orgId ?? null, now: toDate(now) })
+      if (Option.isNone(row)) return yield* new NotFound({ message: `no key with id ${keyId}` })
       yield* forget(keyId)
-      return toInfo(row, monthOf(now))
-    }).pipe(Effect.catchTag("SqlError", Effect.die), traced("KeyStore.revoke"))
+      return toInfo(row.value, monthOf(now))
+    }).pipe(Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die }), traced("KeyStore.revoke"))
 
-  return KeyStore.of({ create, verify, confirm, forget, list, revoke })
+  const update = (keyId: KeyId, orgId: OrgId, changes: KeyChanges) =>
+    Effect.gen(function* () {
+      const now = yield* nowMillis
+      yield* checkKeyOptions(changes, now)
+      // only the columns named change; the row is the org's own key that is not revoked
+      const set: Record<string, unknown> = {}
+      if (changes.name !== undefined) set["name"] = changes.name
+      if (changes.spendLimit !== undefined) set["spend_limit"] = changes.spendLimit
+      if (changes.allowedTools !== undefined) set["allowed_tools"] = changes.allowedTools === null ? null : [...changes.allowedTools]
+      if (changes.rateLimit !== undefined) {
+        set["rate_limit_per_second"] = changes.rateLimit?.perSecond ?? null
+        set["rate_limit_burst"] = changes.rateLimit?.burst ?? null
+      }
+      if (changes.expiresAt !== undefined) set["expires_at"] = changes.expiresAt
+      if (Object.keys(set).length === 0) {
+        return yield* new InvalidRequest({
+          message: "Nothing to change: send name, monthly_spend_limit, allowed_tools, rate_limit or expires_at."
+        })
+      }
+      const rows = yield* sql`
+        UPDATE api_keys SET ${sql.update(set)}
+         WHERE id = ${keyId} AND org_id = ${orgId} AND revoked_at IS NULL
+        RETURNING ${sql.unsafe(COLUMNS)}`
+      const row = yield* Schema.decodeUnknown(Schema.Array(KeyRow))(rows)
+      const updated = row[0]
+      if (updated === undefined) {
+        const existing = yield* findOwned({ keyId, orgId })
+        if (Option.isNone(existing)) return yield* new NotFound({ message: `no key with id ${keyId}` })
+        return yield* new InvalidRequest({ message: "The key is revoked: it cannot be changed. Create a new one." })
+      }
+      yield* forget(keyId)
+      return toInfo(updated, monthOf(now))
+    }).pipe(Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die }), traced("KeyStore.update"))
+
+  return KeyStore.of({ create, verify, confirm, forget, list, revoke, update })
 })
 
 export const KeyStoreLive = Layer.scoped(KeyStore, make)

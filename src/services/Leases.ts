@@ -56,8 +56,10 @@ export const make = Effect.gen(function* () {
       // (its status is no longer pending) and a claim that completed are left alone
       return sql`
         WITH h AS (
+          -- the hold rows locked in id order, as the ledger's settlement batches lock them: never a cycle
           UPDATE holds SET lease_until = ${until}
-           WHERE id = ANY(${holdIds}::bigint[]) AND status = 'pending' AND lease_until < ${until}
+           WHERE id IN (SELECT id FROM holds WHERE id = ANY(${holdIds}::bigint[]) AND status = 'pending'
+                          AND lease_until < ${until} ORDER BY id FOR UPDATE)
           RETURNING 1
         ), c AS (
           UPDATE idempotency SET lease_until = ${until}

@@ -2,36 +2,22 @@
  * Credits, in two phases like a pending transfer: a call reserves its maximum price as a hold, then the
  * actual charge is posted (never more than the hold) or the hold is voided. Each phase is one statement,
  * so the check and the write cannot be separated by another process. Balance changes are appended to a
- * journal whose sum is the balance.
+ * journal whose sum is the balance. Org administration (creating orgs, grants, spend caps) is `Orgs`'.
+ *
+ * Group commit: the reservations of calls that arrive together go to the database as one statement, and so
+ * do their settlements and voids (`batching.ts`; src/db/functions/gateway_*_batch.ts), each call still
+ * getting its own answer. A call alone is sent at once.
  */
-import { SqlClient } from "@effect/sql"
+import { SqlClient, SqlSchema } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Context, Effect, Layer } from "effect"
-import { creditsMessage, isCredits, MAX_CREDITS } from "../domain/credits.js"
-import {
-  InsufficientCredits,
-  InvalidKey,
-  InvalidRequest,
-  KeySpendLimitExceeded,
-  NotFound,
-  SpendCapExceeded
-} from "../domain/errors.js"
-import { type KeyId, OrgId } from "../domain/ids.js"
-import { randomId } from "./random.js"
+import { Context, Effect, Layer, Schema } from "effect"
+import { MAX_CREDITS } from "../domain/credits.js"
+import { InsufficientCredits, InvalidKey, KeySpendLimitExceeded, SpendCapExceeded } from "../domain/errors.js"
+import type { KeyId, OrgId } from "../domain/ids.js"
+import { LedgerConfig } from "../config.js"
+import { batched } from "./batching.js"
 import { millisToNextMonth, monthOf, nowMillis, toDate } from "./time.js"
 import { traced } from "./tracing.js"
-
-export interface Org {
-  readonly id: OrgId
-  readonly name: string
-  readonly balance: number
-  readonly held: number
-  readonly available: number
-  /** Charged in the current UTC month. */
-  readonly monthSpend: number
-  readonly spendCap: number | null
-  readonly createdAt: Date
-}
 
 export interface Hold {
   readonly id: number
@@ -50,17 +36,6 @@ export interface ReserveRequest {
 }
 
 export class Ledger extends Context.Tag("Ledger")<Ledger, {
-  /** Amounts are whole numbers of credits up to `MAX_CREDITS`; anything else is `invalid_request`. */
-  readonly createOrg: (input: {
-    readonly name: string
-    readonly credits?: number
-    readonly spendCap?: number | null
-  }) => Effect.Effect<Org, InvalidRequest>
-  readonly getOrg: (id: OrgId) => Effect.Effect<Org, NotFound>
-  readonly countOrgs: Effect.Effect<number>
-  /** Add credits; a grant that would take the balance past `MAX_CREDITS` is refused. */
-  readonly grant: (id: OrgId, amount: number, note?: string) => Effect.Effect<Org, NotFound | InvalidRequest>
-  readonly setSpendCap: (id: OrgId, cap: number | null) => Effect.Effect<Org, NotFound | InvalidRequest>
   readonly reserve: (
     request: ReserveRequest
   ) => Effect.Effect<Hold, InvalidKey | InsufficientCredits | SpendCapExceeded | KeySpendLimitExceeded>
@@ -74,140 +49,136 @@ export class Ledger extends Context.Tag("Ledger")<Ledger, {
   readonly pendingHolds: Effect.Effect<{ readonly count: number; readonly amount: number }, SqlError>
 }>() {}
 
-interface ReserveRow {
-  readonly hold_id: number | null
-  readonly refusal: "invalid_key" | "insufficient_credits" | "spend_cap_exceeded" | "key_spend_limit_exceeded" | null
-  readonly balance: number
-  readonly held: number
-  readonly month_spend: number
-  readonly spend_cap: number | null
-  readonly key_month_spend: number | null
-  readonly key_held: number | null
-  readonly key_limit: number | null
-}
+const ReserveRow = Schema.Struct({
+  hold_id: Schema.NullOr(Schema.Number),
+  refusal: Schema.NullOr(
+    Schema.Literal("invalid_key", "insufficient_credits", "spend_cap_exceeded", "key_spend_limit_exceeded")
+  ),
+  // null when the key is refused before the org's row is read
+  balance: Schema.NullOr(Schema.Number),
+  held: Schema.NullOr(Schema.Number),
+  month_spend: Schema.NullOr(Schema.Number),
+  spend_cap: Schema.NullOr(Schema.Number),
+  key_month_spend: Schema.NullOr(Schema.Number),
+  key_held: Schema.NullOr(Schema.Number),
+  key_limit: Schema.NullOr(Schema.Number)
+})
 
-interface OrgRow {
-  readonly id: string
-  readonly name: string
-  readonly balance: number
-  readonly held: number
-  readonly spend_month: number
-  readonly month_spend: number
-  readonly spend_cap: number | null
-  readonly created_at: Date
-}
+const ReserveBatchRow = Schema.extend(ReserveRow, Schema.Struct({ ord: Schema.Number }))
 
-/** `invalid_request` unless `value` is a whole number of credits from `min` to `MAX_CREDITS`. */
-export const checkCredits = (name: string, value: number, min = 0): Effect.Effect<void, InvalidRequest> =>
-  isCredits(value, min) ? Effect.void : Effect.fail(new InvalidRequest({ message: creditsMessage(name, value, min) }))
+const ReserveCall = Schema.Struct({
+  orgId: Schema.String,
+  keyId: Schema.String,
+  tool: Schema.String,
+  requestId: Schema.String,
+  amount: Schema.Number,
+  leaseMs: Schema.Number,
+  /** The caller's `Clock`, when it asked. */
+  now: Schema.Number
+})
+type ReserveCall = typeof ReserveCall.Type
+
+/** A settlement (`charge` a number) or a void (`charge` null). */
+const ResolveCall = Schema.Struct({ holdId: Schema.Number, charge: Schema.NullOr(Schema.Number), now: Schema.Number })
+type ResolveCall = typeof ResolveCall.Type
+const Resolved = Schema.Struct({ ord: Schema.Number, done: Schema.Boolean })
+const Count = Schema.Struct({ n: Schema.Number })
+const Locked = Schema.Struct({ locked: Schema.Boolean })
+const Pending = Schema.Struct({ count: Schema.Number, amount: Schema.Number })
+
 
 // An arbitrary constant: one sweeper at a time across every process that shares the database.
 const SWEEP_LOCK = 746_269_001
 
+/** Statements of each kind in flight at once per process, and calls per statement. */
+const BATCH_WORKERS = 4
+const BATCH_MAX = 128
+
+/** The rows in the items' order, by their `ord` (1-based); one missing is a defect. */
+const inOrder = <R extends { readonly ord: number }>(rows: ReadonlyArray<R>, count: number): ReadonlyArray<R> => {
+  const ordered = new Array<R>(count)
+  for (const row of rows) ordered[row.ord - 1] = row
+  return ordered
+}
+
 export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
+  const config = yield* LedgerConfig
+  const relaxed = config.ledgerSync === "relaxed"
 
-  const toOrg = (row: OrgRow, month: number): Org => {
-    const monthSpend = row.spend_month === month ? row.month_spend : 0
-    return {
-      id: OrgId.make(row.id),
-      name: row.name,
-      balance: row.balance,
-      held: row.held,
-      available: row.balance - row.held,
-      monthSpend,
-      spendCap: row.spend_cap,
-      createdAt: row.created_at
-    }
+  // A batch's time is its latest call's (each reads the caller's `Clock`): a call that waited for its batch
+  // does not get a lease already partly spent.
+  const BatchTime = Schema.Struct({ at: Schema.DateFromSelf, month: Schema.Number })
+  const reserveRows = SqlSchema.findAll({
+    Request: Schema.Struct({ calls: Schema.Array(ReserveCall), time: BatchTime }),
+    Result: ReserveBatchRow,
+    execute: ({ calls, time }) =>
+      sql`SELECT * FROM gateway_reserve_batch(
+            ${calls.map((c) => c.orgId)}::text[], ${calls.map((c) => c.keyId)}::text[],
+            ${calls.map((c) => c.tool)}::text[], ${calls.map((c) => c.requestId)}::text[],
+            ${calls.map((c) => c.amount)}::bigint[], ${calls.map(() => time.at)}::timestamptz[],
+            ${calls.map(() => time.month)}::integer[],
+            ${calls.map((c) => toDate(time.at.getTime() + c.leaseMs))}::timestamptz[])`
+  })
+  const resolveRows = SqlSchema.findAll({
+    Request: Schema.Struct({ calls: Schema.Array(ResolveCall), time: BatchTime }),
+    Result: Resolved,
+    execute: ({ calls, time }) =>
+      sql`SELECT * FROM gateway_resolve_batch(
+            ${calls.map((c) => c.holdId)}::bigint[], ${calls.map((c) => c.charge)}::bigint[],
+            ${calls.map(() => time.at)}::timestamptz[], ${calls.map(() => time.month)}::integer[], ${relaxed})`
+  })
+  const batchTime = (calls: ReadonlyArray<{ readonly now: number }>) => {
+    const now = calls.reduce((latest, c) => Math.max(latest, c.now), 0)
+    return { at: toDate(now), month: monthOf(now) }
   }
 
-  const readOrg = (id: OrgId) =>
-    Effect.gen(function* () {
-      const now = yield* nowMillis
-      const rows = yield* sql<OrgRow>`SELECT * FROM orgs WHERE id = ${id}`
-      const row = rows[0]
-      if (row === undefined) return yield* new NotFound({ message: `no org with id ${id}` })
-      return toOrg(row, monthOf(now))
-    })
-
-  const getOrg = (id: OrgId) => readOrg(id).pipe(Effect.catchTag("SqlError", Effect.die))
-
-  const createOrg = (input: { readonly name: string; readonly credits?: number; readonly spendCap?: number | null }) =>
-    Effect.gen(function* () {
-      yield* checkCredits("credits", input.credits ?? 0)
-      if (input.spendCap !== undefined && input.spendCap !== null) yield* checkCredits("spend cap", input.spendCap)
-      const now = yield* nowMillis
-      const id = OrgId.make(yield* randomId("org"))
-      const credits = input.credits ?? 0
-      yield* sql.withTransaction(Effect.gen(function* () {
-        yield* sql`
-          INSERT INTO orgs (id, name, balance, held, spend_month, month_spend, spend_cap, created_at)
-          VALUES (${id}, ${input.name}, ${credits}, 0, ${monthOf(now)}, 0, ${input.spendCap ?? null}, ${toDate(now)})`
-        if (credits > 0) {
-          yield* sql`
-            INSERT INTO journal (org_id, kind, amount, note, created_at)
-            VALUES (${id}, 'grant', ${credits}, 'initial credits', ${toDate(now)})`
-        }
-      }))
-      return yield* readOrg(id)
-    }).pipe(Effect.catchTag("SqlError", "NotFound", Effect.die), traced("Ledger.createOrg"))
-
-  const countOrgs = sql<{ readonly n: number }>`SELECT count(*)::int AS n FROM orgs`.pipe(
-    Effect.map((rows) => rows[0]?.n ?? 0),
-    Effect.orDie
-  )
-
-  const grant = (id: OrgId, amount: number, note?: string) =>
-    Effect.gen(function* () {
-      yield* checkCredits("amount", amount, 1)
-      const now = yield* nowMillis
-      const updated = yield* sql.withTransaction(Effect.gen(function* () {
-        const rows = yield* sql<{ readonly balance: number }>`
-          UPDATE orgs SET balance = balance + ${amount} WHERE id = ${id} AND balance <= ${MAX_CREDITS - amount}
-          RETURNING balance`
-        if (rows.length === 0) return false
-        yield* sql`
-          INSERT INTO journal (org_id, kind, amount, note, created_at)
-          VALUES (${id}, 'grant', ${amount}, ${note ?? null}, ${toDate(now)})`
-        return true
-      }))
-      if (!updated) {
-        const org = yield* readOrg(id)
-        return yield* new InvalidRequest({
-          message: `Granting ${amount} credits would take the balance of ${org.id} (${org.balance}) past ${MAX_CREDITS}, ` +
-            "the largest amount of credits the gateway counts."
-        })
-      }
-      return yield* readOrg(id)
-    }).pipe(Effect.catchTag("SqlError", Effect.die), traced("Ledger.grant"))
-
-  const setSpendCap = (id: OrgId, cap: number | null) =>
-    Effect.gen(function* () {
-      if (cap !== null) yield* checkCredits("spend cap", cap)
-      const rows = yield* sql<{ readonly id: string }>`UPDATE orgs SET spend_cap = ${cap} WHERE id = ${id} RETURNING id`
-      if (rows.length === 0) return yield* new NotFound({ message: `no org with id ${id}` })
-      return yield* readOrg(id)
-    }).pipe(Effect.catchTag("SqlError", Effect.die))
+  const reservations = yield* batched({
+    execute: (calls: ReadonlyArray<ReserveCall>) =>
+      reserveRows({ calls, time: batchTime(calls) }).pipe(
+        Effect.map((rows) => inOrder(rows, calls.length)),
+        Effect.orDie
+      ),
+    workers: BATCH_WORKERS,
+    maxSize: BATCH_MAX,
+    kind: "reserve"
+  })
+  const resolutions = yield* batched({
+    execute: (calls: ReadonlyArray<ResolveCall>) =>
+      resolveRows({ calls, time: batchTime(calls) }).pipe(
+        Effect.map((rows) => inOrder(rows, calls.length).map((row) => row.done)),
+        Effect.orDie
+      ),
+    workers: BATCH_WORKERS,
+    maxSize: BATCH_MAX,
+    kind: "resolve"
+  })
 
   const reserve = (request: ReserveRequest) =>
     Effect.gen(function* () {
       const now = yield* nowMillis
       const amount = request.amount
-      const rows = yield* sql<ReserveRow>`
-        SELECT * FROM gateway_reserve(${request.orgId}, ${request.keyId}, ${request.tool}, ${request.requestId},
-                                      ${amount}, ${toDate(now)}, ${monthOf(now)}, ${toDate(now + request.leaseMs)})`
-      const row = rows[0]
-      if (row === undefined) return yield* Effect.dieMessage("gateway_reserve answered no row")
+      const row = yield* reservations.run({
+        orgId: request.orgId,
+        keyId: request.keyId,
+        tool: request.tool,
+        requestId: request.requestId,
+        amount,
+        leaseMs: request.leaseMs,
+        now
+      })
       if (row.hold_id !== null) return { id: row.hold_id, orgId: request.orgId, amount }
       const nextMonth = Math.ceil(millisToNextMonth(now) / 1000)
+      const balance = row.balance ?? 0
+      const held = row.held ?? 0
       switch (row.refusal) {
         case "invalid_key":
           // The key was revoked after this process cached it.
           return yield* new InvalidKey({ message: "Missing or invalid API key. Send it in the X-API-Key header." })
         case "insufficient_credits":
           return yield* new InsufficientCredits({
-            message: `This call reserves up to ${amount} credits and the org has ${row.balance - row.held} available ` +
-              `(balance ${row.balance}, ${row.held} held by calls in flight). Add credits and retry.`
+            message: `This call reserves up to ${amount} credits and the org has ${balance - held} available ` +
+              `(balance ${balance}, ${held} held by calls in flight). Add credits and retry.`
           })
         case "key_spend_limit_exceeded":
           return yield* new KeySpendLimitExceeded({
@@ -226,39 +197,47 @@ export const make = Effect.gen(function* () {
           }
           return yield* new SpendCapExceeded({
             message: `The org's monthly spend cap of ${row.spend_cap ?? 0} credits would be exceeded ` +
-              `(${row.month_spend} spent this month, ${row.held} held, this call reserves up to ${amount}). ` +
+              `(${row.month_spend ?? 0} spent this month, ${held} held, this call reserves up to ${amount}). ` +
               "Raise the cap or wait for the next month.",
             retryAfter: nextMonth
           })
       }
-    }).pipe(Effect.catchTag("SqlError", Effect.die), traced("Ledger.reserve"))
+    }).pipe(traced("Ledger.reserve"))
 
   const settle = (hold: Hold, charge: number) =>
     Effect.gen(function* () {
       const now = yield* nowMillis
       const amount = Math.max(0, Math.min(charge, hold.amount))
-      const rows = yield* sql<{ readonly settled: boolean }>`
-        SELECT gateway_settle(${hold.id}, ${amount}, ${toDate(now)}, ${monthOf(now)}) AS settled`
-      return rows[0]?.settled === true
-    }).pipe(Effect.catchTag("SqlError", Effect.die), traced("Ledger.settle"))
+      return yield* resolutions.run({ holdId: hold.id, charge: amount, now })
+    }).pipe(traced("Ledger.settle"))
 
   const voidHold = (hold: Hold) =>
     Effect.gen(function* () {
       const now = yield* nowMillis
-      const rows = yield* sql<{ readonly voided: boolean }>`SELECT gateway_void(${hold.id}, ${toDate(now)}) AS voided`
-      return rows[0]?.voided === true
-    }).pipe(Effect.catchTag("SqlError", Effect.die), traced("Ledger.void"))
+      return yield* resolutions.run({ holdId: hold.id, charge: null, now })
+    }).pipe(traced("Ledger.void"))
+
+  const tryLock = SqlSchema.single({
+    Request: Schema.Void,
+    Result: Locked,
+    execute: () => sql`SELECT pg_try_advisory_xact_lock(${SWEEP_LOCK}) AS locked`
+  })
 
   const voidWhere = (now: number, filter: "expired" | { readonly orgId: OrgId; readonly requestId: string }) =>
     Effect.gen(function* () {
+      // In the ledger's one lock order (org, then key), skipping holds a batch has locked (it resolves them):
+      // so a sweep never waits for a batch that waits for it.
       const candidates = filter === "expired"
         ? sql`SELECT id FROM holds WHERE status = 'pending' AND lease_until < ${toDate(now)}
-              ORDER BY id LIMIT 1000 FOR UPDATE SKIP LOCKED`
+              ORDER BY org_id, key_id, id LIMIT 1000 FOR UPDATE SKIP LOCKED`
         : sql`SELECT id FROM holds WHERE status = 'pending' AND org_id = ${filter.orgId}
-                AND request_id = ${filter.requestId}`
-      const rows = yield* sql<{ readonly n: number }>`
-        SELECT count(*) FILTER (WHERE gateway_void(c.id, ${toDate(now)}))::int AS n FROM (${candidates}) c`
-      return rows[0]?.n ?? 0
+                AND request_id = ${filter.requestId} ORDER BY key_id, id FOR UPDATE SKIP LOCKED`
+      const voided = SqlSchema.single({
+        Request: Schema.DateFromSelf,
+        Result: Count,
+        execute: (at) => sql`SELECT count(*) FILTER (WHERE gateway_void(c.id, ${at}))::int AS n FROM (${candidates}) c`
+      })
+      return (yield* voided(toDate(now))).n
     })
 
   const voidRequest = (orgId: OrgId, requestId: string) =>
@@ -267,24 +246,20 @@ export const make = Effect.gen(function* () {
   const sweep = Effect.gen(function* () {
     const now = yield* nowMillis
     return yield* sql.withTransaction(Effect.gen(function* () {
-      const locked = yield* sql<{ readonly locked: boolean }>`SELECT pg_try_advisory_xact_lock(${SWEEP_LOCK}) AS locked`
-      if (locked[0]?.locked !== true) return 0
+      if (!(yield* tryLock(undefined)).locked) return 0
       return yield* voidWhere(now, "expired")
     }))
   }).pipe(Effect.orDie, traced("Ledger.sweep"))
 
-  const pendingHolds = sql<{ readonly count: number; readonly amount: number }>`
-    SELECT count(*)::int AS count, coalesce(sum(amount), 0)::bigint AS amount FROM holds WHERE status = 'pending'`.pipe(
-    Effect.map((rows) => ({ count: rows[0]?.count ?? 0, amount: rows[0]?.amount ?? 0 }))
-  )
+  const pendingHolds = SqlSchema.single({
+    Request: Schema.Void,
+    Result: Pending,
+    execute: () =>
+      sql`SELECT count(*)::int AS count, coalesce(sum(amount), 0)::bigint AS amount FROM holds WHERE status = 'pending'`
+  })(undefined).pipe(Effect.catchTags({ ParseError: Effect.die, NoSuchElementException: Effect.die }))
 
   return Ledger.of({
     pendingHolds,
-    createOrg,
-    getOrg,
-    countOrgs,
-    grant,
-    setSpendCap,
     reserve,
     settle,
     void: voidHold,
@@ -293,4 +268,4 @@ export const make = Effect.gen(function* () {
   })
 })
 
-export const LedgerLive = Layer.effect(Ledger, make)
+export const LedgerLive = Layer.scoped(Ledger, make)

@@ -178,6 +178,15 @@ export const retryAfterSeconds = (headers: Readonly<Record<string, string>>, now
   return Number.isFinite(at) ? Math.max(0, Math.ceil((at - now) / 1000)) : undefined
 }
 
+/**
+ * `X-RateLimit-Reset` as seconds from `now`: UTC epoch seconds, as GitHub and express-rate-limit's legacy
+ * headers (Monkeytype) send it.
+ */
+export const rateLimitResetSeconds = (headers: Readonly<Record<string, string>>, now: number): number | undefined => {
+  const reset = Number(headers["x-ratelimit-reset"])
+  return headers["x-ratelimit-reset"] !== undefined && Number.isFinite(reset) ? Math.max(1, Math.ceil(reset - now / 1000)) : undefined
+}
+
 const causeChain = (cause: unknown): ReadonlyArray<unknown> => {
   const out: Array<unknown> = []
   let current: unknown = cause

@@ -1,10 +1,12 @@
 /**
  * Housekeeping for the life of the server: every `SWEEP_INTERVAL_MS`, void the holds whose request died
- * (their lease expired) and delete Idempotency-Key records and artifacts past their retention. Safe on many processes:
+ * (their lease expired) and delete Idempotency-Key records and artifacts past their retention, and Bluesky
+ * sessions that can no longer be renewed. Safe on many processes:
  * one sweep at a time holds the lock, the others skip. A failed sweep is logged and tried again next time.
  */
 import { Duration, Effect, Layer, Schedule } from "effect"
 import { Artifacts } from "./Artifacts.js"
+import { DeltaSessions } from "./DeltaSessions.js"
 import { LedgerConfig } from "../config.js"
 import { Idempotency } from "./Idempotency.js"
 import { Ledger } from "./Ledger.js"
@@ -13,10 +15,12 @@ export const sweepOnce = Effect.gen(function* () {
   const ledger = yield* Ledger
   const idempotency = yield* Idempotency
   const artifacts = yield* Artifacts
+  const deltaSessions = yield* DeltaSessions
   const voided = yield* ledger.sweep
   if (voided > 0) yield* Effect.logInfo(`voided ${voided} holds whose request died`)
   yield* idempotency.purgeExpired
   yield* artifacts.purgeExpired
+  yield* deltaSessions.purgeExpired
 })
 
 export const SweeperLive = Layer.scopedDiscard(

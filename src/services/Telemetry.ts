@@ -51,6 +51,12 @@ export const settlementsLost = Metric.counter("tool_gateway_settlements_lost_tot
   incremental: true
 })
 
+export const ledgerBatchSize = Metric.histogram(
+  "tool_gateway_ledger_batch_size",
+  MetricBoundaries.exponential({ start: 1, factor: 2, count: 8 }),
+  "Calls per ledger statement (group commit), by kind (reserve, resolve)"
+)
+
 export const leaseRenewals = Metric.counter("tool_gateway_lease_renewals_total", {
   description: "Statements that renewed the leases of this process's calls in flight",
   incremental: true

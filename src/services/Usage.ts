@@ -8,8 +8,8 @@
  * appear within the interval. The usage log is an activity record, not the ledger: a process that is
  * killed can lose its last interval of records, never a credit (the journal is the ledger).
  */
-import { SqlClient } from "@effect/sql"
-import { Clock, Context, Duration, Effect, FiberSet, Layer, Schedule } from "effect"
+import { SqlClient, SqlSchema } from "@effect/sql"
+import { Clock, Context, Duration, Effect, FiberSet, Layer, Schedule, Schema } from "effect"
 import type { KeyId, OrgId } from "../domain/ids.js"
 import { toDate } from "./time.js"
 
@@ -46,30 +46,83 @@ export interface UsagePage {
   readonly nextCursor: string | null
 }
 
+/** Which records a page (or an export) holds: all the org's, or those matching every filter given. */
+export interface UsageFilter {
+  readonly keyId?: string | undefined
+  readonly tool?: string | undefined
+  /** `ok`: answered 2xx (replays included); `error`: any error answer. */
+  readonly status?: "ok" | "error" | undefined
+  /** Inclusive. */
+  readonly from?: Date | undefined
+  /** Exclusive. */
+  readonly to?: Date | undefined
+}
+
+export interface PageOptions extends UsageFilter {
+  readonly limit: number
+  readonly cursor?: number | undefined
+}
+
+/** Calls, errors and credits of one group (a UTC day, `YYYY-MM-DD`, or a tool). */
+export interface UsageGroup {
+  readonly key: string
+  readonly calls: number
+  readonly errors: number
+  readonly credits: number
+}
+
 export class Usage extends Context.Tag("Usage")<Usage, {
   /** Log a call without making the caller wait for the write. */
   readonly record: (entry: UsageEntry) => Effect.Effect<void>
   /** Write the records that are waiting. */
   readonly flush: Effect.Effect<void>
   /** Newest first. */
-  readonly page: (
+  readonly page: (orgId: OrgId, options: PageOptions) => Effect.Effect<UsagePage>
+  /** Totals over `[from, to)` per UTC day (every day of the range, empty ones included) or per tool (most credits first). */
+  readonly summary: (
     orgId: OrgId,
-    options: { readonly limit: number; readonly cursor?: number | undefined; readonly keyId?: string | undefined; readonly tool?: string | undefined }
-  ) => Effect.Effect<UsagePage>
+    options: { readonly from: Date; readonly to: Date; readonly groupBy: "day" | "tool" }
+  ) => Effect.Effect<ReadonlyArray<UsageGroup>>
 }>() {}
 
-interface UsageRow {
-  readonly id: number
-  readonly created_at: Date
-  readonly key_id: string
-  readonly tool: string
-  readonly status: number
-  readonly code: string
-  readonly credits: number
-  readonly latency_ms: number
-  readonly provider: string | null
-  readonly request_id: string
-}
+const UsageRow = Schema.Struct({
+  id: Schema.Number,
+  created_at: Schema.DateFromSelf,
+  key_id: Schema.String,
+  tool: Schema.String,
+  status: Schema.Number,
+  code: Schema.String,
+  credits: Schema.Number,
+  latency_ms: Schema.Number,
+  provider: Schema.NullOr(Schema.String),
+  request_id: Schema.String
+})
+
+const PageQuery = Schema.Struct({
+  orgId: Schema.String,
+  limit: Schema.Number,
+  cursor: Schema.optional(Schema.Number),
+  keyId: Schema.optional(Schema.String),
+  tool: Schema.optional(Schema.String),
+  status: Schema.optional(Schema.Literal("ok", "error")),
+  from: Schema.optional(Schema.DateFromSelf),
+  to: Schema.optional(Schema.DateFromSelf)
+})
+
+const SummaryQuery = Schema.Struct({
+  orgId: Schema.String,
+  from: Schema.DateFromSelf,
+  to: Schema.DateFromSelf,
+  groupBy: Schema.Literal("day", "tool")
+})
+
+// sums come back as numeric strings (bigint); a group never sums past what a number carries exactly
+const GroupRow = Schema.Struct({
+  key: Schema.String,
+  calls: Schema.NumberFromString,
+  errors: Schema.NumberFromString,
+  credits: Schema.NumberFromString
+})
 
 const FLUSH_INTERVAL = Duration.millis(100)
 const FLUSH_SIZE = 500
@@ -77,6 +130,39 @@ const FLUSH_SIZE = 500
 export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   let pending: Array<UsageEntry> = []
+
+  // One row more than the page: whether there is a next page.
+  const findPage = SqlSchema.findAll({
+    Request: PageQuery,
+    Result: UsageRow,
+    execute: (q) => sql`
+      SELECT id, created_at, key_id, tool, status, code, credits, latency_ms, provider, request_id
+        FROM usage
+       WHERE org_id = ${q.orgId}
+         ${q.cursor !== undefined ? sql`AND id < ${q.cursor}` : sql``}
+         ${q.keyId !== undefined ? sql`AND key_id = ${q.keyId}` : sql``}
+         ${q.tool !== undefined ? sql`AND tool = ${q.tool}` : sql``}
+         ${q.status === "ok" ? sql`AND status < 400` : q.status === "error" ? sql`AND status >= 400` : sql``}
+         ${q.from !== undefined ? sql`AND created_at >= ${q.from}` : sql``}
+         ${q.to !== undefined ? sql`AND created_at < ${q.to}` : sql``}
+       ORDER BY id DESC
+       LIMIT ${q.limit + 1}`
+  })
+
+  const findGroups = SqlSchema.findAll({
+    Request: SummaryQuery,
+    Result: GroupRow,
+    execute: (q) => {
+      const key = q.groupBy === "day" ? sql`to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')` : sql`tool`
+      return sql`
+        SELECT ${key} AS key, count(*)::text AS calls, count(*) FILTER (WHERE status >= 400)::text AS errors,
+               coalesce(sum(credits), 0)::text AS credits
+          FROM usage
+         WHERE org_id = ${q.orgId} AND created_at >= ${q.from} AND created_at < ${q.to}
+         GROUP BY 1
+         ORDER BY ${q.groupBy === "day" ? sql`1` : sql`sum(credits) DESC, count(*) DESC, 1`}`
+    }
+  })
 
   const write = (batch: ReadonlyArray<UsageEntry>) =>
     sql`INSERT INTO usage ${
@@ -124,21 +210,10 @@ export const make = Effect.gen(function* () {
       return Effect.asVoid(FiberSet.run(earlyFlushes, Effect.ensuring(flush, Effect.sync(() => (flushQueued = false)))))
     })
 
-  const page = (
-    orgId: OrgId,
-    options: { readonly limit: number; readonly cursor?: number | undefined; readonly keyId?: string | undefined; readonly tool?: string | undefined }
-  ) =>
+  const page = (orgId: OrgId, options: PageOptions) =>
     Effect.gen(function* () {
       yield* flush
-      const rows = yield* sql<UsageRow>`
-        SELECT id, created_at, key_id, tool, status, code, credits, latency_ms, provider, request_id
-          FROM usage
-         WHERE org_id = ${orgId}
-           ${options.cursor !== undefined ? sql`AND id < ${options.cursor}` : sql``}
-           ${options.keyId !== undefined ? sql`AND key_id = ${options.keyId}` : sql``}
-           ${options.tool !== undefined ? sql`AND tool = ${options.tool}` : sql``}
-         ORDER BY id DESC
-         LIMIT ${options.limit + 1}`
+      const rows = yield* findPage({ orgId, ...options })
       const records = rows.slice(0, options.limit).map((r): UsageRecord => ({
         id: r.id,
         time: r.created_at,
@@ -155,7 +230,23 @@ export const make = Effect.gen(function* () {
       return { records, nextCursor: rows.length > options.limit && last !== undefined ? String(last.id) : null }
     }).pipe(Effect.orDie)
 
-  return Usage.of({ record, flush, page })
+  const summary = (orgId: OrgId, options: { readonly from: Date; readonly to: Date; readonly groupBy: "day" | "tool" }) =>
+    Effect.gen(function* () {
+      yield* flush
+      const rows = yield* findGroups({ orgId, ...options })
+      if (options.groupBy === "tool") return rows
+      // every day of the range, so that a chart has no gaps
+      const byDay = new Map(rows.map((r) => [r.key, r]))
+      const days: Array<UsageGroup> = []
+      const first = Date.UTC(options.from.getUTCFullYear(), options.from.getUTCMonth(), options.from.getUTCDate())
+      for (let day = first; day < options.to.getTime(); day += 86_400_000) {
+        const key = toDate(day).toISOString().slice(0, 10)
+        days.push(byDay.get(key) ?? { key, calls: 0, errors: 0, credits: 0 })
+      }
+      return days
+    }).pipe(Effect.orDie)
+
+  return Usage.of({ record, flush, page, summary })
 })
 
 export const UsageLive = Layer.scoped(Usage, make)

@@ -29,7 +29,11 @@ export const expectEnvelope = (result: HttpResult, expected: ExpectedError) => {
   })
   expect(result.headers.get("content-type")).toMatch(/^application\/json/)
   expect(result.headers.get("x-request-id")).toMatch(/^req_[0-9A-Za-z]{20}$/)
-  expect(result.headers.get("x-credits-charged")).toBeNull()
+  // a billable failure says what it was charged, as a success does; a replay says 0; the rest say nothing
+  const charged = result.headers.get("x-credits-charged")
+  if (result.headers.get("idempotent-replayed") === "true") expect(charged).toBe("0")
+  else if (expected.billable) expect(charged).toMatch(/^\d+$/)
+  else expect(charged).toBeNull()
   if (expected.status === 429) expect(Number(result.headers.get("retry-after"))).toBeGreaterThanOrEqual(1)
   if (expected.message !== undefined) {
     const message = errorOf(result)?.message ?? ""

@@ -14,13 +14,13 @@ import { TracingLive } from "../../src/services/Observability.js"
 import { ServicesLive } from "../../src/layers.js"
 import { type ConfigOverrides, configLayer, type GatewayConfigs } from "../../src/config.js"
 import { KeyStore } from "../../src/services/KeyStore.js"
-import { Ledger } from "../../src/services/Ledger.js"
+import { Orgs } from "../../src/services/Orgs.js"
 import { exa, EXA_KEY } from "../upstreams/exa.js"
 import { firecrawl, FIRECRAWL_KEY } from "../upstreams/firecrawl.js"
-import type { Upstream } from "../upstreams/harness.js"
-import { itunes } from "../upstreams/itunes.js"
+import type { Upstream } from "../../src/testing/harness.js"
+import { itunes } from "../../src/testing/itunes.js"
 import { jina, JINA_KEY } from "../upstreams/jina.js"
-import { openMeteo } from "../upstreams/openMeteo.js"
+import { openMeteo } from "../../src/testing/openMeteo.js"
 import { PAGES_HOST, pages } from "../upstreams/pages.js"
 import { tmdb, TMDB_TOKEN } from "../upstreams/tmdb.js"
 import { TestDatabaseLive } from "./database.js"
@@ -168,20 +168,23 @@ export const CapturingLoggerLive = Logger.replace(
   })
 )
 
-const servicesWith = <ROut>(overrides: ConfigOverrides, tracing: Layer.Layer<ROut, never, GatewayConfigs>) =>
+/** Overrides of a test gateway's configuration; a function of the upstreams for one that names their URLs. */
+export type TestOverrides = ConfigOverrides | ((u: Upstreams) => ConfigOverrides)
+
+const servicesWith = <ROut>(overrides: TestOverrides, tracing: Layer.Layer<ROut, never, GatewayConfigs>) =>
   ServicesLive.pipe(
     Layer.provideMerge(TestDatabaseLive),
     Layer.provideMerge(tracing),
     Layer.provideMerge(CapturingLoggerLive),
-    Layer.provideMerge(Layer.unwrapEffect(Effect.map(TestUpstreams, (u) => configLayer(testConfig(u, overrides))))),
+    Layer.provideMerge(Layer.unwrapEffect(Effect.map(TestUpstreams, (u) => configLayer(testConfig(u, typeof overrides === "function" ? overrides(u) : overrides))))),
     Layer.provideMerge(TestUpstreamsLive)
   )
 
 /** Services and database only (no HTTP), for in-process tests. */
-export const servicesLayer = (overrides: ConfigOverrides = {}) => servicesWith(overrides, TracingLive)
+export const servicesLayer = (overrides: TestOverrides = {}) => servicesWith(overrides, TracingLive)
 
 /** The whole gateway over HTTP on a free port. */
-export const gatewayLayer = (overrides: ConfigOverrides = {}) =>
+export const gatewayLayer = (overrides: TestOverrides = {}) =>
   HttpServerLive.pipe(Layer.provideMerge(servicesLayer(overrides)))
 
 /** The whole gateway with its own tracing layer (an in-memory exporter, say) in place of the configured one. */
@@ -215,7 +218,7 @@ export const request = (
       })
       const text = await response.text()
       recordResponse(`${init.method ?? "POST"} ${path}`, text)
-      let body: unknown = undefined
+      let body: unknown
       try {
         body = JSON.parse(text)
       } catch {
@@ -251,7 +254,7 @@ export const requestChunked = (path: string, chunks: ReadonlyArray<string>, head
         res.on("data", (c: Buffer) => parts.push(c))
         res.on("end", () => {
           const text = Buffer.concat(parts).toString("utf8")
-          let body: unknown = undefined
+          let body: unknown
           try {
             body = JSON.parse(text)
           } catch {
@@ -294,9 +297,9 @@ export interface GivenOrg {
 /** An org with credits (and optionally a cap) and one key. */
 export const givenOrg = (options: { readonly credits?: number; readonly cap?: number | null; readonly name?: string } = {}) =>
   Effect.gen(function* () {
-    const ledger = yield* Ledger
+    const orgs = yield* Orgs
     const keys = yield* KeyStore
-    const org = yield* ledger.createOrg({
+    const org = yield* orgs.create({
       name: options.name ?? "test",
       credits: options.credits ?? 100,
       spendCap: options.cap ?? null
@@ -309,9 +312,9 @@ export const givenOrg = (options: { readonly credits?: number; readonly cap?: nu
 /** The org as the ledger sees it, plus the journal sum and the pending holds, for invariant checks. */
 export const books = (orgId: OrgId) =>
   Effect.gen(function* () {
-    const ledger = yield* Ledger
+    const orgs = yield* Orgs
     const sql = yield* SqlClient.SqlClient
-    const org = yield* ledger.getOrg(orgId).pipe(Effect.orDie)
+    const org = yield* orgs.get(orgId).pipe(Effect.orDie)
     const journal = yield* sql<{ readonly total: number }>`
       SELECT coalesce(sum(amount), 0)::int8 AS total FROM journal WHERE org_id = ${orgId}`.pipe(Effect.orDie)
     const pending = yield* sql<{ readonly n: number; readonly total: number }>`

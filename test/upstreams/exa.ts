@@ -1,7 +1,7 @@
 /**
  * Exa's search API: `POST /search` with `x-api-key`, JSON body `{query, numResults, contents}`.
  */
-import { json, type RecordedRequest, type Reply, upstream } from "./harness.js"
+import { json, type RecordedRequest, type Reply, upstream } from "../../src/testing/harness.js"
 
 export const EXA_KEY = "exa-test-key"
 

@@ -1,7 +1,7 @@
 /**
  * Web pages for the built-in reader: an article, plain text, JSON, a binary file, and redirects.
  */
-import { type RecordedRequest, type Reply, upstream } from "./harness.js"
+import { type RecordedRequest, type Reply, upstream } from "../../src/testing/harness.js"
 
 export const ARTICLE = `<!doctype html>
 <html><head><title>The Gateway Article</title></head>

@@ -1,16 +1,27 @@
 /**
- * TMDB's v3 API: `GET /3/movie/{id}?append_to_response=…`, with a v4 read access token as a Bearer token
- * (or a v3 `api_key`), and TMDB's `{status_code, status_message, success}` errors.
+ * TMDB's API v3: `GET /3/movie/{id}?append_to_response=…` (https://developer.themoviedb.org/reference/movie-details)
+ * and TMDB's `{status_code, status_message, success}` errors (https://developer.themoviedb.org/docs/errors).
+ *
+ * Application authentication, as https://developer.themoviedb.org/docs/authentication-application describes it:
+ * either the API Read Access Token as `Authorization: Bearer`, or the v3 API key as the `api_key` query
+ * parameter. A wrong one is a 401 with status_code 7.
  */
-import { json, type RecordedRequest, type Reply, upstream } from "./harness.js"
+import { json, type RecordedRequest, type Reply, upstream } from "../../src/testing/harness.js"
 
 /** A v4 read access token is a JWT. */
 export const TMDB_TOKEN = "eyJhbGciOiJIUzI1NiJ9.eyJhdWQiOiJ0ZXN0In0.c2lnbmF0dXJl"
+/** A v3 API key is 32 hex characters. */
+export const TMDB_API_KEY = "0123456789abcdef0123456789abcdef"
+
+const invalidKey = json(401, { status_code: 7, status_message: "Invalid API key: You must be granted a valid key.", success: false })
 
 export const handleTmdb = (req: RecordedRequest): Reply => {
-  if (req.headers["authorization"] !== `Bearer ${TMDB_TOKEN}`) {
-    return json(401, { status_code: 7, status_message: "Invalid API key: You must be granted a valid key.", success: false })
-  }
+  const bearer = req.headers["authorization"]
+  const apiKey = req.query.get("api_key")
+  // a key given is checked, whichever way it came
+  if (bearer !== undefined && bearer !== `Bearer ${TMDB_TOKEN}`) return invalidKey
+  if (apiKey !== null && apiKey !== TMDB_API_KEY) return invalidKey
+  if (bearer === undefined && apiKey === null) return invalidKey
   const match = /^\/3\/movie\/(\d+)$/.exec(req.path)
   if (req.method !== "GET" || match === null) {
     return json(404, { status_code: 34, status_message: "The resource you requested could not be found.", success: false })

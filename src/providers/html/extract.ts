@@ -91,7 +91,7 @@ export const extractHtml = (html: string): Extracted => {
   if (shape.depth > MAX_DEPTH || shape.elements > MAX_ELEMENTS) {
     return { title: fallbackTitle, markdown: textOf(root), mode: "text" }
   }
-  let article: ReturnType<Readability<string>["parse"]> = null
+  let article: ReturnType<Readability<string>["parse"]>
   try {
     article = new Readability(document, { keepClasses: false }).parse()
   } catch {

@@ -1,10 +1,12 @@
 /**
  * A fake upstream: a real HTTP server on 127.0.0.1:0 that records every request and answers through a
  * protocol handler, unless a fault is switched on (delay, status, 429, malformed JSON, wrong shape,
- * connection reset, oversized body, hang after headers).
+ * connection reset, oversized body, hang after headers). The gateway's own tests use it for every
+ * provider; `tool-gateway/testing` exports it for tests of programs that use the gateway.
  */
 import { Effect } from "effect"
 import * as Http from "node:http"
+import type * as Net from "node:net"
 
 export interface RecordedRequest {
   readonly method: string
@@ -60,14 +62,14 @@ export const startUpstream = (handler: Handler, host = "127.0.0.1"): Promise<Ups
   new Promise((resolve) => {
     const requests: Array<RecordedRequest> = []
     let current: { fault: Fault; remaining: number } | undefined
-    const sockets = new Set<import("node:net").Socket>()
+    const sockets = new Set<Net.Socket>()
 
     const server = Http.createServer((req, res) => {
       const chunks: Array<Buffer> = []
       req.on("data", (c: Buffer) => chunks.push(c))
       req.on("end", () => {
         const body = Buffer.concat(chunks).toString("utf8")
-        let parsed: unknown = undefined
+        let parsed: unknown
         try {
           parsed = body === "" ? undefined : JSON.parse(body)
         } catch {

@@ -1,9 +1,12 @@
 /**
  * Apple's iTunes Search API: `GET /search?term=…&entity=software&country=…&limit=…`, answered as
- * `{resultCount, results}` with `text/javascript` in the real service.
+ * `{resultCount, results}` with `text/javascript` in the real service. Written from Apple's docs:
+ * https://performance-partners.apple.com/search-api (formerly developer.apple.com/library/archive/
+ * documentation/AudioVideo/Conceptual/iTuneSearchAPI/).
  */
 import { json, type RecordedRequest, type Reply, upstream } from "./harness.js"
 
+/** The `i`th app the fake finds for `term` (named `<term> App <i>`). */
 export const app = (i: number, term: string) => ({
   wrapperType: "software",
   kind: "software",
@@ -36,4 +39,5 @@ export const handleItunes = (req: RecordedRequest): Reply => {
   return { status: 200, body: { resultCount: results.length, results }, headers: { "content-type": "text/javascript; charset=utf-8" } }
 }
 
+/** The fake iTunes Search API for the life of the scope. */
 export const itunes = upstream(handleItunes)

@@ -1,9 +1,12 @@
 /**
  * Open-Meteo's geocoding (`GET /v1/search`) and forecast (`GET /v1/forecast`) APIs, on one server.
  * Like the real API: no key, parameters in the query, `{"error":true,"reason":…}` with 400 on bad input.
+ * Written from Open-Meteo's docs: https://open-meteo.com/en/docs (forecast, its "Errors" section) and
+ * https://open-meteo.com/en/docs/geocoding-api (search).
  */
 import { json, type RecordedRequest, type Reply, upstream } from "./harness.js"
 
+/** The places the fake geocoder knows (by lower-case name); any other name has no results. */
 export const PLACES: Record<string, { name: string; latitude: number; longitude: number; country: string; timezone: string }> = {
   berlin: { name: "Berlin", latitude: 52.52437, longitude: 13.41053, country: "Germany", timezone: "Europe/Berlin" },
   paris: { name: "Paris", latitude: 48.85341, longitude: 2.3488, country: "France", timezone: "Europe/Paris" }
@@ -11,6 +14,7 @@ export const PLACES: Record<string, { name: string; latitude: number; longitude:
 
 const bad = (reason: string): Reply => json(400, { error: true, reason })
 
+/** The forecast answer for any coordinates: 4.2 °C now, and seven days. */
 export const forecastBody = (latitude: number, longitude: number) => ({
   latitude,
   longitude,
@@ -61,4 +65,5 @@ export const handleOpenMeteo = (req: RecordedRequest): Reply => {
   return json(404, { error: true, reason: "Not Found" })
 }
 
+/** The fake Open-Meteo (geocoding and forecast) for the life of the scope. */
 export const openMeteo = upstream(handleOpenMeteo)

@@ -1,0 +1,55 @@
+/**
+ * What the command writes to a person and what it writes to a program: colour only on a terminal and
+ * without `NO_COLOR` (https://no-color.org), log lines as JSON unless a person reads them, and `--json`
+ * output that a program can parse whatever went wrong.
+ */
+import { Console, Effect, Layer, Logger } from "effect"
+import * as Util from "node:util"
+
+/** Whether the command was asked for machine-readable output (every command takes `--json`). */
+export const wantsJson = (argv: ReadonlyArray<string>): boolean => argv.includes("--json")
+
+/** Colour only for a terminal, and not when `NO_COLOR` is set to anything but the empty string. */
+export const useColour = (noColor: string | undefined, isTerminal: boolean): boolean => isTerminal && (noColor ?? "") === ""
+
+const plain = (u: unknown): unknown => (typeof u === "string" ? Util.stripVTControlCharacters(u) : u)
+
+/**
+ * A console that writes no terminal escapes: the CLI library colours its help and its error messages
+ * whatever the output is.
+ */
+const plainConsole = (base: Console.Console): Console.Console => ({
+  ...base,
+  log: (...args) => base.log(...args.map(plain)),
+  error: (...args) => base.error(...args.map(plain)),
+  info: (...args) => base.info(...args.map(plain)),
+  warn: (...args) => base.warn(...args.map(plain)),
+  unsafe: {
+    ...base.unsafe,
+    log: (...args: ReadonlyArray<unknown>) => base.unsafe.log(...args.map(plain)),
+    error: (...args: ReadonlyArray<unknown>) => base.unsafe.error(...args.map(plain)),
+    info: (...args: ReadonlyArray<unknown>) => base.unsafe.info(...args.map(plain)),
+    warn: (...args: ReadonlyArray<unknown>) => base.unsafe.warn(...args.map(plain))
+  }
+})
+
+/**
+ * The logger (one JSON object per line for log collectors, readable lines for a person) and the console,
+ * for this process. `LOG_FORMAT` chooses the format; `--json` asks for JSON; otherwise a terminal gets
+ * readable lines.
+ */
+export const outputLayer = (options: {
+  /** `LOG_FORMAT` */
+  readonly logFormat: string | undefined
+  /** `NO_COLOR` */
+  readonly noColor: string | undefined
+  readonly argv: ReadonlyArray<string>
+  readonly isTerminal: boolean
+}): Layer.Layer<never> => {
+  const colour = useColour(options.noColor, options.isTerminal)
+  const format = wantsJson(options.argv) ? "json" : options.logFormat ?? (options.isTerminal ? "pretty" : "json")
+  const logger = format === "pretty"
+    ? Logger.replace(Logger.defaultLogger, Logger.prettyLogger({ colors: colour }))
+    : Logger.json
+  return colour ? logger : Layer.merge(logger, Layer.unwrapEffect(Effect.map(Effect.console, (base) => Console.setConsole(plainConsole(base)))))
+}

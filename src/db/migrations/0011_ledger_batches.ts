@@ -1,0 +1,12 @@
+/**
+ * The ledger's group commit: reservations that arrive together are one statement, and so are settlements
+ * and voids (src/db/functions/gateway_reserve_batch.ts, gateway_resolve_batch.ts).
+ */
+import { Effect } from "effect"
+import { gatewayReserveBatch } from "../functions/gateway_reserve_batch.js"
+import { gatewayResolveBatch } from "../functions/gateway_resolve_batch.js"
+
+export default Effect.gen(function* () {
+  yield* gatewayReserveBatch.define
+  yield* gatewayResolveBatch.define
+})

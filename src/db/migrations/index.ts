@@ -1,0 +1,60 @@
+/**
+ * The schema, as ordered migrations run at start-up (in one transaction, under a table lock, so many
+ * processes starting at once apply each migration exactly once). One file per migration, named
+ * `<id>_<name>.ts` as recorded in `gateway_migrations`, each exporting its effect as the default export;
+ * an id, once applied anywhere, never changes its name, and a new migration takes the next id.
+ *
+ * The PL/pgSQL functions are written once each, in src/db/functions/, as their current
+ * `CREATE OR REPLACE FUNCTION` statement. Every migration that created or changed a function applies
+ * that one statement, not the body the function had when the migration was first written:
+ * - the end state is the same from any start: a fresh database, or one migrated by an earlier build to
+ *   any id, gets each function from the last migration that applies it, which is the current statement;
+ * - no build ever runs against an intermediate state: the pending migrations are applied together, in one
+ *   transaction;
+ * - every version of each function has had the same signature and result type (0005 drops
+ *   gateway_reserve by that signature and recreates it at once), and a PL/pgSQL body is checked only for
+ *   its syntax and its declared row types when it is created, and those tables exist from 0001.
+ * Changing a function: edit its module and add a migration that applies it (a database that is past every
+ * migration applying it gets the change only so). If a change alters a function's signature or result
+ * type, or makes its body depend on something a later migration creates, the earlier migrations can no
+ * longer apply the current statement: freeze the statement they applied in those migrations first.
+ */
+import * as Migrator from "@effect/sql/Migrator"
+import { Effect } from "effect"
+import init from "./0001_init.js"
+import journalAppendOnly from "./0002_journal_append_only.js"
+import accounts from "./0003_accounts.js"
+import artifacts from "./0004_artifacts.js"
+import ledgerFastPath from "./0005_ledger_fast_path.js"
+import keyRateLimits from "./0006_key_rate_limits.js"
+import safeAmounts from "./0007_safe_amounts.js"
+import deltaSessions from "./0008_delta_sessions.js"
+import keyExpiry from "./0009_key_expiry.js"
+import artifactsByOrg from "./0010_artifacts_by_org.js"
+import ledgerBatches from "./0011_ledger_batches.js"
+
+/** Each migration under its file's name, which is its id and name in `gateway_migrations`. */
+export const migrations = {
+  "0001_init": init,
+  "0002_journal_append_only": journalAppendOnly,
+  "0003_accounts": accounts,
+  "0004_artifacts": artifacts,
+  "0005_ledger_fast_path": ledgerFastPath,
+  "0006_key_rate_limits": keyRateLimits,
+  "0007_safe_amounts": safeAmounts,
+  "0008_delta_sessions": deltaSessions,
+  "0009_key_expiry": keyExpiry,
+  "0010_artifacts_by_org": artifactsByOrg,
+  "0011_ledger_batches": ledgerBatches
+}
+
+export const loader = Migrator.fromRecord(migrations)
+
+/** How many migrations this build applies (`/readyz` checks that the database has them all). */
+export const migrationCount = Object.keys(migrations).length
+
+/** Apply every pending migration; safe to run from many processes at once. */
+export const migrate = Migrator.make({})({ loader, table: "gateway_migrations" }).pipe(
+  // Two processes creating the bookkeeping table at the same instant: the loser retries and finds it.
+  Effect.retry({ times: 3 })
+)

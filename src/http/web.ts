@@ -1,0 +1,155 @@
+/**
+ * The dashboard: a single-page app built into `dist/dashboard/` at install time (`npm run build`, from
+ * web/), served by the gateway itself at `/dashboard` — `/` leads there. Every file is read once at start-up
+ * and served from memory; a path under `/dashboard` that names no file is the app's own route and gets its
+ * page. `/dashboard/config.json` tells the page how users sign in here. The page loads nothing from another
+ * host: its Content-Security-Policy allows only this origin (and Firebase's hosts when Firebase sign-in is on,
+ * with the Auth emulator's origin when `FIREBASE_AUTH_EMULATOR_HOST` names one).
+ *
+ * Also the CORS middleware, for dashboards served elsewhere (`CORS_ORIGINS`; none by default).
+ */
+import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { Effect, Layer, Option } from "effect"
+import * as Fs from "node:fs/promises"
+import * as Path from "node:path"
+import { fileURLToPath } from "node:url"
+import { NotFound } from "../domain/errors.js"
+import { IdentityConfig, ServerConfig } from "../config.js"
+
+/** Where the build puts the app: dist/dashboard/ of the package, from src/http/ or dist/http/ alike. */
+export const DASHBOARD_DIR = Path.resolve(fileURLToPath(new URL("../../dist/dashboard/", import.meta.url)))
+
+const TYPES: Record<string, string> = {
+  ".html": "text/html; charset=utf-8",
+  ".js": "text/javascript; charset=utf-8",
+  ".css": "text/css; charset=utf-8",
+  ".svg": "image/svg+xml",
+  ".png": "image/png",
+  ".ico": "image/x-icon",
+  ".json": "application/json",
+  ".map": "application/json",
+  ".txt": "text/plain; charset=utf-8"
+}
+
+interface Asset {
+  readonly body: Uint8Array
+  readonly contentType: string
+}
+
+/** Every file of the built app, by its path under /dashboard/ (none when the app is not built). */
+const readAssets = (dir: string) =>
+  Effect.promise(async () => {
+    const assets = new Map<string, Asset>()
+    const files = await Fs.readdir(dir, { recursive: true, encoding: "utf8" }).catch((): Array<string> => [])
+    for (const file of files) {
+      const full = Path.join(dir, file)
+      if (!(await Fs.stat(full)).isFile()) continue
+      const name = file.split(Path.sep).join("/")
+      assets.set(name, { body: await Fs.readFile(full), contentType: TYPES[Path.extname(name)] ?? "application/octet-stream" })
+    }
+    return assets
+  })
+
+const FIREBASE_HOSTS = [
+  "https://identitytoolkit.googleapis.com",
+  "https://securetoken.googleapis.com",
+  "https://www.googleapis.com",
+  "https://apis.google.com"
+]
+
+export const DashboardSiteLive = HttpApiBuilder.Router.use((router) =>
+  Effect.gen(function* () {
+    const assets = yield* readAssets(DASHBOARD_DIR)
+    const identity = yield* IdentityConfig
+    const firebase = Option.map(identity.firebaseProjectId, (projectId) => ({
+      project_id: projectId,
+      api_key: Option.getOrNull(identity.firebaseWebApiKey),
+      auth_domain: Option.getOrElse(identity.firebaseAuthDomain, () => `${projectId}.firebaseapp.com`),
+      emulator_url: Option.getOrNull(Option.map(identity.firebaseAuthEmulatorHost, (host) => `http://${host}`))
+    }))
+    const signIn = {
+      dev: identity.devIssuer,
+      firebase: Option.getOrNull(Option.filter(firebase, (f) => f.api_key !== null))
+    }
+    const firebaseOrigins = Option.match(Option.fromNullable(signIn.firebase), {
+      onNone: () => [],
+      onSome: (f) => [...FIREBASE_HOSTS, `https://${f.auth_domain}`, ...(f.emulator_url === null ? [] : [f.emulator_url])]
+    })
+    const policy = [
+      "default-src 'self'",
+      `script-src 'self'${firebaseOrigins.length > 0 ? " https://apis.google.com" : ""}`,
+      "style-src 'self'",
+      "img-src 'self' data:",
+      `connect-src 'self' ${firebaseOrigins.join(" ")}`.trim(),
+      `frame-src ${firebaseOrigins.length > 0 ? firebaseOrigins.join(" ") : "'none'"}`,
+      "base-uri 'none'",
+      "form-action 'self'",
+      "frame-ancestors 'none'"
+    ].join("; ")
+    const securityHeaders = {
+      "content-security-policy": policy,
+      "x-content-type-options": "nosniff",
+      "referrer-policy": "no-referrer"
+    }
+
+    const notBuilt = new NotFound({ message: "The dashboard is not built: run npm run build (npm ci does) and restart." })
+
+    const serve = (name: string) => {
+      const asset = assets.get(name)
+      if (asset !== undefined) {
+        // names under assets/ carry their content hash: they never change
+        const cacheControl = name.startsWith("assets/") ? "public, max-age=31536000, immutable" : "no-cache"
+        return Effect.succeed(HttpServerResponse.uint8Array(asset.body, {
+          contentType: asset.contentType,
+          headers: { ...securityHeaders, "cache-control": cacheControl }
+        }))
+      }
+      // a path that names a file, and no such file
+      if (/\.[a-z0-9]+$/i.test(name)) return Effect.fail(new NotFound({ message: `No file /dashboard/${name}.` }))
+      const page = assets.get("index.html")
+      if (page === undefined) return Effect.fail(notBuilt)
+      return Effect.succeed(HttpServerResponse.uint8Array(page.body, {
+        contentType: page.contentType,
+        headers: { ...securityHeaders, "cache-control": "no-cache" }
+      }))
+    }
+
+    yield* router.get("/", Effect.succeed(HttpServerResponse.redirect("/dashboard", { status: 302 })))
+    yield* router.get("/dashboard", serve("index.html"))
+    yield* router.get(
+      "/dashboard/config.json",
+      Effect.succeed(HttpServerResponse.unsafeJson({ sign_in: signIn }, { headers: { "cache-control": "no-cache" } }))
+    )
+    yield* router.get(
+      "/dashboard/*",
+      HttpServerRequest.HttpServerRequest.pipe(
+        // a path that is not valid percent-encoding names no file: 404, not a thrown URIError (a 500)
+        Effect.flatMap((request) =>
+          Effect.try({
+            try: () => decodeURIComponent(request.url.split("?")[0] ?? ""),
+            catch: () => new NotFound({ message: "No such file under /dashboard." })
+          })),
+        Effect.flatMap((path) => {
+          const name = path.replace(/^\/dashboard\/?/, "")
+          // no way out of the app's folder: only names of files it holds are served
+          if (name.includes("..")) return Effect.fail(new NotFound({ message: "No such file under /dashboard." }))
+          return serve(name === "" ? "index.html" : name)
+        })
+      )
+    )
+  }))
+
+const EXPOSED = ["x-request-id", "x-credits-charged", "idempotent-replayed", "ratelimit", "ratelimit-policy", "retry-after", "content-disposition"]
+
+/** CORS for the origins of `CORS_ORIGINS` (preflight answered); nothing at all when it names none. */
+export const CorsLive = Layer.unwrapEffect(
+  Effect.map(ServerConfig, (config) =>
+    config.corsOrigins.length === 0
+      ? Layer.empty
+      : HttpApiBuilder.middlewareCors({
+        allowedOrigins: (origin) => config.corsOrigins.includes(origin),
+        allowedHeaders: ["authorization", "content-type", "x-api-key", "idempotency-key"],
+        exposedHeaders: EXPOSED,
+        maxAge: 600
+      }))
+)

@@ -1,0 +1,376 @@
+/**
+ * What the dashboard needs of the API: keys changed after creation (`PATCH /v1/keys/{id}`) and keys that
+ * expire, the usage log filtered by time and outcome and exported as CSV, daily and per-tool summaries, the
+ * dev sign-in's token, and CORS for a dashboard served from another origin — over HTTP against a real
+ * gateway, and through the typed client.
+ */
+import { SqlClient } from "@effect/sql"
+import { describe, expect, layer } from "@effect/vitest"
+import { Effect, Schema } from "effect"
+import { InvalidRequest, NotFound, ToolGatewayClient } from "../src/client.js"
+import type { OrgId } from "../src/domain/ids.js"
+import { expectEnvelope, expectOk } from "./support/assert.js"
+import { baseUrl, callTool, dashboard, gatewayLayer, givenMember, type HttpResult, request, requestChunked } from "./support/gateway.js"
+
+const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+const bodyOf = (r: HttpResult) => Schema.decodeUnknownSync(JsonObject)(r.body)
+const listOf = (r: HttpResult) => Schema.decodeUnknownSync(Schema.Struct({ data: Schema.Array(JsonObject) }))(r.body).data
+
+const invalidRequest = { status: 400, type: "validation", code: "invalid_request", retryable: false, billable: false } as const
+const notFound = { status: 404, type: "not_found", code: "not_found", retryable: false, billable: false } as const
+const invalidKey = { status: 401, type: "auth", code: "invalid_key", retryable: false, billable: false } as const
+const toolNotAllowed = { status: 401, type: "auth", code: "tool_not_allowed", retryable: false, billable: false } as const
+
+/** A key created through the API: its id and the full key. */
+const createKey = (token: string, body: Record<string, unknown>) =>
+  Effect.map(dashboard("POST", "/v1/keys", token, body), (r) => {
+    expect(r.status, r.text).toBe(201)
+    const created = bodyOf(r)
+    return { id: String(created["id"]), key: String(created["key"]), body: created }
+  })
+
+/** Usage records written straight into the log, at chosen times (the log's own table, as the gateway writes it). */
+const givenUsage = (orgId: OrgId, keyId: string, rows: ReadonlyArray<{ readonly at: string; readonly tool: string; readonly status: number; readonly credits: number }>) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql`INSERT INTO usage ${sql.insert(rows.map((r, i) => ({
+      org_id: orgId,
+      key_id: keyId,
+      tool: r.tool,
+      request_id: `req_seed${i}`,
+      status: r.status,
+      code: r.status < 400 ? "ok" : "insufficient_credits",
+      credits: r.credits,
+      latency_ms: 5,
+      provider: r.status < 400 ? "open-meteo" : null,
+      created_at: new Date(r.at)
+    })))}`).pipe(Effect.orDie)
+
+layer(gatewayLayer(), { excludeTestServices: true })("dashboard API: keys, usage, dev sign-in", (it) => {
+  describe("PATCH /v1/keys/{id}", () => {
+    it.effect("changes name, spend limit, tools and rate limit; null removes a limit; the answer is the key", () =>
+      Effect.gen(function* () {
+        const { token } = yield* givenMember()
+        const { id } = yield* createKey(token, { name: "ci", monthly_spend_limit: 5, allowed_tools: ["weather"] })
+        const changed = yield* dashboard("PATCH", `/v1/keys/${id}`, token, {
+          name: "ci (staging)",
+          monthly_spend_limit: 50,
+          allowed_tools: ["weather", "search"],
+          rate_limit: { per_second: 3, burst: 6 }
+        })
+        expect(changed.status, changed.text).toBe(200)
+        expect(bodyOf(changed)).toMatchObject({
+          id,
+          name: "ci (staging)",
+          monthly_spend_limit: 50,
+          allowed_tools: ["weather", "search"],
+          rate_limit: { per_second: 3, burst: 6 },
+          expires_at: null
+        })
+        expect(bodyOf(changed)).not.toHaveProperty("key")
+        // only what is sent changes; null removes
+        const cleared = bodyOf(yield* dashboard("PATCH", `/v1/keys/${id}`, token, { monthly_spend_limit: null, rate_limit: null }))
+        expect(cleared).toMatchObject({ name: "ci (staging)", monthly_spend_limit: null, rate_limit: null, allowed_tools: ["weather", "search"] })
+        const listed = listOf(yield* dashboard("GET", "/v1/keys", token)).find((k) => k["id"] === id)
+        expect(listed).toMatchObject({ name: "ci (staging)", monthly_spend_limit: null, allowed_tools: ["weather", "search"] })
+      }))
+
+    it.effect("a changed allow-list applies to the key's very next call", () =>
+      Effect.gen(function* () {
+        const { token } = yield* givenMember({ credits: 100 })
+        const { id, key } = yield* createKey(token, { name: "narrow", allowed_tools: ["weather"] })
+        expectOk(yield* callTool("weather", { q: "Berlin" }, { key }))
+        expect((yield* dashboard("PATCH", `/v1/keys/${id}`, token, { allowed_tools: ["mobile_app_search"] })).status).toBe(200)
+        expectEnvelope(yield* callTool("weather", { q: "Berlin" }, { key }), toolNotAllowed)
+        yield* dashboard("PATCH", `/v1/keys/${id}`, token, { allowed_tools: null })
+        expectOk(yield* callTool("weather", { q: "Berlin" }, { key }))
+      }))
+
+    it.effect("nothing to change, a bad field, a revoked key: invalid_request; an unknown or another org's key: not_found", () =>
+      Effect.gen(function* () {
+        const a = yield* givenMember()
+        const b = yield* givenMember()
+        const { id } = yield* createKey(a.token, { name: "a" })
+        expectEnvelope(yield* dashboard("PATCH", `/v1/keys/${id}`, a.token, {}), { ...invalidRequest, message: "Nothing to change" })
+        expectEnvelope(yield* dashboard("PATCH", `/v1/keys/${id}`, a.token, { allowed_tools: ["nope"] }), invalidRequest)
+        expectEnvelope(yield* dashboard("PATCH", `/v1/keys/${id}`, a.token, { rate_limit: { per_second: 0, burst: 1 } }), invalidRequest)
+        expectEnvelope(yield* dashboard("PATCH", `/v1/keys/${id}`, a.token, { name: "" }), invalidRequest)
+        expectEnvelope(yield* dashboard("PATCH", `/v1/keys/${id}`, a.token, { colour: "red" }), invalidRequest)
+        expectEnvelope(yield* dashboard("PATCH", "/v1/keys/key_nope", a.token, { name: "x" }), notFound)
+        expectEnvelope(yield* dashboard("PATCH", `/v1/keys/${id}`, b.token, { name: "mine now" }), notFound)
+        expect(listOf(yield* dashboard("GET", "/v1/keys", a.token)).find((k) => k["id"] === id)).toMatchObject({ name: "a" })
+        yield* dashboard("DELETE", `/v1/keys/${id}`, a.token)
+        expectEnvelope(yield* dashboard("PATCH", `/v1/keys/${id}`, a.token, { name: "revived?" }), { ...invalidRequest, message: "revoked" })
+        // an API key is no dashboard credential
+        expectEnvelope(yield* request(`/v1/keys/${id}`, { method: "PATCH", body: "{}", headers: { "content-type": "application/json", "x-api-key": a.key } }), {
+          status: 401,
+          type: "auth",
+          code: "invalid_token",
+          retryable: false,
+          billable: false
+        })
+      }))
+  })
+
+  describe("key expiry", () => {
+    it.effect("an expired key is refused as invalid_key (from the cache too); removing the expiry revives it", () =>
+      Effect.gen(function* () {
+        const { token } = yield* givenMember({ credits: 100 })
+        const expiresAt = new Date(Date.now() + 1_500).toISOString()
+        const { id, key, body } = yield* createKey(token, { name: "temp", expires_at: expiresAt })
+        expect(body["expires_at"]).toBe(expiresAt)
+        // twice: the second call takes the key from the process's cache
+        expectOk(yield* callTool("weather", { q: "Berlin" }, { key }))
+        expectOk(yield* callTool("weather", { q: "Berlin" }, { key }))
+        yield* Effect.sleep("1600 millis")
+        expectEnvelope(yield* callTool("weather", { q: "Berlin" }, { key }), invalidKey)
+        expectEnvelope(yield* request("/v1/artifacts/art_x", { method: "GET", headers: { "x-api-key": key } }), invalidKey)
+        const revived = bodyOf(yield* dashboard("PATCH", `/v1/keys/${id}`, token, { expires_at: null }))
+        expect(revived["expires_at"]).toBeNull()
+        expectOk(yield* callTool("weather", { q: "Berlin" }, { key }))
+        // an expiry brought forward to the past is refused: it must be in the future
+        expectEnvelope(yield* dashboard("PATCH", `/v1/keys/${id}`, token, { expires_at: "2001-01-01" }), { ...invalidRequest, message: "future" })
+      }))
+
+    it.effect("an expiry must be an ISO 8601 time in the future", () =>
+      Effect.gen(function* () {
+        const { token } = yield* givenMember()
+        expectEnvelope(yield* dashboard("POST", "/v1/keys", token, { name: "x", expires_at: "2001-01-01T00:00:00Z" }), invalidRequest)
+        expectEnvelope(yield* dashboard("POST", "/v1/keys", token, { name: "x", expires_at: "next tuesday" }), invalidRequest)
+        expectEnvelope(yield* dashboard("POST", "/v1/keys", token, { name: "x", expires_at: "2040-13-45" }), invalidRequest)
+        const { body } = yield* createKey(token, { name: "date only", expires_at: "2040-01-31" })
+        expect(body["expires_at"]).toBe("2040-01-31T00:00:00.000Z")
+      }))
+  })
+
+  describe("GET /v1/usage: filters and CSV", () => {
+    it.effect("from, to, status, tool and key filter the log; cursor pages keep the filters", () =>
+      Effect.gen(function* () {
+        const { token, orgId, keyId } = yield* givenMember()
+        yield* givenUsage(orgId, keyId, [
+          { at: "2026-01-01T10:00:00Z", tool: "weather", status: 200, credits: 1 },
+          { at: "2026-01-01T23:59:59Z", tool: "search", status: 402, credits: 0 },
+          { at: "2026-01-02T00:00:00Z", tool: "weather", status: 200, credits: 1 },
+          { at: "2026-01-03T08:00:00Z", tool: "read", status: 200, credits: 2 },
+          { at: "2026-01-03T09:00:00Z", tool: "weather", status: 200, credits: 1 }
+        ])
+        const times = (query: string) =>
+          Effect.map(dashboard("GET", `/v1/usage?${query}`, token), (r) => {
+            expect(r.status, r.text).toBe(200)
+            return listOf(r).map((u) => String(u["time"]).slice(0, 16))
+          })
+        expect(yield* times("from=2026-01-02")).toEqual(["2026-01-03T09:00", "2026-01-03T08:00", "2026-01-02T00:00"])
+        expect(yield* times("to=2026-01-02")).toEqual(["2026-01-01T23:59", "2026-01-01T10:00"])
+        expect(yield* times("from=2026-01-01T12:00:00Z&to=2026-01-03T08:00:00Z")).toEqual(["2026-01-02T00:00", "2026-01-01T23:59"])
+        expect(yield* times("status=error")).toEqual(["2026-01-01T23:59"])
+        expect(yield* times("status=ok&tool=weather&from=2026-01-02")).toEqual(["2026-01-03T09:00", "2026-01-02T00:00"])
+        expect(yield* times(`key_id=${keyId}&status=ok`)).toHaveLength(4)
+        const first = bodyOf(yield* dashboard("GET", "/v1/usage?status=ok&limit=2", token))
+        expect(first["next_cursor"]).toEqual(expect.any(String))
+        expect(yield* times(`status=ok&limit=2&cursor=${String(first["next_cursor"])}`)).toEqual(["2026-01-02T00:00", "2026-01-01T10:00"])
+        expectEnvelope(yield* dashboard("GET", "/v1/usage?status=maybe", token), invalidRequest)
+        expectEnvelope(yield* dashboard("GET", "/v1/usage?from=yesterday", token), invalidRequest)
+      }))
+
+    it.effect("format=csv: every matching record as text/csv, a header line first, as an attachment", () =>
+      Effect.gen(function* () {
+        const { token, orgId, keyId } = yield* givenMember()
+        yield* givenUsage(orgId, keyId, [
+          { at: "2026-02-01T10:00:00Z", tool: "weather", status: 200, credits: 1 },
+          { at: "2026-02-02T10:00:00Z", tool: "search", status: 402, credits: 0 },
+          { at: "2026-02-03T10:00:00Z", tool: "weather", status: 200, credits: 3 }
+        ])
+        const csv = yield* dashboard("GET", "/v1/usage?format=csv&tool=weather&limit=1", token)
+        expect(csv.status).toBe(200)
+        expect(csv.headers.get("content-type")).toMatch(/^text\/csv/)
+        expect(csv.headers.get("content-disposition")).toBe("attachment; filename=\"usage.csv\"")
+        const lines = csv.text.trimEnd().split("\r\n")
+        expect(lines[0]).toBe("id,time,key_id,tool,status,code,credits,latency_ms,provider,request_id")
+        // the page size does not cut an export short
+        expect(lines.slice(1).map((l) => l.split(",").slice(1, 7))).toEqual([
+          ["2026-02-03T10:00:00.000Z", keyId, "weather", "200", "ok", "3"],
+          ["2026-02-01T10:00:00.000Z", keyId, "weather", "200", "ok", "1"]
+        ])
+        const errors = yield* dashboard("GET", "/v1/usage?format=csv&status=error", token)
+        expect(errors.text.trimEnd().split("\r\n")).toHaveLength(2)
+        expectEnvelope(yield* dashboard("GET", "/v1/usage?format=xml", token), invalidRequest)
+      }))
+  })
+
+  describe("GET /v1/usage/summary", () => {
+    it.effect("per UTC day, every day of the range (empty ones too), and per tool, most credits first", () =>
+      Effect.gen(function* () {
+        const { token, orgId, keyId } = yield* givenMember()
+        yield* givenUsage(orgId, keyId, [
+          { at: "2026-03-01T00:00:00Z", tool: "weather", status: 200, credits: 1 },
+          { at: "2026-03-01T23:59:59Z", tool: "search", status: 402, credits: 0 },
+          { at: "2026-03-03T12:00:00Z", tool: "read", status: 200, credits: 5 },
+          { at: "2026-03-03T13:00:00Z", tool: "weather", status: 200, credits: 1 },
+          { at: "2026-03-04T00:00:00Z", tool: "weather", status: 200, credits: 1 },
+          { at: "2026-03-04T01:00:00Z", tool: "beta_read", status: 200, credits: 12 }
+        ])
+        const days = yield* dashboard("GET", "/v1/usage/summary?from=2026-03-01&to=2026-03-04", token)
+        expect(days.status, days.text).toBe(200)
+        expect(days.body).toEqual({
+          from: "2026-03-01T00:00:00.000Z",
+          to: "2026-03-04T00:00:00.000Z",
+          group_by: "day",
+          data: [
+            { key: "2026-03-01", calls: 2, errors: 1, credits: 1 },
+            { key: "2026-03-02", calls: 0, errors: 0, credits: 0 },
+            { key: "2026-03-03", calls: 2, errors: 0, credits: 6 }
+          ],
+          total: { calls: 4, errors: 1, credits: 7 }
+        })
+        const byTool = yield* dashboard("GET", "/v1/usage/summary?from=2026-03-01&to=2026-03-05&group_by=tool", token)
+        // by amount, not as text ("12" before "5")
+        expect(bodyOf(byTool)["data"]).toEqual([
+          { key: "beta_read", calls: 1, errors: 0, credits: 12 },
+          { key: "read", calls: 1, errors: 0, credits: 5 },
+          { key: "weather", calls: 3, errors: 0, credits: 3 },
+          { key: "search", calls: 1, errors: 1, credits: 0 }
+        ])
+        // by default: the 30 days up to now
+        const recent = bodyOf(yield* dashboard("GET", "/v1/usage/summary", token))
+        expect(recent["data"]).toHaveLength(30)
+        expectEnvelope(yield* dashboard("GET", "/v1/usage/summary?from=2026-03-04&to=2026-03-01", token), { ...invalidRequest, message: "before" })
+        expectEnvelope(yield* dashboard("GET", "/v1/usage/summary?from=2020-01-01&to=2026-01-01", token), { ...invalidRequest, message: "366" })
+        expectEnvelope(yield* dashboard("GET", "/v1/usage/summary?group_by=key", token), invalidRequest)
+      }))
+  })
+
+  describe("the typed client", () => {
+    it.effect("updateKey, usage (JSON and CSV) and usageSummary are typed operations with typed errors", () =>
+      Effect.gen(function* () {
+        const { token } = yield* givenMember()
+        const { id } = yield* createKey(token, { name: "typed" })
+        const result = yield* Effect.gen(function* () {
+          const client = yield* ToolGatewayClient
+          const updated = yield* client.dashboard.updateKey({ path: { id }, payload: { name: "renamed", expires_at: "2040-01-01" } })
+          const nothing = yield* Effect.flip(client.dashboard.updateKey({ path: { id }, payload: {} }))
+          const missing = yield* Effect.flip(client.dashboard.updateKey({ path: { id: "key_nope" }, payload: { name: "x" } }))
+          const summary = yield* client.dashboard.usageSummary({ urlParams: { group_by: "tool" } })
+          const page = yield* client.dashboard.usage({ urlParams: { status: "ok" } })
+          const csv = yield* client.dashboard.usage({ urlParams: { format: "csv" } })
+          return { updated, nothing, missing, summary, page, csv }
+        }).pipe(Effect.provide(ToolGatewayClient.layer({ baseUrl: yield* baseUrl, idToken: token })))
+        expect(result.updated).toMatchObject({ id, name: "renamed", expires_at: "2040-01-01T00:00:00.000Z" })
+        expect(result.nothing).toBeInstanceOf(InvalidRequest)
+        expect(result.missing).toBeInstanceOf(NotFound)
+        expect(result.summary.group_by).toBe("tool")
+        expect(typeof result.page === "string" ? undefined : result.page.data).toEqual([])
+        expect(result.csv).toBe("id,time,key_id,tool,status,code,credits,latency_ms,provider,request_id\r\n")
+      }))
+  })
+
+  it.effect("OpenAPI documents the new operations (the dev issuer's stays out)", () =>
+    Effect.gen(function* () {
+      const spec = yield* request("/openapi.json", { method: "GET" })
+      const Paths = Schema.Struct({ paths: Schema.Record({ key: Schema.String, value: JsonObject }) })
+      const paths = Schema.decodeUnknownSync(Paths)(spec.body).paths
+      expect(Object.keys(paths["/v1/keys/{id}"] ?? {})).toEqual(expect.arrayContaining(["patch", "delete"]))
+      expect(JSON.stringify(paths["/v1/keys/{id}"]?.["patch"])).toContain("UpdateKey")
+      expect(JSON.stringify(paths["/v1/usage/summary"]?.["get"])).toContain("group_by")
+      const usage = JSON.stringify(paths["/v1/usage"]?.["get"])
+      for (const text of ["text/csv", "\"from\"", "\"to\"", "\"status\"", "\"format\""]) expect(usage).toContain(text)
+      expect(paths["/dev/token"]).toBeUndefined()
+    }))
+
+  describe("POST /dev/token (the dashboard's dev sign-in)", () => {
+    it.effect("mints a dev ID token for a user id that signs in to the dashboard API", () =>
+      Effect.gen(function* () {
+        const { uid } = yield* givenMember()
+        const minted = yield* request("/dev/token", { body: JSON.stringify({ uid }), headers: { "content-type": "application/json" } })
+        expect(minted.status, minted.text).toBe(200)
+        const token = String(bodyOf(minted)["token"])
+        expect(bodyOf(minted)["expires_at"]).toEqual(expect.any(String))
+        const org = yield* dashboard("GET", "/v1/org", token)
+        expect(org.status, org.text).toBe(200)
+        expectEnvelope(yield* request("/dev/token", { body: JSON.stringify({ uid: "" }), headers: { "content-type": "application/json" } }), invalidRequest)
+      }))
+
+    it.effect("only for a loopback Host: a page whose name was rebound to 127.0.0.1 gets none", () =>
+      Effect.gen(function* () {
+        const refused = yield* requestChunked("/dev/token", [JSON.stringify({ uid: "someone" })], {
+          host: "attacker.example:8787",
+          "content-type": "application/json"
+        })
+        expect(refused.status).toBe(400)
+        expect(refused.text).not.toContain("token\":")
+      }))
+  })
+
+  describe("CORS off by default", () => {
+    it.effect("no CORS headers, and a preflight is not answered as one", () =>
+      Effect.gen(function* () {
+        const { token } = yield* givenMember()
+        const read = yield* dashboard("GET", "/v1/org", token, undefined, { origin: "https://dash.example.com" })
+        expect(read.status).toBe(200)
+        expect(read.headers.get("access-control-allow-origin")).toBeNull()
+        const preflight = yield* request("/v1/keys", {
+          method: "OPTIONS",
+          headers: { origin: "https://dash.example.com", "access-control-request-method": "PATCH" }
+        })
+        expect(preflight.status).toBe(405)
+        expect(preflight.headers.get("access-control-allow-origin")).toBeNull()
+      }))
+  })
+})
+
+layer(gatewayLayer({ server: { corsOrigins: ["https://dash.example.com", "http://localhost:5173"] } }), { excludeTestServices: true })(
+  "dashboard API: CORS_ORIGINS",
+  (it) => {
+    it.effect("a listed origin's preflight is answered, and its requests carry the CORS headers (errors too)", () =>
+      Effect.gen(function* () {
+        const { token } = yield* givenMember()
+        const preflight = yield* request("/v1/keys/key_1", {
+          method: "OPTIONS",
+          headers: {
+            origin: "https://dash.example.com",
+            "access-control-request-method": "PATCH",
+            "access-control-request-headers": "authorization, content-type"
+          }
+        })
+        expect(preflight.status).toBe(204)
+        expect(preflight.headers.get("access-control-allow-origin")).toBe("https://dash.example.com")
+        expect(preflight.headers.get("access-control-allow-methods")).toContain("PATCH")
+        expect(preflight.headers.get("access-control-allow-headers")).toContain("authorization")
+        expect(preflight.headers.get("access-control-max-age")).toBe("600")
+        const read = yield* dashboard("GET", "/v1/org", token, undefined, { origin: "http://localhost:5173" })
+        expect(read.status).toBe(200)
+        expect(read.headers.get("access-control-allow-origin")).toBe("http://localhost:5173")
+        expect(read.headers.get("access-control-expose-headers")).toContain("x-request-id")
+        const refused = yield* dashboard("GET", "/v1/org", undefined, undefined, { origin: "https://dash.example.com" })
+        expect(refused.status).toBe(401)
+        expect(refused.headers.get("access-control-allow-origin")).toBe("https://dash.example.com")
+      }))
+
+    it.effect("an origin not listed gets no CORS headers", () =>
+      Effect.gen(function* () {
+        const { token } = yield* givenMember()
+        const read = yield* dashboard("GET", "/v1/org", token, undefined, { origin: "https://evil.example" })
+        expect(read.status).toBe(200)
+        expect(read.headers.get("access-control-allow-origin")).toBeNull()
+        const preflight = yield* request("/v1/keys", {
+          method: "OPTIONS",
+          headers: { origin: "https://evil.example", "access-control-request-method": "POST" }
+        })
+        expect(preflight.headers.get("access-control-allow-origin")).toBeNull()
+      }))
+  }
+)
+
+layer(gatewayLayer({ identity: { devIssuer: false } }), { excludeTestServices: true })("dashboard API: dev issuer off", (it) => {
+  it.effect("POST /dev/token is not found", () =>
+    Effect.gen(function* () {
+      const minted = yield* request("/dev/token", { body: JSON.stringify({ uid: "u" }), headers: { "content-type": "application/json" } })
+      expectEnvelope(minted, notFound)
+    }))
+})
+
+layer(gatewayLayer(), { excludeTestServices: true })("the dashboard's files", (it) => {
+  it.effect("a path that is not valid percent-encoding is a 404 envelope, not a 500", () =>
+    Effect.gen(function* () {
+      expectEnvelope(yield* request("/dashboard/%E0%A4%A", { method: "GET" }), notFound)
+      expectEnvelope(yield* request("/dashboard/assets/%ZZ.js", { method: "GET" }), notFound)
+    }))
+})

@@ -1,0 +1,186 @@
+/**
+ * The migrations: one file per migration, named by the id and name a database records for it, ids
+ * contiguous from 1 in the order they apply, the ones applied so far never renamed; each PL/pgSQL function
+ * written in exactly one file, its module, never in a migration, its body the one measured; a migrated
+ * database holding exactly those statements, and a database left at an older migration with older bodies
+ * brought to the same ones.
+ */
+import { SqlClient } from "@effect/sql"
+import * as Migrator from "@effect/sql/Migrator"
+import { describe, expect, it, layer } from "@effect/vitest"
+import { Effect, Redacted } from "effect"
+import * as Crypto from "node:crypto"
+import * as Fs from "node:fs"
+import * as Path from "node:path"
+import { pathToFileURL } from "node:url"
+import { pgLayer } from "../src/db/Database.js"
+import { gatewayReserve } from "../src/db/functions/gateway_reserve.js"
+import { gatewayReserveBatch } from "../src/db/functions/gateway_reserve_batch.js"
+import { gatewayResolveBatch } from "../src/db/functions/gateway_resolve_batch.js"
+import { gatewaySettle } from "../src/db/functions/gateway_settle.js"
+import { gatewayVoid } from "../src/db/functions/gateway_void.js"
+import { journalAppendOnly } from "../src/db/functions/journal_append_only.js"
+import type { SqlFunction } from "../src/db/functions/SqlFunction.js"
+import { loader, migrate, migrationCount, migrations } from "../src/db/migrations/index.js"
+import { freshDatabaseUrl, TestDatabaseLive } from "./support/database.js"
+
+const MIGRATIONS_DIR = "src/db/migrations"
+const FUNCTIONS_DIR = "src/db/functions"
+
+/** What databases migrated so far have recorded in `gateway_migrations`: never renamed, never reordered. */
+const applied: ReadonlyArray<readonly [number, string]> = [
+  [1, "init"],
+  [2, "journal_append_only"],
+  [3, "accounts"],
+  [4, "artifacts"],
+  [5, "ledger_fast_path"],
+  [6, "key_rate_limits"],
+  [7, "safe_amounts"],
+  [8, "delta_sessions"],
+  [9, "key_expiry"],
+  [10, "artifacts_by_org"]
+]
+
+const functions: ReadonlyArray<SqlFunction> = [
+  journalAppendOnly, gatewayReserve, gatewaySettle, gatewayVoid, gatewayReserveBatch, gatewayResolveBatch
+]
+
+/**
+ * SHA-256 of each body as the ledger was measured with it (`npm run bench`), whitespace included: a change
+ * to a body is a change to measure again, and to record here.
+ */
+const measured: Record<string, string> = {
+  journal_append_only: "30f29dfdcdb2c74329296873506a9433026f2c043682f9f264ee64bf661dc29c",
+  gateway_reserve: "6f9b57887bdcc934fc7cba1964f10bb6f236c83f77dda784e8c0686f020d6335",
+  gateway_settle: "e4c4a42b35a7dbfba568051958cee739609c1bc597a3e049ec470a43a63f1d35",
+  gateway_void: "0ce8461431769583d57b2b4e6dee2c3d83ef8e8bd68af091bad25686d217eeee",
+  gateway_reserve_batch: "81b17cadf5e8ed2082e01e91f9e54ebd856d1898ef3fcd05bab8076ea658f158",
+  gateway_resolve_batch: "b5c261bb2d34e415ea521b18b493e6ec9aa80e87b06cd3842ad2df90ce48cb12"
+}
+
+/** A function's definition split at its body's quotes: what precedes the body, and the body byte for byte. */
+const split = (definition: string, quote: string) => {
+  const start = definition.indexOf(quote)
+  const end = definition.lastIndexOf(quote)
+  expect(start, definition).toBeGreaterThanOrEqual(0)
+  expect(end, definition).toBeGreaterThan(start)
+  return { header: definition.slice(0, start), body: definition.slice(start + quote.length, end) }
+}
+
+/** A header as PostgreSQL prints it and as the module writes it, compared without layout or schema. */
+const normalise = (header: string) =>
+  header.toLowerCase().replaceAll("timestamp with time zone", "timestamptz").replaceAll("public.", "").replace(/\s+/g, "")
+
+const sourceFiles = (dir: string): ReadonlyArray<string> =>
+  Fs.readdirSync(dir, { recursive: true, encoding: "utf8" })
+    .filter((file) => file.endsWith(".ts"))
+    .map((file) => Path.join(dir, file))
+
+const migrationFiles = Fs.readdirSync(MIGRATIONS_DIR).filter((file) => file !== "index.ts").sort()
+
+describe("migration files", () => {
+  it("one file per migration, named <id>_<name>.ts, ids contiguous from 1", () => {
+    const parsed = migrationFiles.map((file) => {
+      const match = /^(\d{4})_([a-z0-9_]+)\.ts$/.exec(file)
+      expect(match, `${MIGRATIONS_DIR}/${file} is not named <4-digit id>_<name>.ts`).not.toBeNull()
+      return { id: Number(match?.[1]), key: file.slice(0, -".ts".length) }
+    })
+    expect(parsed.map(({ id }) => id)).toEqual(parsed.map((_, i) => i + 1))
+    // the index loads every file, under its own name, in file order
+    expect(Object.keys(migrations)).toEqual(parsed.map(({ key }) => key))
+    expect(migrationCount).toBe(parsed.length)
+  })
+
+  it.effect("the migrator applies them in id order, the ones applied so far under their recorded names", () =>
+    Effect.gen(function* () {
+      const resolved = (yield* loader).map(([id, name]) => [id, name])
+      expect(resolved.slice(0, applied.length)).toEqual(applied)
+      expect(resolved.map(([id]) => id)).toEqual(resolved.map((_, i) => i + 1))
+      expect(resolved.map(([id, name]) => `${String(id).padStart(4, "0")}_${name}.ts`)).toEqual(migrationFiles)
+    }))
+
+  it.effect("each key of the index is the default export of the file of that name", () =>
+    Effect.forEach(Object.entries(migrations), ([key, migration]) =>
+      Effect.gen(function* () {
+        const module: unknown = yield* Effect.promise(() =>
+          import(pathToFileURL(Path.resolve(MIGRATIONS_DIR, `${key}.ts`)).href)
+        )
+        expect(typeof module === "object" && module !== null && "default" in module ? module.default : undefined, key)
+          .toBe(migration)
+      })))
+
+  it("each function is created in exactly one file, its module, and its body is written nowhere else", () => {
+    const sources = new Map(sourceFiles("src").map((file) => [file, Fs.readFileSync(file, "utf8")]))
+    const creators = new Map<string, Array<string>>()
+    for (const [file, text] of sources) {
+      for (const match of text.matchAll(/CREATE\s+(?:OR\s+REPLACE\s+)?FUNCTION\s+([a-z_][a-z0-9_]*)\s*\(/gi)) {
+        const name = match[1]?.toLowerCase() ?? ""
+        creators.set(name, [...(creators.get(name) ?? []), file])
+      }
+    }
+    expect([...creators.keys()].sort()).toEqual(functions.map((f) => f.name).sort())
+    for (const f of functions) {
+      const module = Path.join(FUNCTIONS_DIR, `${f.name}.ts`)
+      expect(creators.get(f.name), f.name).toEqual([module])
+      expect(f.statement).toMatch(new RegExp(`^\\s*CREATE OR REPLACE FUNCTION ${f.name}\\(`))
+      const { body } = split(f.statement, "$$")
+      expect(Crypto.createHash("sha256").update(body).digest("hex"), `${f.name}'s body is not the one measured`)
+        .toBe(measured[f.name])
+      expect([...sources].filter(([, text]) => text.includes(body)).map(([file]) => file), f.name).toEqual([module])
+    }
+    for (const file of migrationFiles) {
+      expect(sources.get(Path.join(MIGRATIONS_DIR, file)), file).not.toContain("$$")
+    }
+  })
+})
+
+/** Every function of the database's public schema, as PostgreSQL prints its definition. */
+const definitions = Effect.flatMap(SqlClient.SqlClient, (sql) =>
+  sql<{ readonly name: string; readonly definition: string }>`
+    SELECT p.proname AS name, pg_get_functiondef(p.oid) AS definition
+    FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace ORDER BY p.proname`)
+
+const expectCurrentDefinitions = Effect.gen(function* () {
+  const rows = yield* definitions
+  expect(rows.map((row) => row.name)).toEqual(functions.map((f) => f.name).sort())
+  for (const f of functions) {
+    const stored = split(rows.find((row) => row.name === f.name)?.definition ?? "", "$function$")
+    const written = split(f.statement, "$$")
+    expect(stored.body, f.name).toBe(written.body)
+    expect(normalise(stored.header), f.name).toBe(normalise(written.header))
+  }
+})
+
+layer(TestDatabaseLive, { excludeTestServices: true })("a migrated database", (it) => {
+  it.effect("holds each function exactly as its module writes it", () => expectCurrentDefinitions)
+
+  it.effect("started again, applies nothing", () =>
+    Effect.gen(function* () {
+      expect(yield* migrate).toEqual([])
+    }))
+})
+
+describe("a database an earlier build left behind", () => {
+  it.scopedLive("left at 0004 with older bodies, ends with the current ones", () =>
+    Effect.gen(function* () {
+      const url = yield* freshDatabaseUrl
+      const upTo = (last: number) =>
+        Migrator.make({})({
+          loader: Effect.map(loader, (all) => all.filter(([id]) => id <= last)),
+          table: "gateway_migrations"
+        })
+      yield* Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        expect((yield* upTo(4)).map(([id]) => id)).toEqual([1, 2, 3, 4])
+        // what an earlier build had: the same signatures, other bodies
+        for (const f of [gatewayReserve, gatewayVoid]) {
+          const { body } = split(f.statement, "$$")
+          yield* sql.unsafe(f.statement.replace(body, "\n    BEGIN\n      RAISE EXCEPTION 'an older body';\n    END "))
+        }
+        const stale = yield* definitions
+        expect(stale.find((row) => row.name === "gateway_void")?.definition).toContain("an older body")
+        expect((yield* migrate).map(([id]) => id)).toEqual(Array.from({ length: migrationCount - 4 }, (_, i) => i + 5))
+        yield* expectCurrentDefinitions
+      }).pipe(Effect.provide(pgLayer(Redacted.make(url), { maxConnections: 2 })))
+    }))
+})

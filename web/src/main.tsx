@@ -1,0 +1,149 @@
+/**
+ * The dashboard: a Preact app over the Dashboard API. Routes are paths under /dashboard (the gateway serves
+ * the page for each); the session's ID token is kept in this tab's sessionStorage only. A Firebase session
+ * follows Firebase's user: each refreshed ID token replaces the session's, and Firebase's sign-out ends it.
+ */
+import "./styles.css"
+import { Option, Schema } from "effect"
+import { render } from "preact"
+import { useEffect, useMemo, useState } from "preact/hooks"
+import { type Api, loadFirebase, makeApi, type SignInConfig, signInConfig } from "./api.js"
+import { Betas } from "./pages/Betas.js"
+import { Connections } from "./pages/Connections.js"
+import { Keys } from "./pages/Keys.js"
+import { Overview } from "./pages/Overview.js"
+import { type Session, SignIn } from "./pages/SignIn.js"
+import { SpendCap } from "./pages/SpendCap.js"
+import { Usage } from "./pages/Usage.js"
+
+const PAGES = [
+  { path: "", title: "Overview", view: Overview },
+  { path: "keys", title: "Keys", view: Keys },
+  { path: "usage", title: "Usage", view: Usage },
+  { path: "connections", title: "Connections", view: Connections },
+  { path: "betas", title: "Betas", view: Betas },
+  { path: "spend-cap", title: "Spend cap", view: SpendCap }
+] as const
+
+const STORAGE = "tool-gateway.session"
+
+const routeOf = (pathname: string) => pathname.replace(/^\/dashboard\/?/, "").replace(/\/$/, "")
+
+const StoredSession = Schema.parseJson(Schema.Struct({
+  token: Schema.String,
+  who: Schema.optionalWith(Schema.String, { default: () => "" }),
+  firebase: Schema.optionalWith(Schema.Boolean, { default: () => false })
+}))
+
+/** This tab's session (a damaged entry is no session). */
+const loadSession = (): Session | null =>
+  Option.getOrNull(Schema.decodeUnknownOption(StoredSession)(sessionStorage.getItem(STORAGE)))
+
+const Shell = (props: { readonly session: Session; readonly api: Api; readonly onSignOut: (notice: string | null) => void }) => {
+  const [route, setRoute] = useState(routeOf(location.pathname))
+  const [orgName, setOrgName] = useState<string | null>(null)
+  useEffect(() => {
+    const onPop = () => setRoute(routeOf(location.pathname))
+    addEventListener("popstate", onPop)
+    return () => removeEventListener("popstate", onPop)
+  }, [])
+  // the session is checked once: a token that is refused signs out, with the gateway's reason
+  useEffect(() => {
+    void props.api.run((c) => c.dashboard.getOrg()).then((outcome) => {
+      if (outcome.ok) setOrgName(outcome.value.name)
+      else if (outcome.code !== "network") props.onSignOut(outcome.message)
+    })
+  }, [props.api])
+  // links inside the app change the route without loading the page again
+  const onClick = (e: MouseEvent) => {
+    const target = e.target
+    const link = target instanceof Element ? target.closest("a") : null
+    if (link === null || !link.pathname.startsWith("/dashboard") || link.origin !== location.origin || link.hasAttribute("download")) return
+    e.preventDefault()
+    history.pushState(null, "", link.pathname)
+    setRoute(routeOf(link.pathname))
+    scrollTo(0, 0)
+  }
+  const page = PAGES.find((p) => p.path === route) ?? PAGES[0]
+  const View = page.view
+  useEffect(() => {
+    document.title = `${page.title} · Tool Gateway`
+  }, [page])
+  return (
+    <div class="shell" onClick={onClick}>
+      <header class="top">
+        <a class="brand" href="/dashboard"><span class="logo" aria-hidden="true">T</span> Tool Gateway</a>
+        <span class="who">{orgName ?? ""}{props.session.who === "" ? "" : ` · ${props.session.who}`}</span>
+        <button type="button" class="link" onClick={() => props.onSignOut(null)}>Sign out</button>
+      </header>
+      <nav class="nav" aria-label="Dashboard">
+        {PAGES.map((p) => (
+          <a key={p.path} href={`/dashboard${p.path === "" ? "" : `/${p.path}`}`} aria-current={p === page ? "page" : undefined}>{p.title}</a>
+        ))}
+      </nav>
+      <main class="content">
+        <h1>{page.title}</h1>
+        <View key={page.path} api={props.api} />
+      </main>
+    </div>
+  )
+}
+
+const App = () => {
+  const [session, setSession] = useState<Session | null>(loadSession)
+  // a stored Firebase session waits for Firebase's user (and a fresh token) before any page uses it
+  const [resuming, setResuming] = useState(() => session?.firebase === true)
+  const [config, setConfig] = useState<SignInConfig | null>(null)
+  const [notice, setNotice] = useState<string | null>(null)
+  const api = useMemo(() => (session === null ? null : makeApi(session.token)), [session])
+  useEffect(() => () => void api?.dispose(), [api])
+  useEffect(() => {
+    if (session === null) sessionStorage.removeItem(STORAGE)
+    else sessionStorage.setItem(STORAGE, JSON.stringify(session))
+  }, [session])
+  useEffect(() => {
+    void signInConfig().then(setConfig)
+  }, [])
+  // Firebase's user is the session: signed in, each refreshed token, signed out
+  useEffect(() => {
+    if (config === null) return
+    const endFirebaseSession = () => {
+      setResuming(false)
+      setSession((current) => (current?.firebase === true ? null : current))
+    }
+    if (config.firebase === null) return endFirebaseSession()
+    let live = true
+    let unsubscribe = () => {}
+    loadFirebase(config.firebase).then((firebase) => {
+      if (!live) return
+      unsubscribe = firebase.onUser((user) => {
+        if (user === null) return endFirebaseSession()
+        setResuming(false)
+        setNotice(null)
+        setSession({ token: user.token, who: user.who, firebase: true })
+      })
+    }, endFirebaseSession)
+    return () => {
+      live = false
+      unsubscribe()
+    }
+  }, [config])
+
+  if (resuming) {
+    return <main class="signin"><p class="muted">Signing in…</p></main>
+  }
+  if (session === null || api === null) {
+    return <SignIn config={config} notice={notice} onSignedIn={(s) => {
+      setNotice(null)
+      setSession(s)
+    }} />
+  }
+  return <Shell session={session} api={api} onSignOut={(reason) => {
+    if (session.firebase && config !== null && config.firebase !== null) void loadFirebase(config.firebase).then((firebase) => firebase.signOut())
+    setNotice(reason)
+    setSession(null)
+  }} />
+}
+
+const root = document.getElementById("app")
+if (root !== null) render(<App />, root)

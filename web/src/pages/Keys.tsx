@@ -1,0 +1,231 @@
+/**
+ * API keys: create one (name, monthly spend limit, allowed tools, rate limit, expiry) and see the full key
+ * once; change a key's limits; revoke a key after a confirmation.
+ */
+import { Effect } from "effect"
+import { useState } from "preact/hooks"
+import type { Api } from "../api.js"
+import { Card, Field, formatTime, Loading, Problem, useLoad } from "../ui.js"
+
+interface KeyFields {
+  readonly name: string
+  readonly limit: string
+  readonly tools: ReadonlyArray<string>
+  readonly perSecond: string
+  readonly burst: string
+  readonly expires: string
+}
+
+const empty: KeyFields = { name: "", limit: "", tools: [], perSecond: "", burst: "", expires: "" }
+
+interface KeyRow {
+  readonly id: string
+  readonly name: string
+  readonly prefix: string
+  readonly created_at: string
+  readonly revoked_at: string | null
+  readonly last_used_at: string | null
+  readonly monthly_spend_limit: number | null
+  readonly allowed_tools: ReadonlyArray<string> | null
+  readonly month_spend: number
+  readonly rate_limit: { readonly per_second: number; readonly burst: number } | null
+  readonly expires_at: string | null
+}
+
+const fieldsOf = (k: KeyRow): KeyFields => ({
+  name: k.name,
+  limit: k.monthly_spend_limit === null ? "" : String(k.monthly_spend_limit),
+  tools: k.allowed_tools ?? [],
+  perSecond: k.rate_limit === null ? "" : String(k.rate_limit.per_second),
+  burst: k.rate_limit === null ? "" : String(k.rate_limit.burst),
+  expires: k.expires_at === null ? "" : k.expires_at.slice(0, 10)
+})
+
+/** What the API takes, from the form: an empty field is no limit. */
+const payloadOf = (f: KeyFields) => {
+  const perSecond = Number(f.perSecond)
+  const burst = f.burst.trim() === "" ? perSecond : Number(f.burst)
+  return {
+    name: f.name.trim(),
+    monthly_spend_limit: f.limit.trim() === "" ? null : Number(f.limit),
+    allowed_tools: f.tools.length === 0 ? null : f.tools,
+    rate_limit: f.perSecond.trim() === "" ? null : { per_second: perSecond, burst },
+    expires_at: f.expires === "" ? null : f.expires
+  }
+}
+
+const KeyForm = (props: {
+  readonly initial: KeyFields
+  readonly tools: ReadonlyArray<string>
+  readonly submitLabel: string
+  readonly onSubmit: (fields: KeyFields) => Promise<boolean>
+  readonly onCancel?: () => void
+}) => {
+  const [f, setF] = useState<KeyFields>(props.initial)
+  const [busy, setBusy] = useState(false)
+  const set = (patch: Partial<KeyFields>) => setF({ ...f, ...patch })
+  const toggle = (tool: string) => set({ tools: f.tools.includes(tool) ? f.tools.filter((t) => t !== tool) : [...f.tools, tool] })
+  return (
+    <form
+      class="form"
+      onSubmit={(e) => {
+        e.preventDefault()
+        setBusy(true)
+        void props.onSubmit(f).then((done) => {
+          setBusy(false)
+          if (done) setF(props.initial)
+        })
+      }}
+    >
+      <Field label="Name">
+        <input name="name" required maxLength={100} value={f.name} onInput={(e) => set({ name: e.currentTarget.value })} placeholder="e.g. production agent" />
+      </Field>
+      <div class="row">
+        <Field label="Monthly spend limit" hint="credits; empty: none">
+          <input name="limit" type="number" min={0} step={1} inputMode="numeric" value={f.limit} onInput={(e) => set({ limit: e.currentTarget.value })} />
+        </Field>
+        <Field label="Expires on" hint="empty: never">
+          <input name="expires" type="date" value={f.expires} onInput={(e) => set({ expires: e.currentTarget.value })} />
+        </Field>
+      </div>
+      <div class="row">
+        <Field label="Rate limit" hint="requests per second; empty: default">
+          <input name="per_second" type="number" min={1} step={1} inputMode="numeric" value={f.perSecond} onInput={(e) => set({ perSecond: e.currentTarget.value })} />
+        </Field>
+        <Field label="Burst" hint="empty: same as the rate">
+          <input name="burst" type="number" min={1} step={1} inputMode="numeric" value={f.burst} onInput={(e) => set({ burst: e.currentTarget.value })} />
+        </Field>
+      </div>
+      <details class="tools" open={f.tools.length > 0}>
+        <summary>Allowed tools: {f.tools.length === 0 ? "all" : f.tools.length}</summary>
+        <div class="checks">
+          {props.tools.map((tool) => (
+            <label key={tool} class="check">
+              <input type="checkbox" name="tool" value={tool} checked={f.tools.includes(tool)} onChange={() => toggle(tool)} /> {tool}
+            </label>
+          ))}
+        </div>
+      </details>
+      <div class="actions">
+        <button type="submit" class="primary" disabled={busy}>{props.submitLabel}</button>
+        {props.onCancel !== undefined && <button type="button" onClick={props.onCancel}>Cancel</button>}
+      </div>
+    </form>
+  )
+}
+
+/** The full key, shown once, with a copy button. */
+const NewKey = (props: { readonly name: string; readonly secret: string; readonly onDone: () => void }) => {
+  const [copied, setCopied] = useState(false)
+  return (
+    <div class="once" role="status">
+      <p><strong>{props.name}</strong>: copy this key now. It is shown only this once; the gateway keeps only its hash.</p>
+      <div class="secret">
+        <code data-testid="new-key">{props.secret}</code>
+        <button
+          type="button"
+          onClick={() => {
+            void navigator.clipboard.writeText(props.secret).then(() => setCopied(true), () => setCopied(false))
+          }}
+        >
+          {copied ? "Copied" : "Copy"}
+        </button>
+      </div>
+      <button type="button" onClick={props.onDone}>I have saved it</button>
+    </div>
+  )
+}
+
+export const Keys = (props: { readonly api: Api }) => {
+  const { state, reload } = useLoad(() =>
+    props.api.run((c) => Effect.all({ keys: c.dashboard.listKeys(), catalog: c.catalog.list() }, { concurrency: 2 })))
+  const [error, setError] = useState<{ readonly code: string; readonly message: string } | null>(null)
+  const [created, setCreated] = useState<{ readonly name: string; readonly secret: string } | null>(null)
+  const [editing, setEditing] = useState<string | null>(null)
+  const [revoking, setRevoking] = useState<string | null>(null)
+  if (state === null) return <Loading />
+  if (!state.ok) return <Problem error={state} />
+  const tools = state.value.catalog.data.map((t) => t.name)
+  const keys = state.value.keys.data
+
+  const create = async (f: KeyFields) => {
+    const p = payloadOf(f)
+    const outcome = await props.api.run((c) => c.dashboard.createKey({ payload: p }))
+    if (!outcome.ok) {
+      setError(outcome)
+      return false
+    }
+    setError(null)
+    setCreated({ name: outcome.value.name, secret: outcome.value.key })
+    reload()
+    return true
+  }
+  const update = async (id: string, f: KeyFields) => {
+    const outcome = await props.api.run((c) => c.dashboard.updateKey({ path: { id }, payload: payloadOf(f) }))
+    if (!outcome.ok) {
+      setError(outcome)
+      return false
+    }
+    setError(null)
+    setEditing(null)
+    reload()
+    return true
+  }
+  const revoke = async (id: string) => {
+    const outcome = await props.api.run((c) => c.dashboard.revokeKey({ path: { id } }))
+    setError(outcome.ok ? null : outcome)
+    setRevoking(null)
+    reload()
+  }
+
+  return (
+    <div class="grid">
+      <Card title="Create a key">
+        {created !== null
+          ? <NewKey name={created.name} secret={created.secret} onDone={() => setCreated(null)} />
+          : <KeyForm initial={empty} tools={tools} submitLabel="Create key" onSubmit={create} />}
+      </Card>
+      <Card title="Keys" wide>
+        <Problem error={error} />
+        {keys.length === 0 ? <p class="muted">No keys yet.</p> : (
+          <ul class="keys">
+            {keys.map((k) => (
+              <li key={k.id} class={k.revoked_at === null ? "key" : "key revoked"} data-key-id={k.id}>
+                <div class="key-head">
+                  <strong>{k.name}</strong> <code>{k.prefix}…</code>
+                  {k.revoked_at !== null && <span class="badge">revoked</span>}
+                  {k.revoked_at === null && k.expires_at !== null && <span class="badge soft">expires {k.expires_at.slice(0, 10)}</span>}
+                </div>
+                <dl class="key-facts">
+                  <div><dt>Month spend</dt><dd>{k.month_spend}{k.monthly_spend_limit === null ? "" : ` / ${k.monthly_spend_limit}`}</dd></div>
+                  <div><dt>Tools</dt><dd>{k.allowed_tools === null ? "all" : k.allowed_tools.join(", ")}</dd></div>
+                  <div><dt>Rate</dt><dd>{k.rate_limit === null ? "default" : `${k.rate_limit.per_second}/s, burst ${k.rate_limit.burst}`}</dd></div>
+                  <div><dt>Last used</dt><dd>{formatTime(k.last_used_at)}</dd></div>
+                  <div><dt>Created</dt><dd>{formatTime(k.created_at)}</dd></div>
+                </dl>
+                {k.revoked_at === null && editing !== k.id && revoking !== k.id && (
+                  <div class="actions">
+                    <button type="button" onClick={() => setEditing(k.id)}>Edit limits</button>
+                    <button type="button" class="danger" onClick={() => setRevoking(k.id)}>Revoke</button>
+                  </div>
+                )}
+                {editing === k.id && (
+                  <KeyForm initial={fieldsOf(k)} tools={tools} submitLabel="Save" onSubmit={(f) => update(k.id, f)} onCancel={() => setEditing(null)} />
+                )}
+                {revoking === k.id && (
+                  <div class="confirm" role="alertdialog" aria-label={`Revoke ${k.name}`}>
+                    <p>Revoke <strong>{k.name}</strong>? Every request with it fails from now on. This cannot be undone.</p>
+                    <div class="actions">
+                      <button type="button" class="danger" onClick={() => void revoke(k.id)}>Yes, revoke</button>
+                      <button type="button" onClick={() => setRevoking(null)}>Cancel</button>
+                    </div>
+                  </div>
+                )}
+              </li>
+            ))}
+          </ul>
+        )}
+      </Card>
+    </div>
+  )
+}

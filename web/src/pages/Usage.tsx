@@ -1,0 +1,145 @@
+/** The usage log: filter by key, tool, status and dates; page through it; download what matches as CSV. */
+import { Effect } from "effect"
+import { useState } from "preact/hooks"
+import type { Api } from "../api.js"
+import { Card, Field, formatTime, Loading, Problem, useLoad } from "../ui.js"
+
+interface Filters {
+  readonly key_id: string
+  readonly tool: string
+  readonly status: "" | "ok" | "error"
+  readonly from: string
+  readonly to: string
+}
+
+const none: Filters = { key_id: "", tool: "", status: "", from: "", to: "" }
+
+/** The filters as query parameters: empty ones left out; `to` is a whole day, so the next day's start. */
+const paramsOf = (f: Filters) => ({
+  ...(f.key_id === "" ? {} : { key_id: f.key_id }),
+  ...(f.tool === "" ? {} : { tool: f.tool }),
+  ...(f.status === "" ? {} : { status: f.status }),
+  ...(f.from === "" ? {} : { from: f.from }),
+  ...(f.to === "" ? {} : { to: new Date(Date.parse(`${f.to}T00:00:00Z`) + 86_400_000).toISOString() })
+})
+
+const PAGE = 25
+
+export const Usage = (props: { readonly api: Api }) => {
+  const [draft, setDraft] = useState<Filters>(none)
+  const [filters, setFilters] = useState<Filters>(none)
+  // the cursors of the pages before this one (for "Newer")
+  const [cursors, setCursors] = useState<ReadonlyArray<string | undefined>>([undefined])
+  const cursor = cursors[cursors.length - 1]
+  const [error, setError] = useState<{ readonly code: string; readonly message: string } | null>(null)
+  const lists = useLoad(() =>
+    props.api.run((c) => Effect.all({ keys: c.dashboard.listKeys(), catalog: c.catalog.list() }, { concurrency: 2 })))
+  const page = useLoad(
+    () => props.api.run((c) => c.dashboard.usage({ urlParams: { ...paramsOf(filters), limit: PAGE, ...(cursor === undefined ? {} : { cursor }) } })),
+    [filters, cursor]
+  )
+  const set = (patch: Partial<Filters>) => setDraft({ ...draft, ...patch })
+
+  const download = () =>
+    void props.api.run((c) => c.dashboard.usage({ urlParams: { ...paramsOf(filters), format: "csv" } })).then((outcome) => {
+      if (!outcome.ok) return setError(outcome)
+      if (typeof outcome.value !== "string") return setError({ code: "internal_error", message: "The export was not CSV." })
+      setError(null)
+      const link = document.createElement("a")
+      link.href = URL.createObjectURL(new Blob([outcome.value], { type: "text/csv" }))
+      link.download = "usage.csv"
+      document.body.append(link)
+      link.click()
+      link.remove()
+      setTimeout(() => URL.revokeObjectURL(link.href), 10_000)
+    })
+
+  const keys = lists.state?.ok === true ? lists.state.value.keys.data : []
+  const tools = lists.state?.ok === true ? lists.state.value.catalog.data.map((t) => t.name) : []
+  const result = page.state
+  const records = result?.ok === true && typeof result.value !== "string" ? result.value : undefined
+
+  return (
+    <Card title="Usage" wide>
+      <form
+        class="form filters"
+        onSubmit={(e) => {
+          e.preventDefault()
+          setFilters(draft)
+          setCursors([undefined])
+        }}
+      >
+        <Field label="Key">
+          <select name="key_id" value={draft.key_id} onChange={(e) => set({ key_id: e.currentTarget.value })}>
+            <option value="">All keys</option>
+            {keys.map((k) => <option key={k.id} value={k.id}>{k.name} ({k.prefix}…)</option>)}
+          </select>
+        </Field>
+        <Field label="Tool">
+          <select name="tool" value={draft.tool} onChange={(e) => set({ tool: e.currentTarget.value })}>
+            <option value="">All tools</option>
+            {tools.map((t) => <option key={t} value={t}>{t}</option>)}
+          </select>
+        </Field>
+        <Field label="Status">
+          <select
+            name="status"
+            value={draft.status}
+            onChange={(e) => {
+              const v = e.currentTarget.value
+              set({ status: v === "ok" || v === "error" ? v : "" })
+            }}
+          >
+            <option value="">Any</option>
+            <option value="ok">Succeeded</option>
+            <option value="error">Failed</option>
+          </select>
+        </Field>
+        <Field label="From">
+          <input name="from" type="date" value={draft.from} onInput={(e) => set({ from: e.currentTarget.value })} />
+        </Field>
+        <Field label="To">
+          <input name="to" type="date" value={draft.to} onInput={(e) => set({ to: e.currentTarget.value })} />
+        </Field>
+        <div class="actions">
+          <button type="submit" class="primary">Apply</button>
+          <button type="button" onClick={download}>Download CSV</button>
+        </div>
+      </form>
+      <Problem error={error} />
+      {result === null ? <Loading /> : !result.ok ? <Problem error={result} /> : records === undefined ? null : (
+        <>
+          {records.data.length === 0 ? <p class="muted">No calls match.</p> : (
+            <div class="scroll">
+              <table class="usage">
+                <thead>
+                  <tr><th>Time</th><th>Tool</th><th>Outcome</th><th class="num">Credits</th><th class="num">ms</th><th>Key</th><th>Request</th></tr>
+                </thead>
+                <tbody>
+                  {records.data.map((r) => (
+                    <tr key={r.id}>
+                      <td class="nowrap">{formatTime(r.time)}</td>
+                      <td><code>{r.tool}</code></td>
+                      <td><span class={r.status < 400 ? "badge ok" : "badge"}>{r.status} {r.code}</span></td>
+                      <td class="num">{r.credits}</td>
+                      <td class="num">{r.latency_ms}</td>
+                      <td><code>{keys.find((k) => k.id === r.key_id)?.name ?? r.key_id}</code></td>
+                      <td><code class="small">{r.request_id}</code></td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </div>
+          )}
+          <div class="actions pager">
+            <button type="button" disabled={cursors.length <= 1} onClick={() => setCursors(cursors.slice(0, -1))}>Newer</button>
+            <button type="button" disabled={records.next_cursor === null} onClick={() => {
+              const next = records.next_cursor
+              if (next !== null) setCursors([...cursors, next])
+            }}>Older</button>
+          </div>
+        </>
+      )}
+    </Card>
+  )
+}

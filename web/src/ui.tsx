@@ -1,0 +1,48 @@
+/** Small building blocks shared by the pages. */
+import type { ComponentChildren } from "preact"
+import { useEffect, useState } from "preact/hooks"
+import type { Outcome } from "./api.js"
+
+export const formatCredits = (n: number) => n.toLocaleString("en-US")
+
+export const formatTime = (iso: string | null) => (iso === null ? "—" : iso.replace("T", " ").slice(0, 16) + " UTC")
+
+export const Card = (props: { readonly title?: string; readonly children: ComponentChildren; readonly wide?: boolean }) => (
+  <section class={props.wide === true ? "card wide" : "card"}>
+    {props.title !== undefined && <h2>{props.title}</h2>}
+    {props.children}
+  </section>
+)
+
+export const Problem = (props: { readonly error: { readonly code: string; readonly message: string } | null }) =>
+  props.error === null ? null : (
+    <p class="problem" role="alert">
+      <code>{props.error.code}</code> {props.error.message}
+    </p>
+  )
+
+export const Field = (props: { readonly label: string; readonly hint?: string; readonly children: ComponentChildren }) => (
+  <label class="field">
+    <span class="label">{props.label}</span>
+    {props.children}
+    {props.hint !== undefined && <span class="hint">{props.hint}</span>}
+  </label>
+)
+
+/** Load something when the page opens (and again when `deps` change); `reload` loads it again. */
+export const useLoad = <A,>(load: () => Promise<Outcome<A>>, deps: ReadonlyArray<unknown> = []) => {
+  const [state, setState] = useState<Outcome<A> | null>(null)
+  const [round, setRound] = useState(0)
+  useEffect(() => {
+    let live = true
+    void load().then((outcome) => {
+      if (live) setState(outcome)
+    })
+    return () => {
+      live = false
+    }
+  }, [...deps, round])
+  return { state, reload: () => setRound((n) => n + 1) }
+}
+
+export const Loading = () => <p class="muted">Loading…</p>

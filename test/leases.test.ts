@@ -66,7 +66,9 @@ layer(gatewayLayer(), { excludeTestServices: true })("hold leases across two pro
     Effect.gen(function* () {
       const env = yield* shortLease
       const u = yield* TestUpstreams
-      const [a] = yield* Effect.all([serve([], env), serve([], env)], { concurrency: 2 })
+      // a sweeps without pause, so it is most likely stopped in the middle of a sweep: that must not keep b from
+      // sweeping (a sweep is one statement, its lock is never held between statements)
+      const [a] = yield* Effect.all([serve([], { ...env, SWEEP_INTERVAL_MS: "1" }), serve([], env)], { concurrency: 2 })
       const { key, orgId } = yield* givenOrg({ credits: 10 })
       u.itunes.reset()
       u.itunes.fault({ delayMs: 2_500, times: 1, status: 200, body: { resultCount: 0, results: [] } })

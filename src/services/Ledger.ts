@@ -83,7 +83,6 @@ const ResolveCall = Schema.Struct({ holdId: Schema.Number, charge: Schema.NullOr
 type ResolveCall = typeof ResolveCall.Type
 const Resolved = Schema.Struct({ ord: Schema.Number, done: Schema.Boolean })
 const Count = Schema.Struct({ n: Schema.Number })
-const Locked = Schema.Struct({ locked: Schema.Boolean })
 const Pending = Schema.Struct({ count: Schema.Number, amount: Schema.Number })
 
 
@@ -217,18 +216,15 @@ export const make = Effect.gen(function* () {
       return yield* resolutions.run({ holdId: hold.id, charge: null, now })
     }).pipe(traced("Ledger.void"))
 
-  const tryLock = SqlSchema.single({
-    Request: Schema.Void,
-    Result: Locked,
-    execute: () => sql`SELECT pg_try_advisory_xact_lock(${SWEEP_LOCK}) AS locked`
-  })
-
   const voidWhere = (now: number, filter: "expired" | { readonly orgId: OrgId; readonly requestId: string }) =>
     Effect.gen(function* () {
       // In the ledger's one lock order (org, then key), skipping holds a batch has locked (it resolves them):
       // so a sweep never waits for a batch that waits for it.
+      // A sweep is one statement: the lock that keeps sweepers from doing the same work twice is taken and
+      // let go inside it, so a process stopped between statements (a debugger, a stalled VM) holds nothing.
       const candidates = filter === "expired"
-        ? sql`SELECT id FROM holds WHERE status = 'pending' AND lease_until < ${toDate(now)}
+        ? sql`SELECT id FROM holds WHERE (SELECT pg_try_advisory_xact_lock(${SWEEP_LOCK}))
+                AND status = 'pending' AND lease_until < ${toDate(now)}
               ORDER BY org_id, key_id, id LIMIT 1000 FOR UPDATE SKIP LOCKED`
         : sql`SELECT id FROM holds WHERE status = 'pending' AND org_id = ${filter.orgId}
                 AND request_id = ${filter.requestId} ORDER BY key_id, id FOR UPDATE SKIP LOCKED`
@@ -245,10 +241,7 @@ export const make = Effect.gen(function* () {
 
   const sweep = Effect.gen(function* () {
     const now = yield* nowMillis
-    return yield* sql.withTransaction(Effect.gen(function* () {
-      if (!(yield* tryLock(undefined)).locked) return 0
-      return yield* voidWhere(now, "expired")
-    }))
+    return yield* voidWhere(now, "expired")
   }).pipe(Effect.orDie, traced("Ledger.sweep"))
 
   const pendingHolds = SqlSchema.single({

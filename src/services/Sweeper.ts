@@ -2,7 +2,7 @@
  * Housekeeping for the life of the server: every `SWEEP_INTERVAL_MS`, void the holds whose request died
  * (their lease expired) and delete Idempotency-Key records and artifacts past their retention, and Bluesky
  * sessions that can no longer be renewed. Safe on many processes:
- * one sweep at a time holds the lock, the others skip. A failed sweep is logged and tried again next time.
+ * one sweep at a time takes the lock, the others skip; a sweep is one statement, so a stopped process holds no lock. A failed sweep is logged and tried again next time.
  */
 import { Duration, Effect, Layer, Schedule } from "effect"
 import { Artifacts } from "./Artifacts.js"

@@ -15,9 +15,12 @@
  * - The stack is fixed (effect, @effect/platform, @effect/sql): src/ may not import another HTTP framework,
  *   ORM or validation library, nor anything's `internal` modules, nor test/ (which is not in the package).
  * - `@effect/eslint-plugin` (0.3.x exports exactly two rules): `no-import-from-barrel-package` is on for
- *   `@effect/opentelemetry`, whose index loads every SDK flavour (web and node) and their optional peers;
- *   src/ already imports its modules one by one. It is off for `effect` itself, whose barrel
- *   (`import { Effect } from "effect"`) is the documented style used throughout and costs a server nothing.
+ *   `@effect/opentelemetry`, whose index loads every SDK flavour (web and node) and their optional peers,
+ *   and in src/ also for `effect`, `@effect/platform`, `@effect/platform-node`, `@effect/sql`, `@effect/cli`
+ *   and `@effect/experimental`: an index loads every module of its package, and `@effect/platform`'s holds
+ *   the `/docs` page's Scalar and Swagger UI bundles (about 20 MB of a process's idle memory); src/ imports
+ *   each module by its own path (`import * as Effect from "effect/Effect"`). Tests and benchmarks may use
+ *   the barrels (the documented style).
  *   `@effect/dprint` is off: it runs a formatter inside the lint (slow) and the code has no formatter
  *   configuration to agree with.
  * - Unused variables are errors; a name starting with `_` is deliberately unused, and destructuring a
@@ -79,6 +82,12 @@ export default tseslint.config(
     files: ["src/**/*.ts"],
     rules: {
       "@typescript-eslint/no-non-null-assertion": "error",
+      "@effect/no-import-from-barrel-package": ["error", {
+        packageNames: [
+          "effect", "@effect/platform", "@effect/platform-node", "@effect/sql", "@effect/cli", "@effect/experimental",
+          "@effect/opentelemetry"
+        ]
+      }],
       "no-restricted-syntax": ["error", ...wallClock],
       "no-restricted-imports": ["error", {
         paths: [

@@ -127,6 +127,26 @@ const measure = async (name: string, target: Target, pid?: number | undefined): 
 
 const r3 = (n: number) => n.toFixed(3)
 
+interface Memory {
+  readonly rssMb: number
+  readonly heapUsedMb: number
+  readonly heapTotalMb: number
+}
+
+/** The gateway's `tool_gateway_process_memory_bytes` gauges, in MB. */
+const memoryOf = async (port: number): Promise<Memory> => {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text()
+  const mb = (kind: string) => {
+    const line = text.split("\n").find((l) => l.startsWith(`tool_gateway_process_memory_bytes{kind="${kind}"`))
+    return Math.round(Number(line?.split(" ").pop() ?? "0") / 2 ** 20)
+  }
+  return { rssMb: mb("rss"), heapUsedMb: mb("heap_used"), heapTotalMb: mb("heap_total") }
+}
+
+const describeMemory = (m: Memory) => `RSS ${m.rssMb} MB, V8 heap ${m.heapUsedMb} MB used of ${m.heapTotalMb} MB`
+
+let idle: Memory | undefined
+
 // ---------------------------------------------------------------------------------------------------------
 // report
 
@@ -171,6 +191,11 @@ const main = async () => {
     ])
     const body = JSON.stringify({ query: "notes", limit: 3 })
     const tool = `http://127.0.0.1:${gateway.port}/v1/mobile_app_search`
+    // memory idle: started, migrated, no call yet (the gateway's own gauges, read at a scrape)
+    await sleep(2000)
+    idle = await memoryOf(gateway.port)
+    notes.push(`Idle (started, no call yet): ${describeMemory(idle)}.`)
+    console.error(`  ${notes[notes.length - 1]}`)
     const jitWarmup = (port: number) =>
       jitWarmupSeconds > 0 && (words === undefined || words.some((w) => w.startsWith("gateway") || w === "workers" || w === "heap"))
         ? load({
@@ -277,6 +302,9 @@ const main = async () => {
     }
 
     if (rssSeconds > 0 && selected("rss")) await rssRun(gateway, "")
+    const after = await memoryOf(gateway.port)
+    notes.push(`After the load (the scenarios above on one process): ${describeMemory(after)}.`)
+    console.error(`  ${notes[notes.length - 1]}`)
     await stop(gateway)
 
     if (selected("gateway-heap")) {
@@ -358,6 +386,7 @@ const report = (rows: ReadonlyArray<Row>, notes: ReadonlyArray<string>, started:
   }
   const rss = Math.max(0, ...rows.filter((r) => r.name.startsWith("gateway") && r.name !== "gateway-2-workers" && r.name !== "gateway-heap-128")
     .map((r) => r.figures.rssMb ?? 0))
+  if (idle !== undefined) targets.push({ target: "RSS idle ≤ 120 MB (V8 defaults)", measured: `${idle.rssMb} MB`, met: idle.rssMb <= 120 })
   if (rss > 0) targets.push({ target: "RSS under max throughput ≤ 200 MB (V8 defaults)", measured: `${rss} MB`, met: rss <= 200 })
   const bounded = get("gateway-heap-128")?.rssMb
   if (bounded !== undefined) {

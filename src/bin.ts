@@ -2,9 +2,14 @@
 /**
  * The `tool-gateway` command.
  */
-import { ValidationError } from "@effect/cli"
-import { NodeContext, NodeRuntime } from "@effect/platform-node"
-import { Console, Effect, Layer, Logger, LogLevel } from "effect"
+import * as ValidationError from "@effect/cli/ValidationError"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
+import * as LogLevel from "effect/LogLevel"
 import Cluster from "node:cluster"
 import { cli } from "./cli/main.js"
 import { argumentMistake, describeStartupError } from "./cli/errors.js"

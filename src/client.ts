@@ -24,16 +24,21 @@
  * }).pipe(Effect.provide(ToolGatewayClient.layer({ baseUrl: "http://127.0.0.1:8787", apiKey })))
  * ```
  */
-import {
-  FetchHttpClient,
-  type HttpApiError,
-  HttpApiClient,
-  HttpClient,
-  type HttpClientError,
-  HttpClientRequest,
-  HttpClientResponse
-} from "@effect/platform"
-import { Context, Effect, FiberRef, Layer, Option, type ParseResult, Redacted, Schema } from "effect"
+import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
+import type * as HttpApiError from "@effect/platform/HttpApiError"
+import * as HttpApiClient from "@effect/platform/HttpApiClient"
+import * as HttpClient from "@effect/platform/HttpClient"
+import type * as HttpClientError from "@effect/platform/HttpClientError"
+import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
+import * as HttpClientResponse from "@effect/platform/HttpClientResponse"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type * as ParseResult from "effect/ParseResult"
+import * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
 import { Api, IDEMPOTENCY_HEADER } from "./http/Api.js"
 
 export * from "./domain/errors.js"

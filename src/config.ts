@@ -5,7 +5,13 @@
  * the defaults of tests and in-process use (`configLayer`) come from running the same `Config` on an empty
  * environment. A zero where zero means nothing (a timeout, a size) is refused at start-up with one line.
  */
-import { Config, ConfigProvider, Context, Effect, Layer, Option, Redacted } from "effect"
+import * as Config from "effect/Config"
+import * as ConfigProvider from "effect/ConfigProvider"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
 
 // -- building blocks ----------------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 /**
  * The services composed: everything a running gateway needs, given its configuration.
  */
-import { Layer } from "effect"
+import * as Layer from "effect/Layer"
 import { DatabaseLive } from "./db/Database.js"
 import { ArtifactsLive } from "./services/Artifacts.js"
 import { AuthenticationLive } from "./services/Authentication.js"

@@ -23,8 +23,12 @@
  * }).pipe(Effect.provide(testLayer({ databaseUrl: "postgres://postgres@127.0.0.1:5432/my_app_test" })))
  * ```
  */
-import { HttpServer } from "@effect/platform"
-import { Context, Effect, Layer, Option, Redacted } from "effect"
+import * as HttpServer from "@effect/platform/HttpServer"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
 import { type ConfigOverrides, configLayer } from "./config.js"
 import { HttpServerLive } from "./http/server.js"
 import { GatewayLive } from "./layers.js"

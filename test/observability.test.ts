@@ -138,6 +138,12 @@ layer(gatewayLayer(), { excludeTestServices: true })("health and metrics", (it) 
       // shared state: no call in flight now, and this process's pool
       expect(valueOf(samples, "tool_gateway_holds_outstanding")).toBe(0)
       expect(valueOf(samples, "tool_gateway_db_pool_connections", { state: "total" })).toBeGreaterThan(0)
+      // this process's memory, as the OS and V8 see it
+      const memory = (kind: string) => valueOf(samples, "tool_gateway_process_memory_bytes", { kind })
+      expect(memory("rss")).toBeGreaterThan(10 * 2 ** 20)
+      expect(memory("heap_used")).toBeGreaterThan(2 ** 20)
+      expect(memory("heap_used")).toBeLessThanOrEqual(memory("heap_total"))
+      expect(memory("external")).toBeGreaterThan(0)
     }))
 
   it.effect("/metrics counts rate-limit rejections", () =>

@@ -1,8 +1,9 @@
 /**
  * One line for each way the gateway can fail to start.
  */
-import { HelpDoc, ValidationError } from "@effect/cli"
-import { ConfigError } from "effect"
+import * as HelpDoc from "@effect/cli/HelpDoc"
+import * as ValidationError from "@effect/cli/ValidationError"
+import * as ConfigError from "effect/ConfigError"
 import * as Util from "node:util"
 
 const tagOf = (u: unknown): string | undefined =>

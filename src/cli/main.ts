@@ -3,8 +3,16 @@
  * database in `GATEWAY_DATA_DIR` (joining the running server's, or starting it for the command).
  * `--json` prints machine-readable output.
  */
-import { Command, HelpDoc, Options, ValidationError } from "@effect/cli"
-import { Console, Effect, Either, Layer, Option, Redacted } from "effect"
+import * as Command from "@effect/cli/Command"
+import * as HelpDoc from "@effect/cli/HelpDoc"
+import * as Options from "@effect/cli/Options"
+import * as ValidationError from "@effect/cli/ValidationError"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
 import { migrate } from "../db/migrations/index.js"
 import { DatabaseLive } from "../db/Database.js"
 import { parseCredits } from "../domain/credits.js"

@@ -8,8 +8,15 @@
  * it, restarts a worker that dies, and on SIGTERM or SIGINT stops them all (each drains its in-flight
  * calls) before it stops the database and exits.
  */
-import { HttpServer } from "@effect/platform"
-import { Console, Data, Deferred, Duration, Effect, Layer, Option, Redacted } from "effect"
+import * as HttpServer from "@effect/platform/HttpServer"
+import * as Console from "effect/Console"
+import * as Data from "effect/Data"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
 import Cluster from "node:cluster"
 import { databaseUrl, MigrationsLive, pgLayer } from "../db/Database.js"
 import { HttpServerLive } from "../http/server.js"

@@ -3,7 +3,10 @@
  * without `NO_COLOR` (https://no-color.org), log lines as JSON unless a person reads them, and `--json`
  * output that a program can parse whatever went wrong.
  */
-import { Console, Effect, Layer, Logger } from "effect"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
 import * as Util from "node:util"
 
 /** Whether the command was asked for machine-readable output (every command takes `--json`). */

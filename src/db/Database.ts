@@ -3,10 +3,15 @@
  * Migrations run when the layer is built.
  */
 import { PgClient } from "@effect/sql-pg"
-import type { SqlClient } from "@effect/sql"
+import type * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
 import type { MigrationError } from "@effect/sql/Migrator"
-import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
 import Pg from "pg"
 import { ServerConfig } from "../config.js"
 import { type EmbeddedPostgresError, startEmbedded } from "./embedded.js"

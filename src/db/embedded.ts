@@ -13,7 +13,11 @@
  * while the CLI runs; or a server that was killed) connects to it instead of starting another, and leaves
  * it running when it exits.
  */
-import { Data, Effect, Redacted, Schema, type Scope } from "effect"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
 import * as Child from "node:child_process"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs/promises"

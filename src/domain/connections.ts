@@ -2,7 +2,7 @@
  * What each account provider needs to act on the org's own account, as the credentials of a connection.
  * Validated when a connection is created; stored encrypted; decoded again for each call.
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 import { HttpUrl, NonEmpty, opt, strict } from "./schema-helpers.js"
 
 const HeaderName = Schema.String.pipe(

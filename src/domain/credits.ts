@@ -7,7 +7,8 @@
  * A JSON body cannot smuggle a larger value in by rounding: 9007199254740993 parses as 9007199254740992,
  * which is itself out of range.
  */
-import { Either, Schema } from "effect"
+import * as Either from "effect/Either"
+import * as Schema from "effect/Schema"
 
 export const MAX_CREDITS = Number.MAX_SAFE_INTEGER
 

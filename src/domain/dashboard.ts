@@ -2,7 +2,8 @@
  * Request and response shapes of the dashboard API (signed in with an ID token): connections, keys, the
  * org's balance and spend cap, beta tools, and the usage log.
  */
-import { ParseResult, Schema } from "effect"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
 import { AccountProviderSchema } from "./connections.js"
 import { Credits } from "./credits.js"
 import { NonEmpty, opt, strict } from "./schema-helpers.js"

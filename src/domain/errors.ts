@@ -5,7 +5,7 @@
  * from which the HTTP API declares its errors — so the compiler proves, say, that a dashboard route cannot
  * answer `insufficient_credits`.
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 // Fields shared by the errors that tell the caller when to come back (seconds, for `Retry-After`).
 const retryAfter = { retryAfter: Schema.optional(Schema.Number) }

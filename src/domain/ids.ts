@@ -2,7 +2,7 @@
  * Identifiers. Org, key and request ids are random base62 strings behind a short prefix; API keys are
  * `tg_` followed by 32 base62 characters.
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 export const OrgId = Schema.String.pipe(Schema.brand("OrgId"))
 export type OrgId = typeof OrgId.Type

@@ -1,7 +1,7 @@
 /**
  * Schema decode failures, said in one line: the first problem as `field: message`.
  */
-import { ParseResult } from "effect"
+import * as ParseResult from "effect/ParseResult"
 
 /** A field path as `a.b[2].c` ("" for the value itself). */
 export const formatPath = (path: ReadonlyArray<PropertyKey>) =>

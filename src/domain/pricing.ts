@@ -2,7 +2,7 @@
  * Prices are data. A tool is priced per call, per block of results, or per block of characters; the
  * reservation covers the most the input can cost, the charge what the output delivered (never more).
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 export const Price = Schema.Union(
   Schema.Struct({ unit: Schema.Literal("call"), credits: Schema.Int.pipe(Schema.nonNegative()) }),

@@ -1,7 +1,7 @@
 /**
  * Small schema building blocks shared by the tool inputs and the connection credentials.
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 /** A struct that refuses properties it does not name. */
 export const strict = <F extends Schema.Struct.Fields>(fields: F, identifier: string, description: string) =>

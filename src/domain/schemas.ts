@@ -2,7 +2,7 @@
  * Input and output schemas of every tool. Inputs follow the API contract's tables exactly:
  * required fields, integer ranges, and extra properties only where the contract allows them.
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 import { HttpUrl, intBetween, JsonObject, NonEmpty, numberBetween, open, opt, strict } from "./schema-helpers.js"
 

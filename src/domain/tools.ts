@@ -2,7 +2,7 @@
  * The tool catalog: every tool of the API contract with its input and output schema, whether it runs
  * on the caller's own provider account, whether it is beta, whether it reads or writes, and its price.
  */
-import type { Schema } from "effect"
+import type * as Schema from "effect/Schema"
 import type { AccountProvider, Credentials } from "./connections.js"
 import type { CredentialRequired } from "./errors.js"
 import type { Price } from "./pricing.js"

@@ -4,8 +4,15 @@
  * `internal_error` — as envelopes, from the groups of `src/domain/errors.ts`: a handler that could fail
  * otherwise does not compile, and each operation documents exactly its own error statuses.
  */
-import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema, HttpApiSecurity, OpenApi } from "@effect/platform"
-import { Context, Schema } from "effect"
+import * as HttpApi from "@effect/platform/HttpApi"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as HttpApiMiddleware from "@effect/platform/HttpApiMiddleware"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
+import * as HttpApiSecurity from "@effect/platform/HttpApiSecurity"
+import * as OpenApi from "@effect/platform/OpenApi"
+import * as Context from "effect/Context"
+import * as Schema from "effect/Schema"
 import { AccountProviderSchema } from "../domain/connections.js"
 import * as D from "../domain/dashboard.js"
 import { Price } from "../domain/pricing.js"

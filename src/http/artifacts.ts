@@ -5,8 +5,10 @@
  * list of ETags, weak ones, or `*`. The file never runs as a page of the gateway's origin: `nosniff` and a
  * sandboxing `Content-Security-Policy`.
  */
-import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Effect } from "effect"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as Effect from "effect/Effect"
 import { RangeNotSatisfiable } from "../domain/errors.js"
 import { Artifacts } from "../services/Artifacts.js"
 import { Api, CurrentCaller } from "./Api.js"

@@ -2,8 +2,8 @@
  * `GET /v1/tools`: every tool with its input schema (JSON Schema), output schema, price, whether it needs a
  * connection, whether it is beta, and whether it is configured on this gateway.
  */
-import { HttpApiBuilder } from "@effect/platform"
-import { Effect } from "effect"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as Effect from "effect/Effect"
 import { catalog, toolNames } from "../domain/tools.js"
 import { ProviderRegistry } from "../services/ProviderRegistry.js"
 import { Pricing } from "../services/Pricing.js"

@@ -1,8 +1,13 @@
 /**
  * Dashboard handlers: thin adapters over the services, scoped to the signed-in user's org.
  */
-import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Effect, Layer, Option, Redacted } from "effect"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
 import { instantMillis, SUMMARY_MAX_DAYS, USAGE_CSV_COLUMNS, USAGE_CSV_MAX } from "../domain/dashboard.js"
 import { InvalidRequest, NotFound } from "../domain/errors.js"
 import { KeyId } from "../domain/ids.js"

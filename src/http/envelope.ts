@@ -4,18 +4,21 @@
  * routes, wrong methods) and defects, and answers each with the envelope, its status and its headers.
  * It also stamps every response with `X-Request-Id`.
  */
-import {
-  FileSystem,
-  HttpApiBuilder,
-  HttpApiError,
-  type HttpApp,
-  HttpIncomingMessage,
-  HttpServerError,
-  HttpServerRequest,
-  HttpServerResponse
-} from "@effect/platform"
-import { NodeHttpServerRequest } from "@effect/platform-node"
-import { Cause, Effect, Exit, FiberRef, LogLevel, Option } from "effect"
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpApiError from "@effect/platform/HttpApiError"
+import type * as HttpApp from "@effect/platform/HttpApp"
+import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
+import * as HttpServerError from "@effect/platform/HttpServerError"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as FiberRef from "effect/FiberRef"
+import * as LogLevel from "effect/LogLevel"
+import * as Option from "effect/Option"
 import {
   envelope,
   envelopeOf,

@@ -1,8 +1,11 @@
 /**
  * Tool handlers: thin adapters from a decoded request to `Gateway.run` and from its outcome to a response.
  */
-import { HttpApiBuilder, type HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Effect, Layer } from "effect"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import { InvalidRequest, UnknownTool } from "../domain/errors.js"
 import { isToolName, type ToolInput, type ToolName } from "../domain/tools.js"
 import { Gateway, type Outcome } from "../services/Gateway.js"

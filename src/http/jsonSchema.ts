@@ -6,7 +6,8 @@
  * filters (`"title": "between(1, 100)"`, `"description": "an integer"`), and named parts that say nothing but
  * a type (`Int`). The descriptions written in `src/domain/` stay.
  */
-import { JSONSchema, type SchemaAST } from "effect"
+import * as JSONSchema from "effect/JSONSchema"
+import type * as SchemaAST from "effect/SchemaAST"
 
 type Json = Record<string, unknown>
 

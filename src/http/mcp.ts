@@ -15,9 +15,17 @@
  * The transport is the official MCP SDK's web-standard one, fed the message the gateway already parsed and
  * checked like every other JSON body (size, depth, one object: no batches).
  */
-import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import type { CallToolResult, Tool } from "@modelcontextprotocol/sdk/types.js"
-import { Cause, DateTime, Effect, Exit, Option, Runtime, Schema } from "effect"
+import * as Cause from "effect/Cause"
+import * as DateTime from "effect/DateTime"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import * as Runtime from "effect/Runtime"
+import * as Schema from "effect/Schema"
 import {
   envelope,
   envelopeOf,

@@ -3,8 +3,12 @@
  * each tool's price is this gateway's (`PRICES_FILE` included) and, when `PUBLIC_URL` is set, the server is
  * that URL (else `/`: the paths are relative to where the document is served). Built once, at start-up.
  */
-import { HttpApi, HttpApiBuilder, HttpServerResponse, OpenApi } from "@effect/platform"
-import { Effect, Option } from "effect"
+import * as HttpApi from "@effect/platform/HttpApi"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as OpenApi from "@effect/platform/OpenApi"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import { ServerConfig } from "../config.js"
 import { Pricing } from "../services/Pricing.js"
 import { withPrices } from "./openapi.js"

@@ -5,20 +5,34 @@
  * (Prometheus text; behind `Authorization: Bearer $METRICS_TOKEN` when that is set). A browser's
  * `GET /favicon.ico` is answered 204 (no icon), not with a 404 envelope.
  */
-import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { SqlClient, SqlSchema } from "@effect/sql"
-import { Duration, Effect, Metric, Option, Redacted, Schema } from "effect"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlSchema from "@effect/sql/SqlSchema"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Metric from "effect/Metric"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
 import { DatabasePool } from "../db/Database.js"
 import { migrationCount } from "../db/migrations/index.js"
 import { InvalidToken, NotReady } from "../domain/errors.js"
 import { ServerConfig } from "../config.js"
 import { Ledger } from "../services/Ledger.js"
 import { MetricsExporter } from "../services/Observability.js"
-import { creditsHeld, holdsOutstanding, poolConnections } from "../services/Telemetry.js"
+import { creditsHeld, holdsOutstanding, poolConnections, processMemory } from "../services/Telemetry.js"
 
 const READY_TIMEOUT = Duration.seconds(2)
 
 const poolGauge = (state: string) => Metric.tagged(poolConnections, "state", state)
+const memoryGauges = {
+  rss: Metric.tagged(processMemory, "kind", "rss"),
+  heapTotal: Metric.tagged(processMemory, "kind", "heap_total"),
+  heapUsed: Metric.tagged(processMemory, "kind", "heap_used"),
+  external: Metric.tagged(processMemory, "kind", "external")
+}
 
 const AppliedRow = Schema.Struct({ applied: Schema.Number })
 
@@ -75,6 +89,11 @@ export const OperationsLive = HttpApiBuilder.Router.use((router) =>
       yield* Metric.set(poolGauge("total"), stats.total)
       yield* Metric.set(poolGauge("idle"), stats.idle)
       yield* Metric.set(poolGauge("waiting"), stats.waiting)
+      const memory = process.memoryUsage()
+      yield* Metric.set(memoryGauges.rss, memory.rss)
+      yield* Metric.set(memoryGauges.heapTotal, memory.heapTotal)
+      yield* Metric.set(memoryGauges.heapUsed, memory.heapUsed)
+      yield* Metric.set(memoryGauges.external, memory.external)
       const holds = yield* ledger.pendingHolds.pipe(Effect.timeout(READY_TIMEOUT), Effect.option)
       if (Option.isSome(holds)) {
         yield* Metric.set(holdsOutstanding, holds.value.count)

@@ -2,8 +2,9 @@
  * Which methods each path of the API answers, for `405 method_not_allowed` with an `Allow` header.
  * Built once from the API definition; `/v1/:tool` (the unknown-tool catch-all) is not a route of its own.
  */
-import { HttpApi, OpenApi } from "@effect/platform"
-import { Context } from "effect"
+import * as HttpApi from "@effect/platform/HttpApi"
+import * as OpenApi from "@effect/platform/OpenApi"
+import * as Context from "effect/Context"
 import { Api } from "./Api.js"
 
 interface Route {

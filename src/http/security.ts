@@ -2,8 +2,10 @@
  * The tool routes' middlewares: the API key (with the rate limit), then the body checks that must run
  * before the payload is decoded.
  */
-import { HttpServerRequest } from "@effect/platform"
-import { Effect, Layer, Redacted } from "effect"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
 import { InvalidRequest, InvalidToken, MalformedJson, PayloadTooLarge, UnsupportedMediaType } from "../domain/errors.js"
 import { looksLikeApiKey } from "../domain/ids.js"
 import { Identity } from "../services/Identity.js"

@@ -1,9 +1,13 @@
 /**
  * The HTTP server: the API with its handlers and middlewares on Node's http server.
  */
-import { HttpApiBuilder, HttpApiScalar, HttpServer } from "@effect/platform"
-import { NodeHttpServer } from "@effect/platform-node"
-import { Effect, Layer } from "effect"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpApi from "@effect/platform/HttpApi"
+import type * as HttpApiScalar from "@effect/platform/HttpApiScalar"
+import * as HttpServer from "@effect/platform/HttpServer"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as Http from "node:http"
 import type * as Net from "node:net"
 import { envelope, envelopeOf, HeadersTooLarge, InvalidRequest, RequestTimeout, responseHeaders } from "../domain/errors.js"
@@ -46,11 +50,28 @@ const docsPage: ScalarPageConfig = {
   customCss: `a[href^="https://www.scalar.com"] { display: none; }`
 }
 
-/** `GET /openapi.json` and `GET /docs` (the API reference, with its script inline: it works offline). */
-export const DocsLive = Layer.mergeAll(
-  OpenApiLive,
-  HttpApiScalar.layer({ path: "/docs", scalar: docsPage })
+/**
+ * `GET /docs`: `HttpApiScalar`'s page, with its script inline (it works offline). The module holds that
+ * script (3.4 MB of source, a string twice that size in memory, and the page built from it), so it is
+ * loaded, and the page built, when `/docs` is first asked for, not by every process that never serves it.
+ */
+const ScalarLive = HttpApiBuilder.Router.use((router) =>
+  Effect.gen(function* () {
+    const { api } = yield* HttpApi.Api
+    const page = yield* Effect.cached(
+      Effect.promise(() => Promise.all([import("@effect/platform/HttpApiScalar"), import("@effect/platform/HttpLayerRouter")])).pipe(
+        Effect.flatMap(([Scalar, LayerRouter]) =>
+          LayerRouter.toHttpEffect(Scalar.layerHttpLayerRouter({ api, path: "/docs", scalar: docsPage }))
+        ),
+        Effect.scoped
+      )
+    )
+    yield* router.get("/docs", Effect.flatten(page))
+  })
 )
+
+/** `GET /openapi.json` and `GET /docs` (the API reference). */
+export const DocsLive = Layer.mergeAll(OpenApiLive, ScalarLive)
 
 /** The API, built: handlers, middlewares, error envelopes. Needs the gateway services. */
 export const ApiLive = HttpApiBuilder.api(Api).pipe(

@@ -8,8 +8,12 @@
  *
  * Also the CORS middleware, for dashboards served elsewhere (`CORS_ORIGINS`; none by default).
  */
-import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Effect, Layer, Option } from "effect"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"

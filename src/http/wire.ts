@@ -8,8 +8,9 @@
  * `RateLimit-Policy`, `Allow`, `Content-Range`) the typed client copies into the envelope before decoding
  * (`withHeaderFields`), so that the decoded error has them as fields: `retryAfter`, `limit`, …
  */
-import { HttpApiSchema } from "@effect/platform"
-import { ParseResult, Schema } from "effect"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
 import { type Envelope, type EnvelopeSpec, envelopeOf, type GatewayError, type GatewayErrorTag } from "../domain/errors.js"
 
 /** The envelope, as it travels: the one `Envelope` of the error table. */

@@ -2,7 +2,10 @@
  * alpha speaks the Exa search API: `POST /search` with the key in `x-api-key`; answers
  * `{requestId, resolvedSearchType, results: [{id, url, title, publishedDate, author, score, text?, …}]}`.
  */
-import { Effect, Option, Redacted, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
 import { ProviderNotConfigured } from "../domain/errors.js"
 import { DEFAULT_MAX_RESULTS, type ToolInput, type ToolOutput } from "../domain/tools.js"
 import { ProvidersConfig } from "../config.js"

@@ -1,7 +1,8 @@
 /**
  * `mobile_app_search` on Apple's iTunes Search API (`GET /search?term=…&entity=software`). No key.
  */
-import { Effect, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import type { ToolInput, ToolOutput } from "../domain/tools.js"
 import { ProvidersConfig } from "../config.js"
 import { decodeUpstream, type ProviderTool, requestJson } from "./common.js"

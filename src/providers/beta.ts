@@ -13,7 +13,11 @@
  * Bearer token. Jina's error statuses (401 bad key, 400 `ParamValidationError`, 429, 5xx) mean what HTTP says:
  * the general rules of the provider client read them, and nothing here reads them otherwise.
  */
-import { DateTime, Effect, Option, Redacted, Schema } from "effect"
+import * as DateTime from "effect/DateTime"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
 import { ProviderNotConfigured } from "../domain/errors.js"
 import { DEFAULT_MAX_CHARS, DEFAULT_MAX_RESULTS, type ToolInput, type ToolOutput } from "../domain/tools.js"
 import { type ProviderEndpoint, ProvidersConfig } from "../config.js"

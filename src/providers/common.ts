@@ -6,7 +6,8 @@
  * - `normalize` decodes that answer with the upstream's response Schema and maps it to the tool's documented
  *   output. A decode failure is `normalization_failed`, naming the field and pointing at `/v1/run`.
  */
-import { Effect, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import { InvalidRequest, NormalizationFailed, type ProviderError, ProviderUnavailable, type UrlNotAllowed } from "../domain/errors.js"
 import { describeParseError } from "../domain/parse.js"
 import { type ArtifactRef, ArtifactSink } from "../services/Artifacts.js"

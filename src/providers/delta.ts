@@ -8,7 +8,9 @@
  * https://docs.bsky.app/docs/api/com-atproto-server-refresh-session; limits (createSession: 30 per 5 minutes,
  * 300 a day per account): bluesky-social/atproto packages/pds/src/api/com/atproto/server/createSession.ts.
  */
-import { Effect, Option, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import * as Crypto from "node:crypto"
 import { ProviderCredentialRejected, ProviderRateLimited } from "../domain/errors.js"
 import type { Credentials } from "../domain/connections.js"

@@ -2,7 +2,7 @@
  * epsilon is a generic REST API: the connection names its base URL and token; the call names the method,
  * path, query and JSON body. The URL came from a user, so it goes through the SSRF guard.
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import type { Credentials } from "../domain/connections.js"
 import type { ToolInput, ToolOutput } from "../domain/tools.js"
 import { idempotencyHeader } from "../services/ProviderClient.js"

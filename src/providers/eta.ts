@@ -3,7 +3,8 @@
  * reference (https://api.monkeytype.com/docs) and its contract (monkeytypegame/monkeytype,
  * packages/contracts/src/users.ts `getPersonalBests`) describe it.
  */
-import { Effect, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import { type ProviderError, ProviderCredentialRejected, ProviderRateLimited } from "../domain/errors.js"
 import { ProvidersConfig } from "../config.js"
 import { rateLimitResetSeconds, retryAfterSeconds, upstreamMessage, type UpstreamResponse } from "../services/ProviderClient.js"

@@ -5,7 +5,10 @@
  * (firecrawl/firecrawl apps/js-sdk/firecrawl/src/v2/methods/scrape.ts, search.ts, types.ts); the server's
  * request schemas are apps/api/src/controllers/v2/types.ts.
  */
-import { Effect, Option, Redacted, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
 import { ProviderNotConfigured, ProviderRejected, ProviderTimeout } from "../domain/errors.js"
 import { DEFAULT_MAX_CHARS, DEFAULT_MAX_RESULTS, type ToolInput, type ToolOutput } from "../domain/tools.js"
 import { ProvidersConfig } from "../config.js"

@@ -3,7 +3,7 @@
  * operator's order (`SEARCH_PROVIDERS`, `READ_PROVIDERS`) and move to the next one on a retryable failure;
  * the answer names the provider. Every tool is a raw call (`POST /v1/run`) and its normalization.
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { ProvidersConfig } from "../config.js"
 import type { AccountProvider, Credentials } from "../domain/connections.js"
 import { type CredentialRequired, ProviderNotConfigured, UrlNotAllowed } from "../domain/errors.js"

@@ -1,7 +1,7 @@
 /**
  * iota: Render — `DELETE /v1/services/{id}` with a Bearer API key (204, no body). A write: never retried.
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { ProvidersConfig } from "../config.js"
 import { type AccountTool, enc, requestJson } from "./common.js"
 

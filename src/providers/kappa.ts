@@ -3,7 +3,9 @@
  * Polar's API reference (https://docs.polar.sh/api-reference) and its SDK (polarsource/polar-js,
  * src/funcs/benefitsDelete.ts, src/funcs/eventsIngest.ts) describe them. Writes: never retried.
  */
-import { Effect, Option, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import { ProviderRejected } from "../domain/errors.js"
 import { ProvidersConfig } from "../config.js"
 import { bodyText, ProviderIdempotencyKey, type UpstreamResponse } from "../services/ProviderClient.js"

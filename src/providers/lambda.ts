@@ -12,7 +12,9 @@
  *
  * Writes: never retried.
  */
-import { Effect, Option, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import { ProviderRejected, ProviderUnavailable } from "../domain/errors.js"
 import { ProvidersConfig } from "../config.js"
 import { bodyText, idempotencyHeader, upstreamMessage, type UpstreamResponse } from "../services/ProviderClient.js"

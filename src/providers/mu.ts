@@ -13,7 +13,9 @@
  * The raw answer (`POST /v1/run`) is Notion's answers together: `{database, data_sources: [...]}`. A database
  * read under an earlier `Notion-Version` names no data sources and carries its properties itself.
  */
-import { Effect, Option, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import { ProvidersConfig } from "../config.js"
 import { type AccountTool, decodeUpstream, enc, NullableString, requestJson } from "./common.js"
 

@@ -2,7 +2,8 @@
  * nu: GitHub's account endpoint — `GET /user` with a Bearer token, REST API version 2022-11-28
  * (https://docs.github.com/en/rest/users/users#get-the-authenticated-user).
  */
-import { Effect, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import { ProviderRateLimited } from "../domain/errors.js"
 import { ProvidersConfig } from "../config.js"
 import { rateLimitResetSeconds, retryAfterSeconds, upstreamMessage, type UpstreamResponse } from "../services/ProviderClient.js"

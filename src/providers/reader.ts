@@ -3,7 +3,7 @@
  * as markdown — in a worker thread, under the call's deadline (`HtmlConverter`). Plain text, markdown and
  * JSON pages are returned as they are.
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import { DEFAULT_MAX_CHARS, type ToolInput, type ToolOutput } from "../domain/tools.js"
 import { ProviderClient } from "../services/ProviderClient.js"
 import { ProviderRejected, ProviderResponseTooLarge } from "../domain/errors.js"

@@ -10,7 +10,8 @@
  * key or unapproved app, 412/420/422/423/426 refusals, 429 its rate limit, 502–504 and 520–522 overloaded — so the
  * general rules of the provider client read them; nothing here reads them otherwise.
  */
-import { Effect, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import { ProvidersConfig } from "../config.js"
 import { type AccountTool, decodeUpstream, enc, JsonObject, NullableNumber, NullableString, requestJson } from "./common.js"
 

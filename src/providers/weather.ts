@@ -2,7 +2,8 @@
  * `weather` on Open-Meteo: the geocoding API turns `q` into coordinates, the forecast API answers
  * current conditions and seven days. Neither needs a key. The raw answer is both upstream answers.
  */
-import { Effect, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
 import type { ToolInput, ToolOutput } from "../domain/tools.js"
 import { ProvidersConfig } from "../config.js"
 import { decodeUpstream, invalid, type ProviderTool, type Raw, requestJson } from "./common.js"

@@ -9,7 +9,10 @@
  * for (401 code 7 invalid key and 10 suspended key, 404 code 34, 429 code 25, 503 codes 9 and 46): the general
  * rules of the provider client read them; nothing here reads them otherwise.
  */
-import { Effect, Option, Redacted, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
 import { ProviderNotConfigured } from "../domain/errors.js"
 import type { ToolInput, ToolOutput } from "../domain/tools.js"
 import { ProvidersConfig } from "../config.js"

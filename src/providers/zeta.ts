@@ -10,7 +10,9 @@
  * "Rate Limits" page (https://developers.facebook.com/docs/graph-api/overview/rate-limiting). Any other code
  * follows the HTTP status.
  */
-import { Effect, Option, Schema } from "effect"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import { type ProviderError, ProviderCredentialRejected, ProviderRateLimited, ProviderUnavailable } from "../domain/errors.js"
 import { ProvidersConfig } from "../config.js"
 import { bodyText, retryAfterSeconds, type UpstreamResponse } from "../services/ProviderClient.js"

@@ -3,8 +3,13 @@
  * reference `{id, content_type, bytes, sha256, url}` instead of inline base64. They belong to the org whose
  * call produced them and expire after `ARTIFACT_RETENTION_SECONDS`.
  */
-import { SqlClient, SqlSchema } from "@effect/sql"
-import { Context, Effect, Layer, Option, Schema } from "effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlSchema from "@effect/sql/SqlSchema"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import * as Crypto from "node:crypto"
 import { NotFound, ProviderResponseTooLarge } from "../domain/errors.js"
 import type { OrgId } from "../domain/ids.js"

@@ -2,7 +2,10 @@
  * Steps 1 and 2 of every call (DESIGN §4): the API key — never in `Authorization`, where a key is refused
  * as `invalid_token` — and the key's rate limit. The caller it answers is minted by `KeyStore` only.
  */
-import { Context, Effect, Layer, Metric } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Metric from "effect/Metric"
 import { type InvalidKey, InvalidToken, type RateLimitExceeded, type RateLimitState } from "../domain/errors.js"
 import { looksLikeApiKey } from "../domain/ids.js"
 import { type Caller, KeyStore } from "./KeyStore.js"

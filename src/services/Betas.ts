@@ -1,8 +1,12 @@
 /**
  * Beta tools are off for an org until enabled for it (by the operator's CLI, or the dashboard API).
  */
-import { SqlClient, SqlSchema } from "@effect/sql"
-import { Context, Effect, Layer, Schema } from "effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlSchema from "@effect/sql/SqlSchema"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import { BetaUnavailable, NotFound } from "../domain/errors.js"
 import type { OrgId } from "../domain/ids.js"
 import type { ToolName } from "../domain/tools.js"

@@ -2,8 +2,14 @@
  * An org's connections to its own provider accounts. Credentials are validated per provider, sealed with
  * AES-256-GCM (bound to the org and provider), never returned, and opened only for the call that uses them.
  */
-import { SqlClient, SqlSchema } from "@effect/sql"
-import { Context, Duration, Effect, Layer, Option, Schema } from "effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlSchema from "@effect/sql/SqlSchema"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import {
   type AccountProvider,
   credentialSchemas,

@@ -8,8 +8,13 @@
  * its copy's access token has expired (another process may have renewed it). A row sealed with a key this
  * process does not know is treated as no session.
  */
-import { SqlClient, SqlSchema } from "@effect/sql"
-import { Context, Effect, Layer, Option, Schema } from "effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlSchema from "@effect/sql/SqlSchema"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import { Encryption } from "./Encryption.js"
 import { nowMillis, toDate } from "./time.js"
 

@@ -4,7 +4,12 @@
  * read). The key is `GATEWAY_ENCRYPTION_KEY` (32 bytes, base64 or hex); without it, one is generated once
  * into the data directory (fine for one machine; many processes must share the variable).
  */
-import { Context, Data, Effect, Layer, Option, Redacted } from "effect"
+import * as Context from "effect/Context"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"

@@ -15,7 +15,15 @@
  * From the claim on it runs uninterruptibly: a client that hangs up does not abandon a hold or a claim, and a
  * provider call that was started is finished, charged, stored and logged.
  */
-import { Cause, Context, Effect, Exit, Layer, Metric, Option, Redacted, Schema } from "effect"
+import * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Metric from "effect/Metric"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
 import { ProvidersConfig } from "../config.js"
 import { isAccountProvider } from "../domain/connections.js"
 import {

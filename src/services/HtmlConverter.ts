@@ -9,7 +9,10 @@
  * The pool is made on the first page: a gateway that never reads a page does not carry it. Then it keeps one
  * thread, and lets the others go when idle.
  */
-import { Context, Effect, Layer, Scope } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Scope from "effect/Scope"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"

@@ -3,8 +3,13 @@
  * with a key claims it atomically with a `running` record and a lease; only billable outcomes (a 200 or
  * a normalization failure) are kept and replayed; any other outcome releases the key so a retry runs again.
  */
-import { SqlClient, SqlSchema } from "@effect/sql"
-import { Context, Effect, Layer, Option, Schema } from "effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlSchema from "@effect/sql/SqlSchema"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import {
   IdempotencyKeyReused,
   IdempotencyReplayUnavailable,

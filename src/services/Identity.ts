@@ -10,7 +10,12 @@
  * keys cached, and fetched again for an unknown `kid` (at most once per `JWKS_COOLDOWN_MS`). Time is the
  * Effect `Clock`.
  */
-import { Context, Data, Effect, Layer, Option, Schema } from "effect"
+import * as Context from "effect/Context"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import * as Fs from "node:fs/promises"
 import * as Net from "node:net"
 import * as Path from "node:path"

@@ -9,8 +9,15 @@
  * refusal before the reservation, a replay) confirms it first with `confirm`. So a revoked key is still
  * refused on its very next request, on every process, and the common call costs one round trip less.
  */
-import { SqlClient, SqlSchema } from "@effect/sql"
-import { Context, Effect, FiberSet, Layer, Option, Redacted, Schema } from "effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlSchema from "@effect/sql/SqlSchema"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as FiberSet from "effect/FiberSet"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
 import { creditsMessage, isCredits } from "../domain/credits.js"
 import { MAX_RATE } from "../domain/dashboard.js"
 import { InvalidKey, InvalidRequest, NotFound } from "../domain/errors.js"
@@ -304,6 +311,13 @@ export const make = Effect.gen(function* () {
   const touch = (id: string, now: number) => {
     const last = lastUsedWritten.get(id)
     if (last !== undefined && now - last < LAST_USED_RESOLUTION_MS) return Effect.void
+    // at most CACHE_SIZE keys remembered, the least recently written first out (forgetting one costs one
+    // more UPDATE, never a wrong answer)
+    if (last !== undefined) lastUsedWritten.delete(id)
+    else if (lastUsedWritten.size >= CACHE_SIZE) {
+      const oldest = lastUsedWritten.keys().next()
+      if (oldest.done !== true) lastUsedWritten.delete(oldest.value)
+    }
     lastUsedWritten.set(id, now)
     return sql`UPDATE api_keys SET last_used_at = ${toDate(now)} WHERE id = ${id}`.pipe(
       Effect.catchAllCause((cause) => Effect.logDebug("last_used_at update failed", cause)),

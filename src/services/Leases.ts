@@ -9,8 +9,14 @@
  * The renewal runs on the real clock (a scheduler, not a rule about time), and writes lease ends read from
  * the service's `Clock`, like every other time the ledger stores.
  */
-import { SqlClient } from "@effect/sql"
-import { Clock, Context, Duration, Effect, Layer, Metric, Schedule } from "effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Metric from "effect/Metric"
+import * as Schedule from "effect/Schedule"
 import type { OrgId } from "../domain/ids.js"
 import { LedgerConfig } from "../config.js"
 import { leaseRenewals } from "./Telemetry.js"

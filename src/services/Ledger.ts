@@ -8,9 +8,13 @@
  * do their settlements and voids (`batching.ts`; src/db/functions/gateway_*_batch.ts), each call still
  * getting its own answer. A call alone is sent at once.
  */
-import { SqlClient, SqlSchema } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlSchema from "@effect/sql/SqlSchema"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Context, Effect, Layer, Schema } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import { MAX_CREDITS } from "../domain/credits.js"
 import { InsufficientCredits, InvalidKey, KeySpendLimitExceeded, SpendCapExceeded } from "../domain/errors.js"
 import type { KeyId, OrgId } from "../domain/ids.js"

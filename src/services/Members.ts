@@ -2,8 +2,13 @@
  * Dashboard users belong to orgs: a user (the ID token's `sub`) is a member of one org. The operator adds
  * members with the CLI; with `AUTO_CREATE_ORGS`, a user who signs in without one gets a personal org.
  */
-import { SqlClient, SqlSchema } from "@effect/sql"
-import { Context, Effect, Layer, Option, Schema } from "effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlSchema from "@effect/sql/SqlSchema"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import { NotAMember, NotFound } from "../domain/errors.js"
 import { OrgId } from "../domain/ids.js"
 import { IdentityConfig } from "../config.js"

@@ -4,12 +4,13 @@
  * endpoint the tracer is disabled: spans become no-ops, so tracing costs nothing on the request path.
  */
 import * as Metrics from "@effect/opentelemetry/Metrics"
-import * as OtlpSerialization from "@effect/opentelemetry/OtlpSerialization"
-import * as OtlpTracer from "@effect/opentelemetry/OtlpTracer"
 import * as Resource from "@effect/opentelemetry/Resource"
-import { NodeHttpClient } from "@effect/platform-node"
 import { PrometheusExporter, PrometheusSerializer } from "@opentelemetry/exporter-prometheus"
-import { Context, Duration, Effect, Layer, Option } from "effect"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import { ServerConfig } from "../config.js"
 
 export const SERVICE_VERSION = "0.1.0"
@@ -37,17 +38,30 @@ export const MetricsExporterLive = Layer.scoped(
   )))
 )
 
-/** OTLP/HTTP (JSON) export of every span when an endpoint is configured; otherwise the tracer is off. */
+/**
+ * OTLP/HTTP (JSON) export of every span when an endpoint is configured; otherwise the tracer is off. The
+ * exporter and its HTTP client (undici) are loaded only when an endpoint is configured.
+ */
 export const TracingLive = Layer.unwrapEffect(
   Effect.map(ServerConfig, (config) =>
     Option.match(config.otlpEndpoint, {
       onNone: () => Layer.setTracerEnabled(false),
       onSome: (endpoint) =>
-        OtlpTracer.layer({
-          url: `${endpoint}/v1/traces`,
-          resource: { serviceName: config.serviceName, serviceVersion: SERVICE_VERSION },
-          exportInterval: Duration.seconds(1)
-        }).pipe(Layer.provide(OtlpSerialization.layerJson), Layer.provide(NodeHttpClient.layerUndici))
+        Layer.unwrapEffect(
+          Effect.promise(() =>
+            Promise.all([
+              import("@effect/opentelemetry/OtlpTracer"),
+              import("@effect/opentelemetry/OtlpSerialization"),
+              import("@effect/platform-node/NodeHttpClient")
+            ])
+          ).pipe(Effect.map(([OtlpTracer, OtlpSerialization, NodeHttpClient]) =>
+            OtlpTracer.layer({
+              url: `${endpoint}/v1/traces`,
+              resource: { serviceName: config.serviceName, serviceVersion: SERVICE_VERSION },
+              exportInterval: Duration.seconds(1)
+            }).pipe(Layer.provide(OtlpSerialization.layerJson), Layer.provide(NodeHttpClient.layerUndici))
+          ))
+        )
     })
   )
 )

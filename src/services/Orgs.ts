@@ -4,8 +4,13 @@
  * what an operator or a dashboard member changes. Every balance change is appended to the journal whose
  * sum is the balance.
  */
-import { SqlClient, SqlSchema } from "@effect/sql"
-import { Context, Effect, Layer, Option, Schema } from "effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlSchema from "@effect/sql/SqlSchema"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import { creditsMessage, isCredits, MAX_CREDITS } from "../domain/credits.js"
 import { InvalidRequest, NotFound } from "../domain/errors.js"
 import { OrgId } from "../domain/ids.js"

@@ -3,13 +3,18 @@
  * to price, e.g. `{"search": {"unit": "results", "credits": 2, "per": 10, "min": 1}, "weather": {"unit":
  * "call", "credits": 0}}`). The file is validated at start-up: an unknown tool or a malformed price stops it.
  */
-import { Context, Data, Effect, Layer, Option, Schema } from "effect"
+import * as Context from "effect/Context"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import * as Fs from "node:fs/promises"
 import { formatPath } from "../domain/parse.js"
 import { Price } from "../domain/pricing.js"
 import { isToolName, type ToolName, tools } from "../domain/tools.js"
 import { LedgerConfig } from "../config.js"
-import { ParseResult } from "effect"
+import * as ParseResult from "effect/ParseResult"
 
 export class PricingError extends Data.TaggedError("PricingError")<{ readonly message: string }> {}
 

@@ -8,7 +8,11 @@
  * request). It sits on every billed call, and it costs a fifth of the CPU of `@effect/platform`'s
  * `HttpClient` over the same undici agent with the body read as a stream (docs/performance.md).
  */
-import { Context, Duration, Effect, Layer, Schedule } from "effect"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schedule from "effect/Schedule"
 import type { IncomingHttpHeaders } from "node:http"
 import { Agent, type Dispatcher } from "undici"
 import {

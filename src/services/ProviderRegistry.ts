@@ -8,7 +8,9 @@
  * The providers' own needs (the HTTP client, their configuration, the HTML converter, Bluesky's sessions)
  * are provided here once; a call needs only what belongs to it: where to keep files (`ArtifactSink`).
  */
-import { Context, Effect, Layer } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import { ProvidersConfig } from "../config.js"
 import type { InvalidRequest, UrlNotAllowed } from "../domain/errors.js"
 import type { OrgId } from "../domain/ids.js"

@@ -5,8 +5,12 @@
  * process sharing the Redis shares each key's limit.
  */
 import * as RateLimiter from "@effect/experimental/RateLimiter"
-import * as RateLimiterRedis from "@effect/experimental/RateLimiter/Redis"
-import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
 import { RateLimitExceeded, type RateLimitState } from "../domain/errors.js"
 import { ServerConfig } from "../config.js"
 import type { Caller, KeyRateLimit } from "./KeyStore.js"
@@ -81,7 +85,8 @@ const StoreLive = Layer.unwrapEffect(
   Effect.map(ServerConfig, (config) =>
     Option.match(config.redisUrl, {
       onNone: () => RateLimiter.layerStoreMemory,
-      onSome: (url) => {
+      // the Redis store and its client (ioredis) are loaded only when REDIS_URL is set
+      onSome: (url) => Layer.unwrapEffect(Effect.map(Effect.promise(() => import("@effect/experimental/RateLimiter/Redis")), (RateLimiterRedis) => {
         const parsed = new URL(Redacted.value(url))
         return RateLimiterRedis.layerStore({
           host: parsed.hostname.replace(/^\[(.*)\]$/, "$1"),
@@ -97,7 +102,7 @@ const StoreLive = Layer.unwrapEffect(
           // a Redis that accepts connections but does not answer must not stall every request
           commandTimeout: 200
         })
-      }
+      }))
     })
   )
 )

@@ -4,7 +4,10 @@
  * sessions that can no longer be renewed. Safe on many processes:
  * one sweep at a time takes the lock, the others skip; a sweep is one statement, so a stopped process holds no lock. A failed sweep is logged and tried again next time.
  */
-import { Duration, Effect, Layer, Schedule } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schedule from "effect/Schedule"
 import { Artifacts } from "./Artifacts.js"
 import { DeltaSessions } from "./DeltaSessions.js"
 import { LedgerConfig } from "../config.js"

@@ -3,7 +3,10 @@
  * `GET /metrics`), and the per-call facts the request log line carries. Updating a metric is an
  * in-memory operation; nothing is exported on the request path.
  */
-import { Effect, FiberRef, Metric, MetricBoundaries } from "effect"
+import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
+import * as Metric from "effect/Metric"
+import * as MetricBoundaries from "effect/MetricBoundaries"
 import type { Caller } from "./KeyStore.js"
 
 /** Seconds, from 0.5 ms to about 33 s: covers the gateway's own overhead and slow providers alike. */
@@ -68,6 +71,11 @@ export const holdsOutstanding = Metric.gauge("tool_gateway_holds_outstanding", {
 
 export const creditsHeld = Metric.gauge("tool_gateway_credits_held", {
   description: "Credits reserved by pending holds across every process sharing the database"
+})
+
+/** Read when scraped: `process.memoryUsage()` in bytes, by kind (rss, heap_total, heap_used, external). */
+export const processMemory = Metric.gauge("tool_gateway_process_memory_bytes", {
+  description: "This process's memory in bytes, by kind: rss, heap_total, heap_used, external (V8's view and the OS's)"
 })
 
 export const poolConnections = Metric.gauge("tool_gateway_db_pool_connections", {

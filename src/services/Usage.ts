@@ -8,8 +8,16 @@
  * appear within the interval. The usage log is an activity record, not the ledger: a process that is
  * killed can lose its last interval of records, never a credit (the journal is the ledger).
  */
-import { SqlClient, SqlSchema } from "@effect/sql"
-import { Clock, Context, Duration, Effect, FiberSet, Layer, Schedule, Schema } from "effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlSchema from "@effect/sql/SqlSchema"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as FiberSet from "effect/FiberSet"
+import * as Layer from "effect/Layer"
+import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
 import type { KeyId, OrgId } from "../domain/ids.js"
 import { toDate } from "./time.js"
 

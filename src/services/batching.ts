@@ -7,7 +7,13 @@
  * A batch, once taken, runs to its end uninterruptibly, so its callers always get their results; when the
  * owning scope closes, items still waiting die (the process is stopping after its calls drained).
  */
-import { Cause, Chunk, Deferred, Effect, Exit, Metric, Queue } from "effect"
+import * as Cause from "effect/Cause"
+import * as Chunk from "effect/Chunk"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Metric from "effect/Metric"
+import * as Queue from "effect/Queue"
 import { ledgerBatchSize } from "./Telemetry.js"
 
 export interface Batched<I, O> {

@@ -1,7 +1,7 @@
 /**
  * Unpredictable identifiers and secrets from the operating system's CSPRNG.
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import * as Crypto from "node:crypto"
 
 const ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"

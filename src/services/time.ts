@@ -1,7 +1,9 @@
 /**
  * Time, always from Effect's `Clock` (so `TestClock` drives every rule that depends on it).
  */
-import { Clock, DateTime, Effect } from "effect"
+import * as Clock from "effect/Clock"
+import * as DateTime from "effect/DateTime"
+import * as Effect from "effect/Effect"
 
 export const nowMillis: Effect.Effect<number> = Clock.currentTimeMillis
 

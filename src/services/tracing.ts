@@ -4,7 +4,8 @@
  * context to hold it — about 30 µs per span on the request path, measured. Here the tracer flag is read
  * first, and a span (without the stack trace) is made only when spans are exported.
  */
-import { Effect, FiberRef } from "effect"
+import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
 
 export interface TracedOptions {
   readonly attributes?: Record<string, unknown>

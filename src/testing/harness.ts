@@ -4,7 +4,7 @@
  * connection reset, oversized body, hang after headers). The gateway's own tests use it for every
  * provider; `tool-gateway/testing` exports it for tests of programs that use the gateway.
  */
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import * as Http from "node:http"
 import type * as Net from "node:net"
 

@@ -2,9 +2,9 @@
  * A PL/pgSQL function of the schema, written once: its current `CREATE OR REPLACE FUNCTION` statement,
  * which every migration that creates or changes the function applies (see src/db/migrations/index.ts).
  */
-import { SqlClient } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 
 export interface SqlFunction {
   /** The function's name in the database. */

@@ -1,8 +1,8 @@
 /**
  * The first schema: orgs and their balances, API keys, holds, the journal, betas per org, idempotency records.
  */
-import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Effect from "effect/Effect"
 
 export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient

@@ -1,8 +1,8 @@
 /**
  * The journal is the record of every balance change: rows are only ever added.
  */
-import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Effect from "effect/Effect"
 import { journalAppendOnly } from "../functions/journal_append_only.js"
 
 export default Effect.gen(function* () {

@@ -4,8 +4,8 @@
  * so concurrent calls, settlements and sweeps never deadlock. The functions are created in their current
  * definitions (src/db/functions/).
  */
-import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Effect from "effect/Effect"
 import { gatewayReserve } from "../functions/gateway_reserve.js"
 import { gatewaySettle } from "../functions/gateway_settle.js"
 import { gatewayVoid } from "../functions/gateway_void.js"

@@ -5,8 +5,8 @@
  * void leaves a pending hold that the sweeper voids). Settlements, which charge, still wait for it.
  * A database migrated before this gets both functions in their current definitions (src/db/functions/).
  */
-import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Effect from "effect/Effect"
 import { gatewayReserve } from "../functions/gateway_reserve.js"
 import { gatewayVoid } from "../functions/gateway_void.js"
 

@@ -1,8 +1,8 @@
 /**
  * A key's own request rate (null: the gateway's default).
  */
-import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Effect from "effect/Effect"
 
 export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient

@@ -4,8 +4,8 @@
  * are NOT VALID so that a database holding such a value already still starts (new writes are checked).
  * A database migrated before this gets gateway_reserve in its current definition (src/db/functions/).
  */
-import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Effect from "effect/Effect"
 import { gatewayReserve } from "../functions/gateway_reserve.js"
 
 export default Effect.gen(function* () {

@@ -2,8 +2,8 @@
  * delta's (Bluesky's) sessions, kept where every process can use them: one row per account (the key is a
  * hash of the service, the identifier and the app password), its tokens sealed like connections.
  */
-import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Effect from "effect/Effect"
 
 export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient

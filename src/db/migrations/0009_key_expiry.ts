@@ -1,8 +1,8 @@
 /**
  * A key's optional expiry: from `expires_at` on, the key is refused as `invalid_key` (null: it never expires).
  */
-import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Effect from "effect/Effect"
 
 export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient

@@ -1,8 +1,8 @@
 /**
  * An org's kept files, newest first (MCP `resources/list` pages through them).
  */
-import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Effect from "effect/Effect"
 
 export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient

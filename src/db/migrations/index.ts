@@ -20,7 +20,7 @@
  * longer apply the current statement: freeze the statement they applied in those migrations first.
  */
 import * as Migrator from "@effect/sql/Migrator"
-import { Effect } from "effect"
+import * as Effect from "effect/Effect"
 import init from "./0001_init.js"
 import journalAppendOnly from "./0002_journal_append_only.js"
 import accounts from "./0003_accounts.js"

@@ -1,0 +1,59 @@
+/**
+ * What a tool call does not use is not loaded: a served gateway that answers tool calls, /metrics and
+ * /healthz has not loaded the `/docs` page's bundle (Scalar, several MB in memory), Swagger UI, the OTLP
+ * exporter and its HTTP client, the Redis client, or the MCP SDK; asking for `/docs` loads Scalar then.
+ * Observed the only way a module load can be: a Node module hook in the child process that writes every
+ * module it resolves to a file.
+ */
+import { expect, layer } from "@effect/vitest"
+import { Effect } from "effect"
+import * as Fs from "node:fs"
+import * as Os from "node:os"
+import * as Path from "node:path"
+import { gatewayLayer, givenOrg } from "./support/gateway.js"
+import { envFor, post, serve } from "./support/processes.js"
+
+/** A module hook (node:module `register`) that appends each resolved URL to `log`. */
+const hooks = (dir: string, log: string) => {
+  const hook = Path.join(dir, "hooks.mjs")
+  Fs.writeFileSync(hook, `import { appendFileSync } from "node:fs"
+export async function resolve(specifier, context, next) {
+  const resolved = await next(specifier, context)
+  appendFileSync(${JSON.stringify(log)}, resolved.url + "\\n")
+  return resolved
+}
+`)
+  const register = Path.join(dir, "register.mjs")
+  Fs.writeFileSync(register, `import { register } from "node:module"\nregister(${JSON.stringify(`file://${hook}`)})\n`)
+  return register
+}
+
+const NOT_FOR_A_TOOL_CALL = [
+  /@effect\/platform\/dist\/esm\/HttpApiScalar\.js/,
+  /@effect\/platform\/dist\/esm\/HttpApiSwagger\.js/,
+  /@effect\/opentelemetry\/dist\/esm\/OtlpTracer\.js/,
+  /\/node_modules\/ioredis\//,
+  /\/node_modules\/@modelcontextprotocol\//
+]
+
+layer(gatewayLayer(), { excludeTestServices: true })("modules loaded on demand", (it) => {
+  it.effect("a gateway that serves tool calls and /metrics has not loaded /docs, OTLP, Redis or MCP; /docs loads Scalar when asked", () =>
+    Effect.gen(function* () {
+      const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "lazy-"))
+      const log = Path.join(dir, "modules.log")
+      const env = yield* envFor
+      const served = yield* serve([], { ...env, NODE_OPTIONS: `--import=${hooks(dir, log)}` })
+      const { key } = yield* givenOrg({ credits: 10 })
+      const answer = yield* post(served.base, "/v1/weather", key, { q: "Berlin" })
+      expect(answer.status).toBe(200)
+      expect((yield* Effect.promise(() => fetch(`${served.base}/metrics`))).status).toBe(200)
+      const loaded = Fs.readFileSync(log, "utf8")
+      // the hook sees the modules (a check that it works at all)
+      expect(loaded).toMatch(/\/dist\/services\/Gateway\.js/)
+      for (const module of NOT_FOR_A_TOOL_CALL) expect(loaded).not.toMatch(module)
+      const docs = yield* Effect.promise(() => fetch(`${served.base}/docs`).then(async (r) => ({ status: r.status, text: await r.text() })))
+      expect(docs.status).toBe(200)
+      expect(docs.text).toContain("api-reference")
+      expect(Fs.readFileSync(log, "utf8")).toMatch(NOT_FOR_A_TOOL_CALL[0]!)
+    }).pipe(Effect.scoped), 60_000)
+})

@@ -119,6 +119,22 @@ export const rssOf = (pid: number): number => {
   return Math.round(kb / 1024)
 }
 
+/** CPU time (user + system) a process and its children (cluster workers) have used so far, in ms. */
+export const cpuOf = (pid: number): number => {
+  const ticksPerSecond = 100 // USER_HZ on Linux
+  let ticks = 0
+  for (const p of [pid, ...childPids(pid)]) {
+    try {
+      // fields after the command name (which may hold spaces): utime and stime are the 12th and 13th
+      const fields = Fs.readFileSync(`/proc/${p}/stat`, "utf8").split(") ")[1]?.split(" ") ?? []
+      ticks += Number(fields[11] ?? "0") + Number(fields[12] ?? "0")
+    } catch {
+      // the process ended
+    }
+  }
+  return (ticks * 1000) / ticksPerSecond
+}
+
 export const childPids = (pid: number): ReadonlyArray<number> => {
   try {
     return Fs.readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim().split(/\s+/).filter((s) => s !== "")

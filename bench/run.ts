@@ -19,7 +19,7 @@ import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { prepareDatabase, type Proc, provision, root, rssOf, script, sleep, startGateway, startServer, stop, stopAll } from "./harness.js"
+import { cpuOf, prepareDatabase, type Proc, provision, root, rssOf, script, sleep, startGateway, startServer, stop, stopAll } from "./harness.js"
 import type { LoadPlan, LoadResult } from "./load.js"
 
 const resultsDir = Path.join(root, "bench", "results")
@@ -86,6 +86,12 @@ interface Figures {
   readonly rate: LoadResult
   /** Highest RSS seen during the closed-loop run, in MB (gateway scenarios). */
   readonly rssMb?: number
+  /**
+   * The gateway's CPU time (user + system, its workers included) per answered request over all phases
+   * (warm-up, sequential, max, fixed rate), in ms: what a call costs the process, whatever else shares the
+   * cores — steadier from run to run than the throughput on a shared machine.
+   */
+  readonly cpuMsPerCall?: number
 }
 
 const measure = async (name: string, target: Target, pid?: number | undefined): Promise<Figures> => {
@@ -104,14 +110,17 @@ const measure = async (name: string, target: Target, pid?: number | undefined): 
   // while it runs, which the closed-loop phases set)
   let rssMb = 0
   const sampler = pid === undefined ? undefined : setInterval(() => (rssMb = Math.max(rssMb, rssOf(pid))), 250)
-  const [, sequential, max, rate] = await loadAll([
+  const cpuBefore = pid === undefined ? 0 : cpuOf(pid)
+  const [warmup, sequential, max, rate] = await loadAll([
     plan(connections, warmupSeconds),
     plan(1, seconds),
     plan(connections, seconds),
     plan(64, seconds, fixedRate)
   ])
   if (sampler !== undefined) clearInterval(sampler)
-  if (sequential === undefined || max === undefined || rate === undefined) throw new Error("missing load results")
+  if (warmup === undefined || sequential === undefined || max === undefined || rate === undefined) throw new Error("missing load results")
+  const answered = warmup.requests + sequential.requests + max.requests + rate.requests
+  const cpuMsPerCall = pid === undefined ? undefined : Math.round((1000 * (cpuOf(pid) - cpuBefore)) / Math.max(1, answered)) / 1000
   for (const [label, r] of [["sequential", sequential], ["max", max], ["rate", rate]] as const) {
     if (r.requests === 0 || r.unexpected > 0) {
       console.error(`  ${name} ${label}: ${r.requests} answers, ${r.unexpected} unexpected ${JSON.stringify(r.statuses)}`)
@@ -120,9 +129,9 @@ const measure = async (name: string, target: Target, pid?: number | undefined): 
   console.error(
     `  ${name.padEnd(28)} seq p50 ${r3(sequential.p50)} ms · max ${max.rps} req/s · @${fixedRate}/s p50 ${
       r3(rate.p50)
-    } p99 ${r3(rate.p99)} ms${pid !== undefined ? ` · rss ${rssMb} MB` : ""}`
+    } p99 ${r3(rate.p99)} ms${pid !== undefined ? ` · rss ${rssMb} MB · cpu ${cpuMsPerCall} ms/call` : ""}`
   )
-  return { sequential, max, rate, ...(pid !== undefined ? { rssMb } : {}) }
+  return { sequential, max, rate, ...(pid !== undefined ? { rssMb } : {}), ...(cpuMsPerCall !== undefined ? { cpuMsPerCall } : {}) }
 }
 
 const r3 = (n: number) => n.toFixed(3)
@@ -402,8 +411,8 @@ const report = (rows: ReadonlyArray<Row>, notes: ReadonlyArray<string>, started:
     `${warmupSeconds} s warm-up; closed loop with ${connections} connections; fixed rate ${fixedRate} req/s.` +
     (quick ? " **Quick run: figures are indicative only.**" : ""),
     "",
-    line(["scenario", "sequential p50 ms", "sequential p99 ms", "max req/s", `p50 ms @${fixedRate}/s`, `p99 ms @${fixedRate}/s`, "RSS MB", "what"]),
-    line(["---", "---:", "---:", "---:", "---:", "---:", "---:", "---"]),
+    line(["scenario", "sequential p50 ms", "sequential p99 ms", "max req/s", `p50 ms @${fixedRate}/s`, `p99 ms @${fixedRate}/s`, "RSS MB", "CPU ms/call", "what"]),
+    line(["---", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---"]),
     ...rows.map((r) =>
       line([
         r.name,
@@ -413,6 +422,7 @@ const report = (rows: ReadonlyArray<Row>, notes: ReadonlyArray<string>, started:
         r3(r.figures.rate.p50),
         r3(r.figures.rate.p99),
         r.figures.rssMb ?? "",
+        r.figures.cpuMsPerCall ?? "",
         r.what
       ])
     ),

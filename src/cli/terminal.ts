@@ -37,6 +37,41 @@ const plainConsole = (base: Console.Console): Console.Console => ({
 })
 
 /**
+ * JSON log lines to stdout, written together once per turn of the event loop: Node writes to a pipe or a
+ * file synchronously, one system call per write, and a served request logs a line. Lines still waiting
+ * when the process exits are written by its `exit` handler; only a SIGKILL can lose the last turn's lines.
+ */
+const stdoutLines = (() => {
+  let pending: Array<string> = []
+  let scheduled = false
+  const flush = () => {
+    scheduled = false
+    if (pending.length === 0) return
+    const chunk = `${pending.join("\n")}\n`
+    pending = []
+    process.stdout.write(chunk)
+  }
+  let hooked = false
+  return (line: string) => {
+    if (!hooked) {
+      hooked = true
+      process.once("exit", flush)
+    }
+    pending.push(line)
+    if (!scheduled) {
+      scheduled = true
+      setImmediate(flush)
+    }
+  }
+})()
+
+/** `Logger.json`, written through `stdoutLines` (JSON escapes control characters: no terminal escapes). */
+const jsonLines = Logger.replace(
+  Logger.defaultLogger,
+  Logger.make((options) => stdoutLines(Logger.jsonLogger.log(options)))
+)
+
+/**
  * The logger (one JSON object per line for log collectors, readable lines for a person) and the console,
  * for this process. `LOG_FORMAT` chooses the format; `--json` asks for JSON; otherwise a terminal gets
  * readable lines.
@@ -53,6 +88,6 @@ export const outputLayer = (options: {
   const format = wantsJson(options.argv) ? "json" : options.logFormat ?? (options.isTerminal ? "pretty" : "json")
   const logger = format === "pretty"
     ? Logger.replace(Logger.defaultLogger, Logger.prettyLogger({ colors: colour }))
-    : Logger.json
+    : jsonLines
   return colour ? logger : Layer.merge(logger, Layer.unwrapEffect(Effect.map(Effect.console, (base) => Console.setConsole(plainConsole(base)))))
 }

@@ -6,15 +6,29 @@ import * as Crypto from "node:crypto"
 
 const ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
+/**
+ * The CSPRNG's bytes, drawn 4 KiB at a time and each used once (as `crypto.randomUUID` does): one system
+ * call per couple of hundred identifiers instead of one each — a request id is made on every request.
+ */
+const pool = Buffer.alloc(4096)
+let poolAt = pool.length
+
+const randomByte = (): number => {
+  if (poolAt === pool.length) {
+    Crypto.randomFillSync(pool)
+    poolAt = 0
+  }
+  const byte = pool[poolAt] ?? 0
+  pool[poolAt++] = 0
+  return byte
+}
+
 /** `length` base62 characters, uniformly drawn (rejection sampling, no modulo bias). */
 export const base62 = (length: number): string => {
   let out = ""
   while (out.length < length) {
-    const bytes = Crypto.randomBytes(length * 2)
-    for (const byte of bytes) {
-      if (byte < 248) out += ALPHABET.charAt(byte % 62)
-      if (out.length === length) break
-    }
+    const byte = randomByte()
+    if (byte < 248) out += ALPHABET.charAt(byte % 62)
   }
   return out
 }

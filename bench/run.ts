@@ -142,14 +142,14 @@ interface Memory {
   readonly heapTotalMb: number
 }
 
-/** The gateway's `tool_gateway_process_memory_bytes` gauges, in MB. */
-const memoryOf = async (port: number): Promise<Memory> => {
+/** The gateway's RSS (the OS's view, workers included) and its `tool_gateway_process_memory_bytes` heap gauges, in MB. */
+const memoryOf = async (port: number, pid: number | undefined): Promise<Memory> => {
   const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text()
   const mb = (kind: string) => {
     const line = text.split("\n").find((l) => l.startsWith(`tool_gateway_process_memory_bytes{kind="${kind}"`))
     return Math.round(Number(line?.split(" ").pop() ?? "0") / 2 ** 20)
   }
-  return { rssMb: mb("rss"), heapUsedMb: mb("heap_used"), heapTotalMb: mb("heap_total") }
+  return { rssMb: pid === undefined ? mb("rss") : rssOf(pid), heapUsedMb: mb("heap_used"), heapTotalMb: mb("heap_total") }
 }
 
 const describeMemory = (m: Memory) => `RSS ${m.rssMb} MB, V8 heap ${m.heapUsedMb} MB used of ${m.heapTotalMb} MB`
@@ -202,7 +202,7 @@ const main = async () => {
     const tool = `http://127.0.0.1:${gateway.port}/v1/mobile_app_search`
     // memory idle: started, migrated, no call yet (the gateway's own gauges, read at a scrape)
     await sleep(2000)
-    idle = await memoryOf(gateway.port)
+    idle = await memoryOf(gateway.port, gateway.child.pid)
     notes.push(`Idle (started, no call yet): ${describeMemory(idle)}.`)
     console.error(`  ${notes[notes.length - 1]}`)
     const jitWarmup = (port: number) =>
@@ -311,7 +311,7 @@ const main = async () => {
     }
 
     if (rssSeconds > 0 && selected("rss")) await rssRun(gateway, "")
-    const after = await memoryOf(gateway.port)
+    const after = await memoryOf(gateway.port, gateway.child.pid)
     notes.push(`After the load (the scenarios above on one process): ${describeMemory(after)}.`)
     console.error(`  ${notes[notes.length - 1]}`)
     await stop(gateway)

@@ -93,9 +93,6 @@ const Pending = Schema.Struct({ count: Schema.Number, amount: Schema.Number })
 // An arbitrary constant: one sweeper at a time across every process that shares the database.
 const SWEEP_LOCK = 746_269_001
 
-/** Statements of each kind in flight at once per process, and calls per statement. */
-const BATCH_WORKERS = 4
-const BATCH_MAX = 128
 
 /** The rows in the items' order, by their `ord` (1-based); one missing is a defect. */
 const inOrder = <R extends { readonly ord: number }>(rows: ReadonlyArray<R>, count: number): ReadonlyArray<R> => {
@@ -142,8 +139,6 @@ export const make = Effect.gen(function* () {
         Effect.map((rows) => inOrder(rows, calls.length)),
         Effect.orDie
       ),
-    workers: BATCH_WORKERS,
-    maxSize: BATCH_MAX,
     kind: "reserve"
   })
   const resolutions = yield* batched({
@@ -152,8 +147,6 @@ export const make = Effect.gen(function* () {
         Effect.map((rows) => inOrder(rows, calls.length).map((row) => row.done)),
         Effect.orDie
       ),
-    workers: BATCH_WORKERS,
-    maxSize: BATCH_MAX,
     kind: "resolve"
   })
 

@@ -1,8 +1,8 @@
 /**
  * Group commit: many callers' requests to the database, gathered into one statement. Each caller offers its
- * item and waits for its own result; `workers` fibers each take whatever is waiting (up to `maxSize`) and run
- * it as one batch. Nothing waits to form a batch: a caller alone is sent at once, as a batch of one, and the
- * items that arrive while the workers are busy form the next batches.
+ * item and waits for its own result; a worker fiber takes whatever is waiting (up to `MAX_SIZE`) and runs it
+ * as one batch. Nothing waits to form a batch: a caller alone is sent at once, as a batch of one, and the
+ * items that arrive while a statement is in flight form the next batch.
  *
  * A batch, once taken, runs to its end uninterruptibly, so its callers always get their results; when the
  * owning scope closes, items still waiting die (the process is stopping after its calls drained).
@@ -21,11 +21,19 @@ export interface Batched<I, O> {
   readonly run: (item: I) => Effect.Effect<O>
 }
 
+/**
+ * One statement of a kind in flight at a time per process: the items that arrive meanwhile wait for it and go
+ * together in the next. More statements in flight at once only made each batch smaller — on the benchmark's
+ * machine, four in flight instead of one cost 25% more CPU per billed call and a third of the throughput (see
+ * docs/performance.md) — while a call alone is sent at once either way.
+ */
+const WORKERS = 1
+/** Items per statement. */
+const MAX_SIZE = 128
+
 export const batched = <I, O>(options: {
   /** One statement for the batch: a result per item, in the items' order. */
   readonly execute: (items: ReadonlyArray<I>) => Effect.Effect<ReadonlyArray<O>>
-  readonly workers: number
-  readonly maxSize: number
   /** The `kind` label of the batch-size histogram. */
   readonly kind: string
 }) =>
@@ -46,16 +54,16 @@ export const batched = <I, O>(options: {
         }, { discard: true })
       })
 
-    const worker = Queue.takeBetween(queue, 1, options.maxSize).pipe(
+    const worker = Queue.takeBetween(queue, 1, MAX_SIZE).pipe(
       Effect.flatMap((taken) => Effect.uninterruptible(runBatch(Chunk.toReadonlyArray(taken)))),
       Effect.forever
     )
-    for (let i = 0; i < options.workers; i++) yield* Effect.forkScoped(worker)
+    for (let i = 0; i < WORKERS; i++) yield* Effect.forkScoped(worker)
 
     yield* Effect.addFinalizer(() =>
       Effect.flatMap(Queue.takeAll(queue), (left) =>
         Effect.forEach(left, ([, deferred]) =>
-          Deferred.failCause(deferred, Cause.die(new Error("the ledger closed before this call's turn"))), { discard: true })))
+          Deferred.failCause(deferred, Cause.die(new Error("the service closed before this call's turn"))), { discard: true })))
 
     const run = (item: I): Effect.Effect<O> =>
       Effect.flatMap(Deferred.make<O>(), (deferred) =>

@@ -4,7 +4,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Effect, Redacted, Schema, TestClock } from "effect"
+import { Effect, Exit, Metric, Redacted, Schema, TestClock } from "effect"
 import * as Net from "node:net"
 import { IdempotencyKeyReused } from "../src/domain/errors.js"
 import { Authentication } from "../src/services/Authentication.js"
@@ -14,6 +14,7 @@ import { Gateway } from "../src/services/Gateway.js"
 import { KeyStore } from "../src/services/KeyStore.js"
 import { fingerprint, Idempotency } from "../src/services/Idempotency.js"
 import { Ledger } from "../src/services/Ledger.js"
+import { ledgerBatchSize } from "../src/services/Telemetry.js"
 import { toDate } from "../src/services/time.js"
 import { expectEnvelope, expectOk } from "./support/assert.js"
 import { books, callTool, gatewayLayer, givenOrg, hangUp, servicesLayer, TestUpstreams } from "./support/gateway.js"
@@ -346,5 +347,53 @@ layer(servicesLayer())("Idempotency-Key in process, on TestClock", (it) => {
       // Housekeeping deletes records past their retention.
       yield* TestClock.adjust("25 hours")
       expect(yield* (yield* Idempotency).purgeExpired).toBeGreaterThanOrEqual(1)
+    }))
+
+  it.effect("group commit: claims and stored answers that arrive together share statements, each with its own answer", () =>
+    Effect.gen(function* () {
+      yield* TestClock.setTime(Date.parse("2026-06-05T00:00:00Z"))
+      const idempotency = yield* Idempotency
+      const claimBatches = Metric.tagged(ledgerBatchSize, "kind", "claim")
+      const completeBatches = Metric.tagged(ledgerBatchSize, "kind", "complete")
+      const stateOf = Effect.all({ claim: Metric.value(claimBatches), complete: Metric.value(completeBatches) })
+      const { orgId } = yield* givenOrg({ credits: 10 })
+      const request = (key: string, input: string) =>
+        ({ orgId, key, fingerprint: fingerprint("weather", { q: input }), requestId: `req_${key}_${input}`, leaseMs: 60_000 })
+      yield* idempotency.claim(request("done", "Berlin"))
+      yield* idempotency.complete(orgId, "done", { status: 200, body: "{\"stored\":true}", charged: 2 })
+      const before = yield* stateOf
+      // 40 new keys, one key 20 times (so some batch holds it more than once), a completed key 10 times
+      const requests = [
+        ...Array.from({ length: 40 }, (_, i) => request(`k${i}`, "Berlin")),
+        ...Array.from({ length: 20 }, () => request("twice", "Berlin")),
+        ...Array.from({ length: 10 }, () => request("done", "Berlin"))
+      ]
+      const exits = yield* Effect.forEach(requests, (r) => Effect.exit(idempotency.claim(r)), { concurrency: "unbounded" })
+      const outcome = (i: number) => {
+        const exit = exits[i]
+        if (exit === undefined) return "missing"
+        if (Exit.isSuccess(exit)) return exit.value._tag
+        return exit.cause._tag === "Fail" ? exit.cause.error._tag : "defect"
+      }
+      expect(requests.slice(0, 40).map((_, i) => outcome(i))).toEqual(Array.from({ length: 40 }, () => "Claimed"))
+      const twice = requests.slice(40, 60).map((_, i) => outcome(40 + i))
+      expect(twice.filter((o) => o === "Claimed")).toHaveLength(1)
+      expect(twice.filter((o) => o === "RequestInProgress")).toHaveLength(19)
+      expect(requests.slice(60).map((_, i) => outcome(60 + i))).toEqual(Array.from({ length: 10 }, () => "Replay"))
+      // the 41 claimed answers stored at once, then each replayed with its own body
+      const claimed = [...Array.from({ length: 40 }, (_, i) => `k${i}`), "twice"]
+      yield* Effect.forEach(claimed, (key) => idempotency.complete(orgId, key, { status: 200, body: `{"key":"${key}"}`, charged: 1 }), {
+        concurrency: "unbounded"
+      })
+      for (const key of claimed) {
+        const again = yield* idempotency.claim(request(key, "Berlin"))
+        expect(again).toEqual({ _tag: "Replay", response: { status: 200, body: `{"key":"${key}"}`, charged: 1 } })
+      }
+      const after = yield* stateOf
+      // every claim and answer went through a batch, and there were fewer statements than of them
+      expect(after.claim.sum - before.claim.sum).toBe(70 + 41)
+      expect(after.complete.sum - before.complete.sum).toBe(41)
+      expect(after.claim.count - before.claim.count).toBeLessThan(70 + 41)
+      expect(after.complete.count - before.complete.count).toBeLessThan(41)
     }))
 })

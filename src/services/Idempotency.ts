@@ -18,6 +18,7 @@ import {
 } from "../domain/errors.js"
 import type { OrgId } from "../domain/ids.js"
 import { LedgerConfig } from "../config.js"
+import { batched } from "./batching.js"
 import { Ledger } from "./Ledger.js"
 import { sha256Hex } from "./random.js"
 import { nowMillis, toDate } from "./time.js"
@@ -84,7 +85,18 @@ const NewClaim = Schema.Struct({
   expiresAt: Schema.DateFromSelf,
   now: Schema.DateFromSelf
 })
-const Claimed = Schema.Struct({ claimed: Schema.Boolean })
+const ClaimedKey = Schema.Struct({ org_id: Schema.String, key: Schema.String })
+const Outcome = Schema.Struct({
+  orgId: Schema.String,
+  key: Schema.String,
+  status: Schema.Number,
+  body: Schema.String,
+  charged: Schema.Number
+})
+
+
+// Neither an org id nor a key has a line feed (keys are visible ASCII).
+const recordId = (orgId: string, key: string) => `${orgId}\n${key}`
 
 const IdemKey = Schema.Struct({ orgId: Schema.String, key: Schema.String })
 const IdemRow = Schema.Struct({
@@ -104,22 +116,49 @@ export const make = Effect.gen(function* () {
   const config = yield* LedgerConfig
   const ledger = yield* Ledger
 
-  // Insert a running record, or take over one whose retention has passed (the key is new again).
-  const insertClaim = SqlSchema.findOne({
-    Request: NewClaim,
-    Result: Claimed,
-    execute: (c) => sql`
+  // Insert running records, or take over ones whose retention has passed (the key is new again): the claims
+  // that arrive together are one statement (group commit, as the ledger's). Rows go in in (org, key) order,
+  // so two statements that touch the same keys wait for each other instead of deadlocking; a key twice in one
+  // batch goes in once (a second `ON CONFLICT DO UPDATE` of a row in one statement is an error) and its other
+  // claims are not claimed: the first holds it, or an unexpired record does.
+  const insertClaims = SqlSchema.findAll({
+    Request: Schema.Array(NewClaim),
+    Result: ClaimedKey,
+    execute: (claims) => sql`
       INSERT INTO idempotency (org_id, key, fingerprint, status, request_id, lease_until, expires_at, created_at)
-      VALUES (${c.orgId}, ${c.key}, ${c.fingerprint}, 'running', ${c.requestId}, ${c.leaseUntil}, ${c.expiresAt}, ${c.now})
+      SELECT c.org_id, c.key, c.fingerprint, 'running', c.request_id, c.lease_until, c.expires_at, c.now
+        FROM unnest(${claims.map((c) => c.orgId)}::text[], ${claims.map((c) => c.key)}::text[],
+                    ${claims.map((c) => c.fingerprint)}::text[], ${claims.map((c) => c.requestId)}::text[],
+                    ${claims.map((c) => c.leaseUntil)}::timestamptz[], ${claims.map((c) => c.expiresAt)}::timestamptz[],
+                    ${claims.map((c) => c.now)}::timestamptz[])
+             AS c (org_id, key, fingerprint, request_id, lease_until, expires_at, now)
       ON CONFLICT (org_id, key) DO UPDATE
          SET fingerprint = EXCLUDED.fingerprint, status = 'running', request_id = EXCLUDED.request_id,
              lease_until = EXCLUDED.lease_until, expires_at = EXCLUDED.expires_at, created_at = EXCLUDED.created_at,
              response_status = NULL, response_body = NULL, charged = NULL
-       WHERE idempotency.expires_at <= ${c.now}
-      RETURNING true AS claimed`
+       WHERE idempotency.expires_at <= EXCLUDED.created_at
+      RETURNING org_id, key`
+  })
+  const claims = yield* batched({
+    execute: (items: ReadonlyArray<typeof NewClaim.Type>) => {
+      const first = new Map<string, typeof NewClaim.Type>()
+      for (const item of items) {
+        const id = recordId(item.orgId, item.key)
+        if (!first.has(id)) first.set(id, item)
+      }
+      const rows = [...first.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([, item]) => item)
+      return insertClaims(rows).pipe(
+        Effect.map((claimed) => {
+          const won = new Set(claimed.map((row) => recordId(row.org_id, row.key)))
+          return items.map((item) => first.get(recordId(item.orgId, item.key)) === item && won.has(recordId(item.orgId, item.key)))
+        }),
+        Effect.orDie
+      )
+    },
+    kind: "claim"
   })
   const tryClaim = (request: ClaimRequest, now: number) =>
-    insertClaim({
+    claims.run({
       orgId: request.orgId,
       key: request.key,
       fingerprint: request.fingerprint,
@@ -127,7 +166,25 @@ export const make = Effect.gen(function* () {
       leaseUntil: toDate(now + request.leaseMs),
       expiresAt: toDate(now + config.idempotencyRetentionMs),
       now: toDate(now)
-    }).pipe(Effect.map(Option.isSome))
+    })
+
+  // Outcomes kept for replay, together likewise. Only a key's claimant completes it, once, so two
+  // statements never update the same row.
+  const storeOutcomes = SqlSchema.void({
+    Request: Schema.Array(Outcome),
+    execute: (outcomes) => sql`
+      UPDATE idempotency AS i
+         SET status = 'completed', response_status = o.status, response_body = o.body, charged = o.charged
+        FROM unnest(${outcomes.map((o) => o.orgId)}::text[], ${outcomes.map((o) => o.key)}::text[],
+                    ${outcomes.map((o) => o.status)}::integer[], ${outcomes.map((o) => o.body)}::text[],
+                    ${outcomes.map((o) => o.charged)}::bigint[]) AS o (org_id, key, status, body, charged)
+       WHERE i.org_id = o.org_id AND i.key = o.key`
+  })
+  const outcomes = yield* batched({
+    execute: (items: ReadonlyArray<typeof Outcome.Type>) =>
+      storeOutcomes(items).pipe(Effect.as(items.map(() => true)), Effect.orDie),
+    kind: "complete"
+  })
 
   const existing = SqlSchema.findOne({
     Request: IdemKey,
@@ -183,11 +240,10 @@ export const make = Effect.gen(function* () {
     }).pipe(Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die }), traced("Idempotency.claim"))
 
   const complete = (orgId: OrgId, key: string, response: StoredResponse) =>
-    sql`
-      UPDATE idempotency
-         SET status = 'completed', response_status = ${response.status}, response_body = ${response.body},
-             charged = ${response.charged}
-       WHERE org_id = ${orgId} AND key = ${key}`.pipe(Effect.asVoid, Effect.orDie, traced("Idempotency.complete"))
+    outcomes.run({ orgId, key, status: response.status, body: response.body, charged: response.charged }).pipe(
+      Effect.asVoid,
+      traced("Idempotency.complete")
+    )
 
   const release = (orgId: OrgId, key: string) =>
     sql`DELETE FROM idempotency WHERE org_id = ${orgId} AND key = ${key} AND status = 'running'`.pipe(
@@ -204,4 +260,4 @@ export const make = Effect.gen(function* () {
   return Idempotency.of({ claim, complete, release, purgeExpired })
 })
 
-export const IdempotencyLive = Layer.effect(Idempotency, make)
+export const IdempotencyLive = Layer.scoped(Idempotency, make)

@@ -57,7 +57,7 @@ export const settlementsLost = Metric.counter("tool_gateway_settlements_lost_tot
 export const ledgerBatchSize = Metric.histogram(
   "tool_gateway_ledger_batch_size",
   MetricBoundaries.exponential({ start: 1, factor: 2, count: 8 }),
-  "Calls per ledger statement (group commit), by kind (reserve, resolve)"
+  "Calls per statement (group commit), by kind (reserve, resolve; Idempotency-Key claim, complete)"
 )
 
 export const leaseRenewals = Metric.counter("tool_gateway_lease_renewals_total", {

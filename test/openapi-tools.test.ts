@@ -286,5 +286,19 @@ describe("with an operator's prices and PUBLIC_URL", () => {
         expect(description("read")).toContain(`Price: ${describePrice(catalog.read.price)}.`)
         expect(spec["servers"]).toEqual([{ url: "https://tools.example.org/gateway", description: "This gateway" }])
       }))
+
+    it.effect("GET /docs shows the same document: this gateway's prices and server", () =>
+      Effect.gen(function* () {
+        const spec = yield* servedDocument
+        const page = yield* request("/docs", { method: "GET" })
+        expect(page.status).toBe(200)
+        // the page carries its document as JSON in a script element (HttpApiScalar's page)
+        const embedded = /<script id="api-reference" type="application\/json">([\s\S]*?)<\/script>/.exec(page.text)?.[1]
+        expect(embedded).toBeDefined()
+        const shown = obj(JSON.parse(embedded ?? "null"))
+        expect(String(obj(obj(obj(shown["paths"])["/v1/weather"])["post"])["description"])).toContain("Price: 3 credits per call.")
+        expect(shown["servers"]).toEqual([{ url: "https://tools.example.org/gateway", description: "This gateway" }])
+        expect(shown).toEqual(spec)
+      }))
   })
 })

@@ -1,32 +1,86 @@
 /**
- * `GET /openapi.json`: the API's OpenAPI document (`Api.ts`, cleaned by `openapi.ts`) as this gateway runs it —
- * each tool's price is this gateway's (`PRICES_FILE` included) and, when `PUBLIC_URL` is set, the server is
- * that URL (else `/`: the paths are relative to where the document is served). Built once, at start-up.
+ * `GET /openapi.json` and `GET /docs` (the API reference) show one document: the API's (`Api.ts`, cleaned by
+ * `openapi.ts`) as this gateway runs it — each tool's price is this gateway's (`PRICES_FILE` included) and,
+ * when `PUBLIC_URL` is set, the server is that URL (else `/`: the paths are relative to where the document is
+ * served).
  */
-import * as HttpApi from "@effect/platform/HttpApi"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import type * as HttpApiScalar from "@effect/platform/HttpApiScalar"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as OpenApi from "@effect/platform/OpenApi"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { ServerConfig } from "../config.js"
 import { Pricing } from "../services/Pricing.js"
-import { withPrices } from "./openapi.js"
+import { Api } from "./Api.js"
+import { cleanSpec, withPrices } from "./openapi.js"
 
-export const OPENAPI_PATH = "/openapi.json"
-
-export const OpenApiLive = HttpApiBuilder.Router.use((router) =>
-  Effect.gen(function* () {
-    const { api } = yield* HttpApi.Api
-    const pricing = yield* Pricing
-    const { publicUrl } = yield* ServerConfig
-    // (a copy: the framework keeps the document it made, for /docs)
-    const spec = withPrices({ ...OpenApi.fromApi(api) }, pricing.priceOf)
-    const served = Option.match(publicUrl, {
-      onNone: () => spec,
-      onSome: (url) => ({ ...spec, servers: [{ url, description: "This gateway" }] })
+/** The API annotated to produce the served document (one transform: it replaces `Api.ts`'s `cleanSpec`). */
+const servedApi = Effect.gen(function* () {
+  const pricing = yield* Pricing
+  const { publicUrl } = yield* ServerConfig
+  return Api.annotate(OpenApi.Transform, (spec) => {
+    const priced = withPrices(cleanSpec(spec), pricing.priceOf)
+    return Option.match(publicUrl, {
+      onNone: () => priced,
+      onSome: (url) => ({ ...priced, servers: [{ url, description: "This gateway" }] })
     })
-    const response = yield* HttpServerResponse.json(served).pipe(Effect.orDie)
-    yield* router.get(OPENAPI_PATH, Effect.succeed(response))
+  })
+})
+
+/** Built once, at start-up. */
+const OpenApiLive = HttpApiBuilder.Router.use((router) =>
+  Effect.gen(function* () {
+    const response = yield* HttpServerResponse.json(OpenApi.fromApi(yield* servedApi)).pipe(Effect.orDie)
+    yield* router.get("/openapi.json", Effect.succeed(response))
   })
 )
+
+/**
+ * Options of the inlined Scalar (@scalar/api-reference 1.39) that `HttpApiScalar` passes through to it but
+ * does not type (they are in the configuration schema of the bundle that `HttpApiScalar` inlines).
+ */
+interface ScalarPageConfig extends HttpApiScalar.ScalarConfig {
+  /** The "Open API Client" button: a link to client.scalar.com. */
+  readonly hideClientButton?: boolean
+  /** The toolbar (Share, Generate SDKs, Configure): Scalar's cloud; shown on localhost unless "never". */
+  readonly showToolbar?: "always" | "localhost" | "never"
+  /** Analytics of the API client, sent to api.scalar.com. */
+  readonly telemetry?: boolean
+}
+
+/**
+ * The reference page loads nothing from another host and offers nothing that needs a Scalar account: the
+ * system's fonts instead of fonts.scalar.com, no cloud buttons, no telemetry, no "Powered by" link, and
+ * no `proxyUrl` (the page's "Test Request" calls this gateway directly).
+ */
+const docsPage: ScalarPageConfig = {
+  withDefaultFonts: false,
+  hideClientButton: true,
+  showToolbar: "never",
+  telemetry: false,
+  customCss: `a[href^="https://www.scalar.com"] { display: none; }`
+}
+
+/**
+ * `GET /docs`: `HttpApiScalar`'s page, with its script inline (it works offline). The module holds that
+ * script (3.4 MB of source, a string twice that size in memory, and the page built from it), so it is
+ * loaded, and the page built, when `/docs` is first asked for, not by every process that never serves it.
+ */
+const ScalarLive = HttpApiBuilder.Router.use((router) =>
+  Effect.gen(function* () {
+    const api = yield* servedApi
+    const page = yield* Effect.cached(
+      Effect.promise(() => Promise.all([import("@effect/platform/HttpApiScalar"), import("@effect/platform/HttpLayerRouter")])).pipe(
+        Effect.flatMap(([Scalar, LayerRouter]) =>
+          LayerRouter.toHttpEffect(Scalar.layerHttpLayerRouter({ api, path: "/docs", scalar: docsPage }))
+        ),
+        Effect.scoped
+      )
+    )
+    yield* router.get("/docs", Effect.flatten(page))
+  })
+)
+
+export const DocsLive = Layer.mergeAll(OpenApiLive, ScalarLive)

@@ -2,8 +2,6 @@
  * The HTTP server: the API with its handlers and middlewares on Node's http server.
  */
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
-import * as HttpApi from "@effect/platform/HttpApi"
-import type * as HttpApiScalar from "@effect/platform/HttpApiScalar"
 import * as HttpServer from "@effect/platform/HttpServer"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as Effect from "effect/Effect"
@@ -20,58 +18,10 @@ import { CatalogLive } from "./catalog.js"
 import { DashboardHandlersLive } from "./dashboard.js"
 import { OperationsLive } from "./operations.js"
 import { McpLive } from "./mcp.js"
-import { OpenApiLive } from "./openapiRoute.js"
+import { DocsLive } from "./openapiRoute.js"
 import { ApiKeyAuthLive, IdTokenAuthLive, JsonBodyLive } from "./security.js"
 import { CorsLive, DashboardSiteLive } from "./web.js"
 
-/**
- * Options of the inlined Scalar (@scalar/api-reference 1.39) that `HttpApiScalar` passes through to it but
- * does not type (they are in the configuration schema of the bundle that `HttpApiScalar` inlines).
- */
-interface ScalarPageConfig extends HttpApiScalar.ScalarConfig {
-  /** The "Open API Client" button: a link to client.scalar.com. */
-  readonly hideClientButton?: boolean
-  /** The toolbar (Share, Generate SDKs, Configure): Scalar's cloud; shown on localhost unless "never". */
-  readonly showToolbar?: "always" | "localhost" | "never"
-  /** Analytics of the API client, sent to api.scalar.com. */
-  readonly telemetry?: boolean
-}
-
-/**
- * The reference page loads nothing from another host and offers nothing that needs a Scalar account: the
- * system's fonts instead of fonts.scalar.com, no cloud buttons, no telemetry, no "Powered by" link, and
- * no `proxyUrl` (the page's "Test Request" calls this gateway directly).
- */
-const docsPage: ScalarPageConfig = {
-  withDefaultFonts: false,
-  hideClientButton: true,
-  showToolbar: "never",
-  telemetry: false,
-  customCss: `a[href^="https://www.scalar.com"] { display: none; }`
-}
-
-/**
- * `GET /docs`: `HttpApiScalar`'s page, with its script inline (it works offline). The module holds that
- * script (3.4 MB of source, a string twice that size in memory, and the page built from it), so it is
- * loaded, and the page built, when `/docs` is first asked for, not by every process that never serves it.
- */
-const ScalarLive = HttpApiBuilder.Router.use((router) =>
-  Effect.gen(function* () {
-    const { api } = yield* HttpApi.Api
-    const page = yield* Effect.cached(
-      Effect.promise(() => Promise.all([import("@effect/platform/HttpApiScalar"), import("@effect/platform/HttpLayerRouter")])).pipe(
-        Effect.flatMap(([Scalar, LayerRouter]) =>
-          LayerRouter.toHttpEffect(Scalar.layerHttpLayerRouter({ api, path: "/docs", scalar: docsPage }))
-        ),
-        Effect.scoped
-      )
-    )
-    yield* router.get("/docs", Effect.flatten(page))
-  })
-)
-
-/** `GET /openapi.json` and `GET /docs` (the API reference). */
-export const DocsLive = Layer.mergeAll(OpenApiLive, ScalarLive)
 
 /** The API, built: handlers, middlewares, error envelopes. Needs the gateway services. */
 export const ApiLive = HttpApiBuilder.api(Api).pipe(

@@ -9,6 +9,7 @@ import { Effect, Exit, Layer, Metric, TestClock } from "effect"
 import { InsufficientCredits, KeySpendLimitExceeded, SpendCapExceeded } from "../src/domain/errors.js"
 import type { KeyId, OrgId } from "../src/domain/ids.js"
 import { defaults, LedgerConfig } from "../src/config.js"
+import { Idempotency } from "../src/services/Idempotency.js"
 import { KeyStore } from "../src/services/KeyStore.js"
 import { Ledger } from "../src/services/Ledger.js"
 import { Orgs } from "../src/services/Orgs.js"
@@ -153,6 +154,30 @@ layer(servicesLayer())("the ledger, in process, on TestClock", (it) => {
       // ... and there were fewer statements than calls: they were grouped
       expect(after.reserve.count - before.reserve.count).toBeLessThan(80)
       expect(after.resolve.count - before.resolve.count).toBeLessThan(50)
+    }))
+
+  it.effect("a settlement keeps the call's answer under its Idempotency-Key in the same statement, with what it posted", () =>
+    Effect.gen(function* () {
+      const ledger = yield* Ledger
+      const idempotency = yield* Idempotency
+      const org = yield* givenOrg({ credits: 10 })
+      const claimed = (key: string) =>
+        idempotency.claim({ orgId: org.orgId, key, fingerprint: "f", requestId: `req_${key}`, leaseMs: 60_000 })
+      const completes = Metric.tagged(ledgerBatchSize, "kind", "complete")
+      const before = yield* Metric.value(completes)
+      // settled: the answer is kept with the 3 credits charged, and nothing else stored it
+      expect((yield* claimed("paid"))._tag).toBe("Claimed")
+      const paid = yield* hold(org, 5)
+      expect(yield* ledger.settle(paid, 3, { orgId: org.orgId, key: "paid", status: 200, body: "{\"ok\":1}" })).toBe(true)
+      expect(yield* claimed("paid")).toEqual({ _tag: "Replay", response: { status: 200, body: "{\"ok\":1}", charged: 3 } })
+      expect((yield* Metric.value(completes)).count).toBe(before.count)
+      // a hold voided meanwhile (a sweeper took the call for dead): kept, as charged 0 — what the call posted
+      expect((yield* claimed("swept"))._tag).toBe("Claimed")
+      const swept = yield* hold(org, 5)
+      yield* ledger.void(swept)
+      expect(yield* ledger.settle(swept, 3, { orgId: org.orgId, key: "swept", status: 200, body: "{\"ok\":2}" })).toBe(false)
+      expect(yield* claimed("swept")).toEqual({ _tag: "Replay", response: { status: 200, body: "{\"ok\":2}", charged: 0 } })
+      expect(yield* books(org.orgId)).toMatchObject({ balance: 7, held: 0, journalSum: 7 })
     }))
 
   it.effect("a batch of resolutions waits for the WAL flush when it settles, unless LEDGER_SYNC=relaxed; voids never wait", () =>

@@ -188,6 +188,15 @@ const makeWorld = (options: WorldOptions = {}) =>
       SqlClient.make({ acquirer: Effect.succeed(connection), compiler: Statement.makeCompilerSqlite(), spanAttributes: [] })
     ).pipe(Layer.provide(Reactivity.layer))
 
+    // -- Idempotency-Key records (the service is below); an answer is kept by `complete`, or a 200 by the
+    // settlement that charges it, as the real ledger's statement does
+    const records = new Map<string, { readonly fingerprint: string; response: StoredResponse | undefined }>()
+    const keepAnswer = (key: string, response: StoredResponse) => {
+      w.idempotency.events.push({ op: "complete", key, status: response.status, charged: response.charged, code: codeOf(response) })
+      const record = records.get(key)
+      if (record !== undefined) record.response = response
+    }
+
     // -- the ledger: holds, each resolved exactly once
     const holds = new Map<number, "pending" | "settled" | "voided">()
     const refusal = (refuse: Refusal) => {
@@ -220,10 +229,12 @@ const makeWorld = (options: WorldOptions = {}) =>
           w.ledger.events.push({ op: "reserve", tool: request.tool, amount: request.amount, hold: hold.id })
           return Effect.succeed(hold)
         }),
-      settle: (hold, charge) =>
+      settle: (hold, charge, keep) =>
         Effect.sync(() => {
           w.ledger.events.push({ op: "settle", hold: hold.id, amount: charge })
-          return resolve(hold, "settled")
+          const settled = resolve(hold, "settled")
+          if (keep !== undefined) keepAnswer(keep.key, { status: keep.status, body: keep.body, charged: settled ? charge : 0 })
+          return settled
         }),
       void: (hold) =>
         Effect.sync(() => {
@@ -236,7 +247,6 @@ const makeWorld = (options: WorldOptions = {}) =>
     })
 
     // -- Idempotency-Key records, on the contract's model (no lease expiry: a running key is in progress)
-    const records = new Map<string, { readonly fingerprint: string; response: StoredResponse | undefined }>()
     const idempotency = Idempotency.of({
       claim: (request) =>
         Effect.suspend((): Effect.Effect<Claim, IdempotencyKeyReused | RequestInProgress> => {
@@ -252,12 +262,7 @@ const makeWorld = (options: WorldOptions = {}) =>
           if (existing.response !== undefined) return Effect.succeed({ _tag: "Replay", response: existing.response })
           return Effect.fail(new RequestInProgress({ message: "a request with this Idempotency-Key is running", retryAfter: 1 }))
         }),
-      complete: (_orgId, key, response) =>
-        Effect.sync(() => {
-          w.idempotency.events.push({ op: "complete", key, status: response.status, charged: response.charged, code: codeOf(response) })
-          const record = records.get(key)
-          if (record !== undefined) record.response = response
-        }),
+      complete: (_orgId, key, response) => Effect.sync(() => keepAnswer(key, response)),
       release: (_orgId, key) =>
         Effect.sync(() => {
           w.idempotency.events.push({ op: "release", key })

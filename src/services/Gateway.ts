@@ -7,8 +7,9 @@
  *   admit   the org's betas, and the key's tool allow-list
  *   reserve the connection's credentials, what the provider refuses on the input's face, then the hold
  *   invoke  the provider call, under the call's deadline, its hold's lease renewed meanwhile
- *   charge  the hold settled at what the answer delivered (or the minimum for a normalization failure), or voided
- *   store   the outcome kept under the Idempotency-Key (a 200, a billable failure, a write of unknown
+ *   charge  the hold settled at what the answer delivered (or the minimum for a normalization failure), or voided;
+ *           a 200 under an Idempotency-Key is kept by the same statement that settles it
+ *   store   the other outcomes kept under the Idempotency-Key (a billable failure, a write of unknown
  *           outcome), or the key freed
  *   log     the usage record, the metrics, the request's facts
  *
@@ -57,7 +58,7 @@ import { ConversionOwner } from "./HtmlConverter.js"
 import { fingerprint, Idempotency, validateKey } from "./Idempotency.js"
 import { type Caller, KeyStore } from "./KeyStore.js"
 import { type ClaimLease, Leases } from "./Leases.js"
-import { type Hold, Ledger } from "./Ledger.js"
+import { type Hold, type KeptAnswer, Ledger } from "./Ledger.js"
 import { Pricing } from "./Pricing.js"
 import { CallDeadline, ProviderIdempotencyKey } from "./ProviderClient.js"
 import { ProviderRegistry } from "./ProviderRegistry.js"
@@ -286,8 +287,8 @@ export const make = Effect.gen(function* () {
    * The charge actually posted: `amount`, or 0 when the hold was no longer pending (a sweeper took this
    * process for dead and voided it). Never silent: logged at ERROR and counted.
    */
-  const settle = <T extends ToolName>(call: Call<T>, hold: Hold, amount: number) =>
-    Effect.flatMap(ledger.settle(hold, amount), (settled) =>
+  const settle = <T extends ToolName>(call: Call<T>, hold: Hold, amount: number, keep?: KeptAnswer) =>
+    Effect.flatMap(ledger.settle(hold, amount, keep), (settled) =>
       settled
         ? Effect.succeed(amount)
         : Effect.logError("settlement found its hold no longer pending: the call is answered as charged 0").pipe(
@@ -310,7 +311,9 @@ export const make = Effect.gen(function* () {
       if (Exit.isSuccess(exit)) {
         const answered = exit.value
         const body = yield* mode.encode(answered)
-        const charged = yield* settle(call, hold, chargeFor(call.price, mode.units(answered), call.reservation))
+        // under an Idempotency-Key, the answer is kept by the settlement's statement (see `store`)
+        const keep = call.key === undefined ? undefined : { orgId: call.caller.orgId, key: call.key, status: 200, body }
+        const charged = yield* settle(call, hold, chargeFor(call.price, mode.units(answered), call.reservation), keep)
         return { _tag: "Fresh", requestId: call.requestId, output: answered.output, body, provider: answered.provider, charged }
       }
       const failure = failureOf(exit)
@@ -329,12 +332,14 @@ export const make = Effect.gen(function* () {
 
   // -- store ------------------------------------------------------------------------------------------
   /**
-   * Keep the outcome under the claimed key: a 200, a billable failure, or a write that may have been carried
-   * out (the same request again must not send it twice). Any other failure frees the key for a retry.
+   * Keep the outcome under the claimed key: a billable failure, or a write that may have been carried out (the
+   * same request again must not send it twice); a 200 is already kept, by its settlement. Any other failure
+   * frees the key for a retry.
    */
   const store = <T extends ToolName, A>(call: Call<T>, key: string, exit: Exit.Exit<Fresh<A>, ToolError<T>>) => {
     const orgId = call.caller.orgId
-    if (Exit.isSuccess(exit)) return idempotency.complete(orgId, key, { status: 200, body: exit.value.body, charged: exit.value.charged })
+    // a 200 was kept with the settlement that charged it (`charge`): one statement, one commit
+    if (Exit.isSuccess(exit)) return Effect.void
     const failure = failureOf(exit)
     if (failure !== undefined && isReplayedError(failure)) {
       return idempotency.complete(orgId, key, {

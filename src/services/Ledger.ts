@@ -6,7 +6,8 @@
  *
  * Group commit: the reservations of calls that arrive together go to the database as one statement, and so
  * do their settlements and voids (`batching.ts`; src/db/functions/gateway_*_batch.ts), each call still
- * getting its own answer. A call alone is sent at once.
+ * getting its own answer. A call alone is sent at once. A settlement also keeps the call's answer under its
+ * `Idempotency-Key`, when it has one, in the same statement.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
@@ -39,11 +40,23 @@ export interface ReserveRequest {
   readonly leaseMs: number
 }
 
+/**
+ * An answer to keep under the call's `Idempotency-Key`, written by the statement that settles the call: the
+ * answer and the charge commit together, and its `charged` is what the settlement posted (0 when the hold was
+ * no longer pending).
+ */
+export interface KeptAnswer {
+  readonly orgId: OrgId
+  readonly key: string
+  readonly status: number
+  readonly body: string
+}
+
 export class Ledger extends Context.Tag("Ledger")<Ledger, {
   readonly reserve: (
     request: ReserveRequest
   ) => Effect.Effect<Hold, InvalidKey | InsufficientCredits | SpendCapExceeded | KeySpendLimitExceeded>
-  readonly settle: (hold: Hold, charge: number) => Effect.Effect<boolean>
+  readonly settle: (hold: Hold, charge: number, keep?: KeptAnswer) => Effect.Effect<boolean>
   readonly void: (hold: Hold) => Effect.Effect<boolean>
   /** Void the pending hold of a request (one whose process died), if it is still pending. */
   readonly voidRequest: (orgId: OrgId, requestId: string) => Effect.Effect<number>
@@ -83,7 +96,12 @@ const ReserveCall = Schema.Struct({
 type ReserveCall = typeof ReserveCall.Type
 
 /** A settlement (`charge` a number) or a void (`charge` null). */
-const ResolveCall = Schema.Struct({ holdId: Schema.Number, charge: Schema.NullOr(Schema.Number), now: Schema.Number })
+const ResolveCall = Schema.Struct({
+  holdId: Schema.Number,
+  charge: Schema.NullOr(Schema.Number),
+  now: Schema.Number,
+  keep: Schema.NullOr(Schema.Struct({ orgId: Schema.String, key: Schema.String, status: Schema.Number, body: Schema.String }))
+})
 type ResolveCall = typeof ResolveCall.Type
 const Resolved = Schema.Struct({ ord: Schema.Number, done: Schema.Boolean })
 const Count = Schema.Struct({ n: Schema.Number })
@@ -123,10 +141,28 @@ export const make = Effect.gen(function* () {
   const resolveRows = SqlSchema.findAll({
     Request: Schema.Struct({ calls: Schema.Array(ResolveCall), time: BatchTime }),
     Result: Resolved,
-    execute: ({ calls, time }) =>
-      sql`SELECT * FROM gateway_resolve_batch(
+    execute: ({ calls, time }) => {
+      const resolve = sql`SELECT * FROM gateway_resolve_batch(
             ${calls.map((c) => c.holdId)}::bigint[], ${calls.map((c) => c.charge)}::bigint[],
             ${calls.map(() => time.at)}::timestamptz[], ${calls.map(() => time.month)}::integer[], ${relaxed})`
+      const kept = calls.flatMap((c, i) => (c.keep === null ? [] : [{ ...c.keep, ord: i + 1, charge: c.charge ?? 0 }]))
+      if (kept.length === 0) return resolve
+      // the answers kept in the same transaction, after the settlements (they read whether each was posted);
+      // idempotency rows are locked after the holds and orgs, as nothing else takes them the other way round
+      return sql`
+        WITH r AS (${resolve}), kept AS (
+          UPDATE idempotency AS i
+             SET status = 'completed', response_status = a.status, response_body = a.body,
+                 charged = CASE WHEN r.done THEN a.charge ELSE 0 END
+            FROM unnest(${kept.map((k) => k.ord)}::integer[], ${kept.map((k) => k.orgId)}::text[],
+                        ${kept.map((k) => k.key)}::text[], ${kept.map((k) => k.status)}::integer[],
+                        ${kept.map((k) => k.body)}::text[], ${kept.map((k) => k.charge)}::bigint[])
+                   AS a (ord, org_id, key, status, body, charge)
+            JOIN r ON r.ord = a.ord
+           WHERE i.org_id = a.org_id AND i.key = a.key
+        )
+        SELECT ord, done FROM r`
+    }
   })
   const batchTime = (calls: ReadonlyArray<{ readonly now: number }>) => {
     const now = calls.reduce((latest, c) => Math.max(latest, c.now), 0)
@@ -200,17 +236,17 @@ export const make = Effect.gen(function* () {
       }
     }).pipe(traced("Ledger.reserve"))
 
-  const settle = (hold: Hold, charge: number) =>
+  const settle = (hold: Hold, charge: number, keep?: KeptAnswer) =>
     Effect.gen(function* () {
       const now = yield* nowMillis
       const amount = Math.max(0, Math.min(charge, hold.amount))
-      return yield* resolutions.run({ holdId: hold.id, charge: amount, now })
+      return yield* resolutions.run({ holdId: hold.id, charge: amount, now, keep: keep ?? null })
     }).pipe(traced("Ledger.settle"))
 
   const voidHold = (hold: Hold) =>
     Effect.gen(function* () {
       const now = yield* nowMillis
-      return yield* resolutions.run({ holdId: hold.id, charge: null, now })
+      return yield* resolutions.run({ holdId: hold.id, charge: null, now, keep: null })
     }).pipe(traced("Ledger.void"))
 
   const voidWhere = (now: number, filter: "expired" | { readonly orgId: OrgId; readonly requestId: string }) =>

@@ -4,11 +4,9 @@
  * routes, wrong methods) and defects, and answers each with the envelope, its status and its headers.
  * It also stamps every response with `X-Request-Id`.
  */
-import * as FileSystem from "@effect/platform/FileSystem"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpApiError from "@effect/platform/HttpApiError"
 import type * as HttpApp from "@effect/platform/HttpApp"
-import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
 import * as HttpServerError from "@effect/platform/HttpServerError"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
@@ -234,7 +232,6 @@ export const EnvelopeMiddlewareLive = HttpApiBuilder.middleware(
           }))
       )
     }
-    const maxBody = Option.some(FileSystem.Size(config.maxBodyBytes))
     return (app: HttpApp.Default) =>
       // Uninterruptible around the app: a client that hangs up interrupts the app, not the log line and the
       // metrics of what its request did.
@@ -247,7 +244,6 @@ export const EnvelopeMiddlewareLive = HttpApiBuilder.middleware(
           const exit = yield* restore(app).pipe(
             Effect.locally(CurrentRequest, state),
             Effect.locally(CurrentCallFacts, facts),
-            Effect.provideService(HttpIncomingMessage.MaxBodySize, maxBody),
             Effect.exit
           )
           if (Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)) {

@@ -1,11 +1,14 @@
 /**
  * The HTTP server: the API with its handlers and middlewares on Node's http server.
  */
+import * as FileSystem from "@effect/platform/FileSystem"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
 import * as HttpServer from "@effect/platform/HttpServer"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Http from "node:http"
 import type * as Net from "node:net"
 import { envelope, envelopeOf, HeadersTooLarge, InvalidRequest, RequestTimeout, responseHeaders } from "../domain/errors.js"
@@ -151,7 +154,17 @@ const answerClientError = (error: Error & { readonly code?: string }, socket: Ne
 }
 
 /** Serve the API on `HOST:PORT` (port 0 picks a free one; `HttpServer.HttpServer` tells which). */
+/**
+ * The body size limit of every request (`MAX_BODY_BYTES`): in the context the server's handler runs in, so each
+ * request inherits it instead of having it provided (a copy of the request's whole context) one by one.
+ */
+const MaxBodySizeLive = Layer.effect(
+  HttpIncomingMessage.MaxBodySize,
+  Effect.map(ServerConfig, (config) => Option.some(FileSystem.Size(config.maxBodyBytes)))
+)
+
 export const HttpServerLive = HttpApiBuilder.serve().pipe(
+  Layer.provide(MaxBodySizeLive),
   Layer.provide(DocsLive),
   Layer.provide(Layer.mergeAll(DashboardSiteLive, CorsLive)),
   Layer.provide(McpLive),

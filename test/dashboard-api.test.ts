@@ -9,6 +9,7 @@ import { describe, expect, layer } from "@effect/vitest"
 import { Effect, Schema } from "effect"
 import { InvalidRequest, NotFound, ToolGatewayClient } from "../src/client.js"
 import type { OrgId } from "../src/domain/ids.js"
+import { USAGE_CSV_MAX } from "../src/domain/dashboard.js"
 import { expectEnvelope, expectOk } from "./support/assert.js"
 import { baseUrl, callTool, dashboard, gatewayLayer, givenMember, type HttpResult, request, requestChunked } from "./support/gateway.js"
 
@@ -192,7 +193,32 @@ layer(gatewayLayer(), { excludeTestServices: true })("dashboard API: keys, usage
         ])
         const errors = yield* dashboard("GET", "/v1/usage?format=csv&status=error", token)
         expect(errors.text.trimEnd().split("\r\n")).toHaveLength(2)
+        // everything that matched is in it: nothing says there is more
+        expect(csv.headers.get("x-next-cursor")).toBeNull()
         expectEnvelope(yield* dashboard("GET", "/v1/usage?format=xml", token), invalidRequest)
+      }))
+
+    it.effect(`format=csv past ${USAGE_CSV_MAX} rows: the export says where the rest starts, and the rest is one request away`, () =>
+      Effect.gen(function* () {
+        const { token, orgId, keyId } = yield* givenMember()
+        const sql = yield* SqlClient.SqlClient
+        yield* sql`
+          INSERT INTO usage (org_id, key_id, tool, request_id, status, code, credits, latency_ms, provider, created_at)
+          SELECT ${orgId}, ${keyId}, 'weather', 'req_bulk' || n, 200, 'ok', 1, 5, 'open-meteo',
+                 timestamptz '2026-04-01T00:00:00Z' + n * interval '1 second'
+            FROM generate_series(1, ${USAGE_CSV_MAX + 1}) AS n`.pipe(Effect.orDie)
+        const first = yield* dashboard("GET", "/v1/usage?format=csv", token)
+        expect(first.status).toBe(200)
+        const lines = first.text.trimEnd().split("\r\n")
+        expect(lines).toHaveLength(1 + USAGE_CSV_MAX)
+        const cursor = first.headers.get("x-next-cursor")
+        expect(cursor).toEqual(expect.any(String))
+        // newest first: the rest is the oldest record
+        const rest = yield* dashboard("GET", `/v1/usage?format=csv&cursor=${cursor ?? ""}`, token)
+        const restLines = rest.text.trimEnd().split("\r\n")
+        expect(restLines).toHaveLength(2)
+        expect(restLines[1]?.split(",")[1]).toBe("2026-04-01T00:00:01.000Z")
+        expect(rest.headers.get("x-next-cursor")).toBeNull()
       }))
   })
 

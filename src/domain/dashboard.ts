@@ -162,7 +162,8 @@ export const UsageQuery = Schema.Struct({
   from: opt(Instant.annotations({ description: "Records at or after this instant" })),
   to: opt(Instant.annotations({ description: "Records before this instant" })),
   format: opt(Schema.Literal("json", "csv").annotations({
-    description: `csv: every matching record (at most ${USAGE_CSV_MAX} rows, newest first) as text/csv, instead of a page`
+    description: `csv: every matching record (at most ${USAGE_CSV_MAX} rows, newest first) as text/csv, instead of a page; ` +
+      "when more match, the X-Next-Cursor header holds the cursor of the rest"
   }))
 })
 

@@ -155,7 +155,11 @@ export const DashboardLive = HttpApiBuilder.group(Api, "dashboard", (handlers) =
           if (csv) {
             return HttpServerResponse.text(toCsv(page.records), {
               contentType: "text/csv; charset=utf-8",
-              headers: { "content-disposition": "attachment; filename=\"usage.csv\"" }
+              headers: {
+                "content-disposition": "attachment; filename=\"usage.csv\"",
+                // more matched than one export holds: where the rest starts
+                ...(page.nextCursor === null ? {} : { "x-next-cursor": page.nextCursor })
+              }
             })
           }
           return { data: page.records.map(recordView), next_cursor: page.nextCursor }

@@ -78,6 +78,12 @@ const HEADERS = {
     description: "Seconds to wait before trying again.",
     required: true,
     schema: { type: "integer", minimum: 1 }
+  },
+  "X-Next-Cursor": {
+    description:
+      "With `format=csv`, when more records match than one export holds: the `cursor` that asks for the rest (the export is newest first).",
+    required: false,
+    schema: { type: "string" }
   }
 } as const
 
@@ -95,6 +101,8 @@ interface OperationKind {
   readonly call: boolean
   /** Authenticated by the API key, so rate limited. */
   readonly apiKey: boolean
+  /** `GET /v1/usage`: a CSV export that stops at its limit says where the rest starts. */
+  readonly export: boolean
 }
 
 /** The headers of one response: every answer's, the API key's, a call's, and those of the errors it can be. */
@@ -111,6 +119,7 @@ const headersOf = (kind: OperationKind, status: number, errors: ReadonlyArray<En
   } else if (some("credits-charged")) {
     headers["X-Credits-Charged"] = header("X-Credits-Charged", false)
   }
+  if (kind.export && status === 200) headers["X-Next-Cursor"] = header("X-Next-Cursor")
   if (some("retry-after")) {
     headers["Retry-After"] = header("Retry-After", errors.every((spec) => spec.headers?.includes("retry-after") === true))
   }
@@ -241,7 +250,11 @@ const hasSecurity = (operation: Json, scheme: string) =>
 
 const cleanOperation = (path: string, operation: Json): Json => {
   const tool = path.startsWith("/v1/") ? path.slice(4) : ""
-  const kind: OperationKind = { call: isToolName(tool) || path === "/v1/run", apiKey: hasSecurity(operation, "apiKey") }
+  const kind: OperationKind = {
+    call: isToolName(tool) || path === "/v1/run",
+    apiKey: hasSecurity(operation, "apiKey"),
+    export: path === "/v1/usage"
+  }
   const responses: Json = {}
   for (const [status, response] of Object.entries(objectAt(operation, "responses"))) {
     if (!isObject(response)) continue

@@ -13,7 +13,7 @@ import * as Util from "node:util"
 export const wantsJson = (argv: ReadonlyArray<string>): boolean => argv.includes("--json")
 
 /** Colour only for a terminal, and not when `NO_COLOR` is set to anything but the empty string. */
-export const useColour = (noColor: string | undefined, isTerminal: boolean): boolean => isTerminal && (noColor ?? "") === ""
+const useColour = (noColor: string | undefined, isTerminal: boolean): boolean => isTerminal && (noColor ?? "") === ""
 
 const plain = (u: unknown): unknown => (typeof u === "string" ? Util.stripVTControlCharacters(u) : u)
 

@@ -119,7 +119,7 @@ const toolDescriptions = (pricing: typeof Pricing.Service) =>
   }))
 
 /** `POST /v1/run` as an MCP tool. Not a catalog tool: its name is one no tool can have (`run` is no tool). */
-export const RUN_TOOL = "run"
+const RUN_TOOL = "run"
 
 const runInput = jsonSchemaOf(RunRequest.ast)
 const runOutput = jsonSchemaOf(RunOutput.ast)

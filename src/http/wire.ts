@@ -14,7 +14,7 @@ import * as Schema from "effect/Schema"
 import { type Envelope, type EnvelopeSpec, envelopeOf, type GatewayError, type GatewayErrorTag } from "../domain/errors.js"
 
 /** The envelope, as it travels: the one `Envelope` of the error table. */
-export type WireEnvelope = Envelope
+type WireEnvelope = Envelope
 
 /** Fields some errors carry in their answer's headers, which the typed client copies into the envelope. */
 const HeaderFields = {

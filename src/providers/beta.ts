@@ -158,7 +158,7 @@ export const betaRead: ProviderTool<ToolInput<"beta_read">, undefined, ToolOutpu
 }
 
 /** The most results Jina's Search gives in one answer: it refuses a larger `num` (src/api/searcher.ts). */
-export const JINA_MAX_NUM = 20
+const JINA_MAX_NUM = 20
 
 /** The curated `search`'s raw answer: Jina's answer to each page asked for, in order. */
 const SearchPages = Schema.Struct({ pages: Schema.Array(JinaSearchAnswer) })

@@ -23,7 +23,7 @@ const param = (v: unknown): string => (typeof v === "string" ? v : JSON.stringif
 type GraphMeaning = "rate_limited" | "token_rejected" | "temporary"
 
 /** Graph's error codes that mean something of their own here: the classification table of this module. */
-export const GRAPH_CODES: ReadonlyMap<number, { readonly meaning: GraphMeaning; readonly what: string }> = new Map([
+const GRAPH_CODES: ReadonlyMap<number, { readonly meaning: GraphMeaning; readonly what: string }> = new Map([
   // Handling Errors: "Possibly a temporary issue due to downtime. Wait and retry the operation."
   [1, { meaning: "temporary", what: "API Unknown" }],
   [2, { meaning: "temporary", what: "API Service" }],

@@ -15,6 +15,7 @@ import { NotFound, ProviderResponseTooLarge } from "../domain/errors.js"
 import type { OrgId } from "../domain/ids.js"
 import { ProvidersConfig, ServerConfig } from "../config.js"
 import { randomId } from "./random.js"
+import * as retention from "./retention.js"
 import { nowMillis, toDate } from "./time.js"
 import { traced } from "./tracing.js"
 
@@ -74,7 +75,6 @@ const ArtifactRow = Schema.Struct({
   data: Schema.Uint8ArrayFromSelf
 })
 const ArtifactKey = Schema.Struct({ id: Schema.String, orgId: Schema.String, now: Schema.DateFromSelf })
-const Count = Schema.Struct({ n: Schema.Number })
 const ListedRow = Schema.Struct({
   id: Schema.String,
   content_type: Schema.String,
@@ -113,13 +113,6 @@ export const make = Effect.gen(function* () {
          ${r.after === null ? sql`` : sql`AND (created_at, id) < (${r.after.createdAt}, ${r.after.id})`}
        ORDER BY created_at DESC, id DESC
        LIMIT ${r.limit}`
-  })
-  const deleteExpired = SqlSchema.single({
-    Request: Schema.DateFromSelf,
-    Result: Count,
-    execute: (now) => sql`
-      WITH d AS (DELETE FROM artifacts WHERE expires_at <= ${now} RETURNING 1)
-      SELECT count(*)::int AS n FROM d`
   })
 
   const store = (orgId: OrgId, contentType: string, data: Uint8Array) =>
@@ -167,10 +160,7 @@ export const make = Effect.gen(function* () {
       }
     }).pipe(traced("Artifacts.list"))
 
-  const purgeExpired = Effect.flatMap(nowMillis, (now) => deleteExpired(toDate(now))).pipe(
-    Effect.map((row) => row.n),
-    Effect.orDie
-  )
+  const purgeExpired = retention.purgeExpired("artifacts").pipe(Effect.provideService(SqlClient.SqlClient, sql))
 
   return Artifacts.of({ store, get, list, purgeExpired })
 })

@@ -21,6 +21,7 @@ import { LedgerConfig } from "../config.js"
 import { batched } from "./batching.js"
 import { Ledger } from "./Ledger.js"
 import { sha256Hex } from "./random.js"
+import * as retention from "./retention.js"
 import { nowMillis, toDate } from "./time.js"
 import { traced } from "./tracing.js"
 
@@ -109,7 +110,6 @@ const IdemRow = Schema.Struct({
   charged: Schema.NullOr(Schema.Number)
 })
 
-const Count = Schema.Struct({ n: Schema.Number })
 
 export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
@@ -194,13 +194,6 @@ export const make = Effect.gen(function* () {
         FROM idempotency WHERE org_id = ${k.orgId} AND key = ${k.key}`
   })
 
-  const deleteExpired = SqlSchema.single({
-    Request: Schema.DateFromSelf,
-    Result: Count,
-    execute: (now) => sql`
-      WITH d AS (DELETE FROM idempotency WHERE expires_at <= ${now} RETURNING 1)
-      SELECT count(*)::int AS n FROM d`
-  })
 
   const claim = (request: ClaimRequest): Effect.Effect<
     Claim,
@@ -252,10 +245,7 @@ export const make = Effect.gen(function* () {
       traced("Idempotency.release")
     )
 
-  const purgeExpired = Effect.flatMap(nowMillis, (now) => deleteExpired(toDate(now))).pipe(
-    Effect.map((row) => row.n),
-    Effect.orDie
-  )
+  const purgeExpired = retention.purgeExpired("idempotency").pipe(Effect.provideService(SqlClient.SqlClient, sql))
 
   return Idempotency.of({ claim, complete, release, purgeExpired })
 })

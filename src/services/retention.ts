@@ -1,0 +1,25 @@
+/**
+ * Housekeeping of records kept for a while (artifacts, Idempotency-Key records): delete the rows whose
+ * `expires_at` has passed, by the service's `Clock`. An expired row is already treated as gone by its service;
+ * this only frees the space.
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlSchema from "@effect/sql/SqlSchema"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import { nowMillis, toDate } from "./time.js"
+
+/** The rows deleted. */
+export const purgeExpired = (table: "artifacts" | "idempotency"): Effect.Effect<number, never, SqlClient.SqlClient> =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const now = yield* nowMillis
+    const deleted = SqlSchema.single({
+      Request: Schema.DateFromSelf,
+      Result: Schema.Struct({ n: Schema.Number }),
+      execute: (at) => sql`
+        WITH d AS (DELETE FROM ${sql(table)} WHERE expires_at <= ${at} RETURNING 1)
+        SELECT count(*)::int AS n FROM d`
+    })
+    return (yield* deleted(toDate(now))).n
+  }).pipe(Effect.orDie)

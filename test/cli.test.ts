@@ -43,6 +43,7 @@ const run = (args: ReadonlyArray<string>, env: Record<string, string>) =>
 
 /** Whether util-linux `script` can give a command a pseudo-terminal here. */
 const hasScript = Child.spawnSync("script", ["--version"]).status === 0
+if (!hasScript) console.log("skipping the terminal parts of the CLI tests (colour, the first run's key): util-linux `script` is not installed")
 
 const shellQuote = (s: string) => `'${s.replace(/'/g, "'\\''")}'`
 

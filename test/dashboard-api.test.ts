@@ -320,8 +320,14 @@ layer(gatewayLayer(), { excludeTestServices: true })("dashboard API: keys, usage
           host: "attacker.example:8787",
           "content-type": "application/json"
         })
-        expect(refused.status).toBe(400)
+        expectEnvelope(refused, { ...invalidRequest, message: "only to a loopback Host" })
         expect(refused.text).not.toContain("token\":")
+        // the same request with a loopback Host gets its token: the Host alone made the difference
+        for (const host of ["localhost:8787", "127.0.0.1:8787"]) {
+          const allowed = yield* requestChunked("/dev/token", [JSON.stringify({ uid: "someone" })], { host, "content-type": "application/json" })
+          expect(allowed.status, `${host}: ${allowed.text}`).toBe(200)
+          expect(bodyOf(allowed)["token"]).toEqual(expect.any(String))
+        }
       }))
   })
 

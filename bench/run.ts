@@ -368,21 +368,30 @@ const report = (rows: ReadonlyArray<Row>, notes: ReadonlyArray<string>, started:
   const gw = get("gateway")
   const spread = get("gateway-100-orgs")
   const api = get("ceiling-httpapi")
+  // the targets of the current round (docs/performance.md): beside this run's own baselines
   if (proxy !== undefined && gw !== undefined) {
     const seq = gw.sequential.p50 - proxy.sequential.p50
-    targets.push({ target: "sequential added p50 ≤ 1 ms", measured: `${r3(seq)} ms`, met: seq <= 1 })
-    const p50 = gw.rate.p50 - proxy.rate.p50
+    const sync = process.env["LEDGER_SYNC"] ?? "full"
+    targets.push({ target: `sequential added p50 ≤ 1.5 ms (LEDGER_SYNC=${sync})`, measured: `${r3(seq)} ms`, met: seq <= 1.5 })
     const p99 = gw.rate.p99 - proxy.rate.p99
-    targets.push({ target: `added p50 at ${fixedRate} req/s ≤ 1 ms`, measured: `${r3(p50)} ms`, met: p50 <= 1 })
-    targets.push({ target: `added p99 at ${fixedRate} req/s ≤ 5 ms`, measured: `${r3(p99)} ms`, met: p99 <= 5 })
+    targets.push({ target: `added p99 at ${fixedRate} req/s ≤ 10 ms`, measured: `${r3(p99)} ms`, met: p99 <= 10 })
     targets.push({ target: "one org (hot row) ≥ 1,000 calls/s", measured: `${gw.max.rps} calls/s`, met: gw.max.rps >= 1000 })
   }
   if (spread !== undefined && api !== undefined) {
     const ratio = spread.max.rps / api.max.rps
     targets.push({
-      target: "billed throughput ≥ 60% of the `HttpApi` ceiling",
+      target: "billed throughput, 100 orgs, ≥ 35% of the `HttpApi` ceiling",
       measured: `${spread.max.rps} / ${api.max.rps} = ${Math.round(ratio * 100)}%`,
-      met: ratio >= 0.6
+      met: ratio >= 0.35
+    })
+  }
+  const keyed = get("gateway-idempotency")
+  if (keyed !== undefined && gw !== undefined) {
+    const ratio = keyed.max.rps / gw.max.rps
+    targets.push({
+      target: "unique `Idempotency-Key` per call ≥ 85% of the calls/s without",
+      measured: `${keyed.max.rps} / ${gw.max.rps} = ${Math.round(ratio * 100)}%`,
+      met: ratio >= 0.85
     })
   }
   const two = get("gateway-2-workers")
@@ -396,7 +405,7 @@ const report = (rows: ReadonlyArray<Row>, notes: ReadonlyArray<string>, started:
   const rss = Math.max(0, ...rows.filter((r) => r.name.startsWith("gateway") && r.name !== "gateway-2-workers" && r.name !== "gateway-heap-128")
     .map((r) => r.figures.rssMb ?? 0))
   if (idle !== undefined) targets.push({ target: "RSS idle ≤ 120 MB (V8 defaults)", measured: `${idle.rssMb} MB`, met: idle.rssMb <= 120 })
-  if (rss > 0) targets.push({ target: "RSS under max throughput ≤ 200 MB (V8 defaults)", measured: `${rss} MB`, met: rss <= 200 })
+  if (rss > 0) targets.push({ target: "RSS under max throughput ≤ 250 MB (V8 defaults)", measured: `${rss} MB`, met: rss <= 250 })
   const bounded = get("gateway-heap-128")?.rssMb
   if (bounded !== undefined) {
     targets.push({ target: `RSS under max throughput ≤ 200 MB (heap limited to ${boundedHeapMb} MB)`, measured: `${bounded} MB`, met: bounded <= 200 })

@@ -4,7 +4,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Effect, Exit, Metric, Redacted, Schema, TestClock } from "effect"
+import { Deferred, Effect, Exit, Fiber, Metric, Redacted, Schema, TestClock } from "effect"
 import * as Net from "node:net"
 import { IdempotencyKeyReused } from "../src/domain/errors.js"
 import { Authentication } from "../src/services/Authentication.js"
@@ -395,5 +395,56 @@ layer(servicesLayer())("Idempotency-Key in process, on TestClock", (it) => {
       expect(after.complete.sum - before.complete.sum).toBe(41)
       expect(after.claim.count - before.claim.count).toBeLessThan(70 + 41)
       expect(after.complete.count - before.complete.count).toBeLessThan(41)
+    }))
+
+  it.effect("a claim never waits for a record another statement holds (a settlement keeping its answer): it answers at once", () =>
+    Effect.gen(function* () {
+      const idempotency = yield* Idempotency
+      const sql = yield* SqlClient.SqlClient
+      const { orgId } = yield* givenOrg({ credits: 10 })
+      const first = { orgId, key: "held", fingerprint: "f", requestId: "req_first", leaseMs: 60_000 }
+      expect((yield* idempotency.claim(first))._tag).toBe("Claimed")
+      // a real-time limit: under TestClock an Effect timeout would never fire
+      const blocked = Effect.promise(() => new Promise<"blocked">((resolve) => setTimeout(() => resolve("blocked"), 3000)))
+      const retry = yield* sql.withTransaction(Effect.gen(function* () {
+        // the row locked as the statement that settles the first call and keeps its answer locks it
+        yield* sql`SELECT 1 FROM idempotency WHERE org_id = ${orgId} AND key = 'held' FOR UPDATE`
+        return yield* Effect.raceFirst(
+          Effect.flip(idempotency.claim({ ...first, requestId: "req_retry" })).pipe(Effect.map((error) => error._tag)),
+          blocked
+        )
+      }))
+      expect(retry).toBe("RequestInProgress")
+    }))
+
+  it.effect("the retention purge never waits: a record another statement holds is left for the next purge", () =>
+    Effect.gen(function* () {
+      yield* TestClock.setTime(Date.parse("2026-07-01T00:00:00Z"))
+      const idempotency = yield* Idempotency
+      const sql = yield* SqlClient.SqlClient
+      const { orgId } = yield* givenOrg({ credits: 10 })
+      for (const key of ["old-a", "old-b"]) {
+        yield* idempotency.claim({ orgId, key, fingerprint: "f", requestId: `req_${key}`, leaseMs: 60_000 })
+        yield* idempotency.complete(orgId, key, { status: 200, body: "{}", charged: 1 })
+      }
+      yield* TestClock.adjust("25 hours")
+      const blocked = Effect.promise(() => new Promise<"blocked">((resolve) => setTimeout(() => resolve("blocked"), 3000)))
+      // old-a locked by another connection, as a claim taking over an expired record locks it
+      const locked = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const holder = yield* sql.withTransaction(Effect.gen(function* () {
+        yield* sql`SELECT 1 FROM idempotency WHERE org_id = ${orgId} AND key = 'old-a' FOR UPDATE`
+        yield* Deferred.succeed(locked, undefined)
+        yield* Deferred.await(release)
+      })).pipe(Effect.fork)
+      yield* Deferred.await(locked)
+      const purged = yield* Effect.raceFirst(idempotency.purgeExpired, blocked)
+      yield* Deferred.succeed(release, undefined)
+      yield* Fiber.join(holder)
+      expect(purged).toBeGreaterThanOrEqual(1)
+      const left = yield* sql<{ readonly key: string }>`SELECT key FROM idempotency WHERE org_id = ${orgId} ORDER BY key`
+      expect(left.map((r) => r.key)).toEqual(["old-a"])
+      expect(yield* idempotency.purgeExpired).toBeGreaterThanOrEqual(1)
+      expect(yield* sql`SELECT key FROM idempotency WHERE org_id = ${orgId}`).toEqual([])
     }))
 })

@@ -105,6 +105,7 @@ const IdemRow = Schema.Struct({
   status: Schema.Literal("running", "completed"),
   request_id: Schema.String,
   lease_until: Schema.DateFromSelf,
+  expires_at: Schema.DateFromSelf,
   response_status: Schema.NullOr(Schema.Number),
   response_body: Schema.NullOr(Schema.String),
   charged: Schema.NullOr(Schema.Number)
@@ -116,11 +117,11 @@ export const make = Effect.gen(function* () {
   const config = yield* LedgerConfig
   const ledger = yield* Ledger
 
-  // Insert running records, or take over ones whose retention has passed (the key is new again): the claims
-  // that arrive together are one statement (group commit, as the ledger's). Rows go in in (org, key) order,
-  // so two statements that touch the same keys wait for each other instead of deadlocking; a key twice in one
-  // batch goes in once (a second `ON CONFLICT DO UPDATE` of a row in one statement is an error) and its other
-  // claims are not claimed: the first holds it, or an unexpired record does.
+  // Insert running records: the claims that arrive together are one statement (group commit, as the
+  // ledger's), in (org, key) order, so two statements inserting the same keys wait for each other in one order.
+  // A key twice in one batch goes in once, and its other claims are not claimed: the first holds it. An
+  // existing record is left alone (`DO NOTHING` neither updates nor locks it), so a claim never waits for a
+  // settlement keeping its answer; one past its retention is taken over by `takeOver`, one row at a time.
   const insertClaims = SqlSchema.findAll({
     Request: Schema.Array(NewClaim),
     Result: ClaimedKey,
@@ -132,11 +133,19 @@ export const make = Effect.gen(function* () {
                     ${claims.map((c) => c.leaseUntil)}::timestamptz[], ${claims.map((c) => c.expiresAt)}::timestamptz[],
                     ${claims.map((c) => c.now)}::timestamptz[])
              AS c (org_id, key, fingerprint, request_id, lease_until, expires_at, now)
-      ON CONFLICT (org_id, key) DO UPDATE
-         SET fingerprint = EXCLUDED.fingerprint, status = 'running', request_id = EXCLUDED.request_id,
-             lease_until = EXCLUDED.lease_until, expires_at = EXCLUDED.expires_at, created_at = EXCLUDED.created_at,
+      ON CONFLICT (org_id, key) DO NOTHING
+      RETURNING org_id, key`
+  })
+  // A record past its retention: the key is new again, if no other request took it over first.
+  const takeOverRecord = SqlSchema.findOne({
+    Request: NewClaim,
+    Result: ClaimedKey,
+    execute: (c) => sql`
+      UPDATE idempotency
+         SET fingerprint = ${c.fingerprint}, status = 'running', request_id = ${c.requestId},
+             lease_until = ${c.leaseUntil}, expires_at = ${c.expiresAt}, created_at = ${c.now},
              response_status = NULL, response_body = NULL, charged = NULL
-       WHERE idempotency.expires_at <= EXCLUDED.created_at
+       WHERE org_id = ${c.orgId} AND key = ${c.key} AND expires_at <= ${c.now}
       RETURNING org_id, key`
   })
   const claims = yield* batched({
@@ -157,16 +166,17 @@ export const make = Effect.gen(function* () {
     },
     kind: "claim"
   })
-  const tryClaim = (request: ClaimRequest, now: number) =>
-    claims.run({
-      orgId: request.orgId,
-      key: request.key,
-      fingerprint: request.fingerprint,
-      requestId: request.requestId,
-      leaseUntil: toDate(now + request.leaseMs),
-      expiresAt: toDate(now + config.idempotencyRetentionMs),
-      now: toDate(now)
-    })
+  const newClaim = (request: ClaimRequest, now: number): typeof NewClaim.Type => ({
+    orgId: request.orgId,
+    key: request.key,
+    fingerprint: request.fingerprint,
+    requestId: request.requestId,
+    leaseUntil: toDate(now + request.leaseMs),
+    expiresAt: toDate(now + config.idempotencyRetentionMs),
+    now: toDate(now)
+  })
+  const tryClaim = (request: ClaimRequest, now: number) => claims.run(newClaim(request, now))
+  const takeOver = (request: ClaimRequest, now: number) => Effect.map(takeOverRecord(newClaim(request, now)), Option.isSome)
 
   // Outcomes kept for replay, together likewise. Only a key's claimant completes it, once, so two
   // statements never update the same row.
@@ -190,7 +200,7 @@ export const make = Effect.gen(function* () {
     Request: IdemKey,
     Result: IdemRow,
     execute: (k) => sql`
-      SELECT fingerprint, status, request_id, lease_until, response_status, response_body, charged
+      SELECT fingerprint, status, request_id, lease_until, expires_at, response_status, response_body, charged
         FROM idempotency WHERE org_id = ${k.orgId} AND key = ${k.key}`
   })
 
@@ -206,6 +216,10 @@ export const make = Effect.gen(function* () {
       // Released between the two statements: try again.
       if (Option.isNone(found)) return yield* claim(request)
       const row = found.value
+      // Past its retention the key is new again (another request may have taken it over meanwhile: look again).
+      if (row.expires_at.getTime() <= now) {
+        return (yield* takeOver(request, now)) ? { _tag: "Claimed" } as const : yield* claim(request)
+      }
       if (row.fingerprint !== request.fingerprint) {
         return yield* new IdempotencyKeyReused({
           message: "This Idempotency-Key was already used for a different request (another tool or input). " +

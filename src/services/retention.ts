@@ -1,7 +1,8 @@
 /**
  * Housekeeping of records kept for a while (artifacts, Idempotency-Key records): delete the rows whose
  * `expires_at` has passed, by the service's `Clock`. An expired row is already treated as gone by its service;
- * this only frees the space.
+ * this only frees the space. Rows another statement has locked (an `Idempotency-Key` taken over) are left for
+ * the next purge: a purge never waits, so it is never part of a lock cycle.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
@@ -18,7 +19,10 @@ export const purgeExpired = (table: "artifacts" | "idempotency"): Effect.Effect<
       Request: Schema.DateFromSelf,
       Result: Schema.Struct({ n: Schema.Number }),
       execute: (at) => sql`
-        WITH d AS (DELETE FROM ${sql(table)} WHERE expires_at <= ${at} RETURNING 1)
+        WITH d AS (
+          DELETE FROM ${sql(table)} WHERE ctid IN (
+            SELECT ctid FROM ${sql(table)} WHERE expires_at <= ${at} FOR UPDATE SKIP LOCKED)
+          RETURNING 1)
         SELECT count(*)::int AS n FROM d`
     })
     return (yield* deleted(toDate(now))).n

@@ -13,6 +13,7 @@ import { Connections } from "../src/services/Connections.js"
 import { Gateway } from "../src/services/Gateway.js"
 import { KeyStore } from "../src/services/KeyStore.js"
 import { fingerprint, Idempotency } from "../src/services/Idempotency.js"
+import { Leases } from "../src/services/Leases.js"
 import { Ledger } from "../src/services/Ledger.js"
 import { ledgerBatchSize } from "../src/services/Telemetry.js"
 import { toDate } from "../src/services/time.js"
@@ -446,5 +447,30 @@ layer(servicesLayer())("Idempotency-Key in process, on TestClock", (it) => {
       expect(left.map((r) => r.key)).toEqual(["old-a"])
       expect(yield* idempotency.purgeExpired).toBeGreaterThanOrEqual(1)
       expect(yield* sql`SELECT key FROM idempotency WHERE org_id = ${orgId}`).toEqual([])
+    }))
+
+  it.effect("the lease renewal never waits for a record another statement holds (it is being completed)", () =>
+    Effect.gen(function* () {
+      const idempotency = yield* Idempotency
+      const leases = yield* Leases
+      const sql = yield* SqlClient.SqlClient
+      const { orgId } = yield* givenOrg({ credits: 10 })
+      const lease = { orgId, key: "renewed", requestId: "req_renewed" }
+      yield* idempotency.claim({ ...lease, fingerprint: "f", leaseMs: 60_000 })
+      yield* leases.claimHeld(lease)
+      const locked = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const holder = yield* sql.withTransaction(Effect.gen(function* () {
+        yield* sql`SELECT 1 FROM idempotency WHERE org_id = ${orgId} AND key = 'renewed' FOR UPDATE`
+        yield* Deferred.succeed(locked, undefined)
+        yield* Deferred.await(release)
+      })).pipe(Effect.fork)
+      yield* Deferred.await(locked)
+      const blocked = Effect.promise(() => new Promise<"blocked">((resolve) => setTimeout(() => resolve("blocked"), 3000)))
+      const renewed = yield* Effect.raceFirst(Effect.as(leases.renew, "renewed" as const), blocked)
+      yield* Deferred.succeed(release, undefined)
+      yield* Fiber.join(holder)
+      yield* leases.releaseClaim(lease)
+      expect(renewed).toBe("renewed")
     }))
 })

@@ -20,6 +20,7 @@ import type { OrgId } from "../domain/ids.js"
 import { LedgerConfig } from "../config.js"
 import { batched } from "./batching.js"
 import { Ledger } from "./Ledger.js"
+import { lockedInKeyOrder } from "./recordLocks.js"
 import { sha256Hex } from "./random.js"
 import * as retention from "./retention.js"
 import { nowMillis, toDate } from "./time.js"
@@ -178,8 +179,7 @@ export const make = Effect.gen(function* () {
   const tryClaim = (request: ClaimRequest, now: number) => claims.run(newClaim(request, now))
   const takeOver = (request: ClaimRequest, now: number) => Effect.map(takeOverRecord(newClaim(request, now)), Option.isSome)
 
-  // Outcomes kept for replay, together likewise. Only a key's claimant completes it, once, so two
-  // statements never update the same row.
+  // Outcomes kept for replay, together likewise (only a key's claimant completes it, once), locked in key order.
   const storeOutcomes = SqlSchema.void({
     Request: Schema.Array(Outcome),
     execute: (outcomes) => sql`
@@ -188,7 +188,7 @@ export const make = Effect.gen(function* () {
         FROM unnest(${outcomes.map((o) => o.orgId)}::text[], ${outcomes.map((o) => o.key)}::text[],
                     ${outcomes.map((o) => o.status)}::integer[], ${outcomes.map((o) => o.body)}::text[],
                     ${outcomes.map((o) => o.charged)}::bigint[]) AS o (org_id, key, status, body, charged)
-       WHERE i.org_id = o.org_id AND i.key = o.key`
+       WHERE i.org_id = o.org_id AND i.key = o.key AND ${lockedInKeyOrder(sql, "i", outcomes)}`
   })
   const outcomes = yield* batched({
     execute: (items: ReadonlyArray<typeof Outcome.Type>) =>

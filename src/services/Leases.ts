@@ -19,6 +19,7 @@ import * as Metric from "effect/Metric"
 import * as Schedule from "effect/Schedule"
 import type { OrgId } from "../domain/ids.js"
 import { LedgerConfig } from "../config.js"
+import { lockedInKeyOrder } from "./recordLocks.js"
 import { leaseRenewals } from "./Telemetry.js"
 import { toDate } from "./time.js"
 
@@ -73,6 +74,7 @@ export const make = Effect.gen(function* () {
                         ${claimed.map((c) => c.requestId)}::text[]) AS r(org_id, key, request_id)
            WHERE idempotency.org_id = r.org_id AND idempotency.key = r.key
              AND idempotency.request_id = r.request_id AND idempotency.status = 'running'
+             AND ${lockedInKeyOrder(sql, "idempotency", claimed, { skipLocked: true })}
           RETURNING 1
         )
         SELECT (SELECT count(*) FROM h) AS holds, (SELECT count(*) FROM c) AS claims`.pipe(

@@ -148,7 +148,7 @@ export const make = Effect.gen(function* () {
       const kept = calls.flatMap((c, i) => (c.keep === null ? [] : [{ ...c.keep, ord: i + 1, charge: c.charge ?? 0 }]))
       if (kept.length === 0) return resolve
       // the answers kept in the same transaction, after the settlements (they read whether each was posted);
-      // idempotency rows are locked after the holds and orgs, as nothing else takes them the other way round
+      // their records are locked last, after the holds and orgs (see recordLocks.ts)
       return sql`
         WITH r AS (${resolve}), kept AS (
           UPDATE idempotency AS i

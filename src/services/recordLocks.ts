@@ -1,0 +1,27 @@
+/**
+ * Locks on `Idempotency-Key` records, so that no two statements wait for each other in a cycle:
+ *
+ * - a claim never locks an existing record (it inserts with `DO NOTHING`; one past its retention is taken
+ *   over by a one-row statement), and the retention purge skips locked rows;
+ * - stored answers (`complete`) lock theirs in (org, key) order, with this condition;
+ * - the lease renewal skips the records another statement holds (being completed, they need no renewal), so
+ *   once it holds records it waits for nothing;
+ * - a settlement that keeps an answer locks its record last, after its holds and orgs, in no particular
+ *   order: of the statements above, none that could hold the record also waits for a row.
+ *
+ * `UPDATE … FROM unnest(…)` alone locks in whatever order its join produces.
+ */
+import type * as SqlClient from "@effect/sql/SqlClient"
+
+/** A condition on `alias`'s rows: those of `records`, once locked in (org, key) order (or those not held). */
+export const lockedInKeyOrder = (
+  sql: SqlClient.SqlClient,
+  alias: string,
+  records: ReadonlyArray<{ readonly orgId: string; readonly key: string }>,
+  options: { readonly skipLocked?: boolean } = {}
+) => sql`(${sql(alias)}.org_id, ${sql(alias)}.key) IN (
+    SELECT l.org_id, l.key FROM idempotency l
+      JOIN unnest(${records.map((r) => r.orgId)}::text[], ${records.map((r) => r.key)}::text[]) AS u (org_id, key)
+        ON l.org_id = u.org_id AND l.key = u.key
+     ORDER BY l.org_id, l.key
+       FOR UPDATE OF l ${options.skipLocked === true ? sql`SKIP LOCKED` : sql``})`

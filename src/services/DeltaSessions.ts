@@ -15,6 +15,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import { setBounded } from "./bounded.js"
 import { Encryption } from "./Encryption.js"
 import { nowMillis, toDate } from "./time.js"
 
@@ -64,14 +65,7 @@ export const make = Effect.gen(function* () {
   const encryption = yield* Encryption
   const kept = new Map<string, DeltaSession>()
 
-  const keep = (key: string, session: DeltaSession) => {
-    kept.delete(key)
-    if (kept.size >= MAX_KEPT) {
-      const oldest = kept.keys().next()
-      if (oldest.done !== true) kept.delete(oldest.value)
-    }
-    kept.set(key, session)
-  }
+  const keep = (key: string, session: DeltaSession) => setBounded(kept, key, session, MAX_KEPT)
 
   const findSealed = SqlSchema.findOne({
     Request: Schema.String,

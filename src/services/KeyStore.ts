@@ -22,6 +22,7 @@ import { creditsMessage, isCredits } from "../domain/credits.js"
 import { MAX_RATE } from "../domain/dashboard.js"
 import { InvalidKey, InvalidRequest, NotFound } from "../domain/errors.js"
 import { API_KEY_PATTERN, API_KEY_PREFIX, KeyId, OrgId } from "../domain/ids.js"
+import { setBounded } from "./bounded.js"
 import { base62, randomId, sha256 } from "./random.js"
 import { monthOf, nowMillis, toDate } from "./time.js"
 import { traced } from "./tracing.js"
@@ -271,13 +272,7 @@ export const make = Effect.gen(function* () {
       RETURNING ${sql.unsafe(COLUMNS)}`
   })
 
-  const remember = (hash: string, entry: CachedKey) => {
-    if (cache.size >= CACHE_SIZE) {
-      const oldest = cache.keys().next()
-      if (oldest.done !== true) cache.delete(oldest.value)
-    }
-    cache.set(hash, entry)
-  }
+  const remember = (hash: string, entry: CachedKey) => setBounded(cache, hash, entry, CACHE_SIZE)
 
   const forget = (keyId: KeyId) =>
     Effect.sync(() => {
@@ -313,12 +308,7 @@ export const make = Effect.gen(function* () {
     if (last !== undefined && now - last < LAST_USED_RESOLUTION_MS) return Effect.void
     // at most CACHE_SIZE keys remembered, the least recently written first out (forgetting one costs one
     // more UPDATE, never a wrong answer)
-    if (last !== undefined) lastUsedWritten.delete(id)
-    else if (lastUsedWritten.size >= CACHE_SIZE) {
-      const oldest = lastUsedWritten.keys().next()
-      if (oldest.done !== true) lastUsedWritten.delete(oldest.value)
-    }
-    lastUsedWritten.set(id, now)
+    setBounded(lastUsedWritten, id, now, CACHE_SIZE)
     return sql`UPDATE api_keys SET last_used_at = ${toDate(now)} WHERE id = ${id}`.pipe(
       Effect.catchAllCause((cause) => Effect.logDebug("last_used_at update failed", cause)),
       // off the caller's path, in a fiber the layer owns: closing the layer ends it

@@ -160,7 +160,7 @@ export const make = Effect.gen(function* () {
       }
     }).pipe(traced("Artifacts.list"))
 
-  const purgeExpired = retention.purgeExpired("artifacts").pipe(Effect.provideService(SqlClient.SqlClient, sql))
+  const purgeExpired = retention.purgeExpired(sql, "artifacts")
 
   return Artifacts.of({ store, get, list, purgeExpired })
 })

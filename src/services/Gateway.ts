@@ -312,7 +312,7 @@ export const make = Effect.gen(function* () {
         const answered = exit.value
         const body = yield* mode.encode(answered)
         // under an Idempotency-Key, the answer is kept by the settlement's statement (see `store`)
-        const keep = call.key === undefined ? undefined : { orgId: call.caller.orgId, key: call.key, status: 200, body }
+        const keep = call.key === undefined ? undefined : { orgId: call.caller.orgId, key: call.key, body }
         const charged = yield* settle(call, hold, chargeFor(call.price, mode.units(answered), call.reservation), keep)
         return { _tag: "Fresh", requestId: call.requestId, output: answered.output, body, provider: answered.provider, charged }
       }

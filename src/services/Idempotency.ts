@@ -20,7 +20,7 @@ import type { OrgId } from "../domain/ids.js"
 import { LedgerConfig } from "../config.js"
 import { batched } from "./batching.js"
 import { Ledger } from "./Ledger.js"
-import { lockedInKeyOrder } from "./recordLocks.js"
+import { lockedInKeyOrder, recordId } from "./recordLocks.js"
 import { sha256Hex } from "./random.js"
 import * as retention from "./retention.js"
 import { nowMillis, toDate } from "./time.js"
@@ -97,9 +97,6 @@ const Outcome = Schema.Struct({
 })
 
 
-// Neither an org id nor a key has a line feed (keys are visible ASCII).
-const recordId = (orgId: string, key: string) => `${orgId}\n${key}`
-
 const IdemKey = Schema.Struct({ orgId: Schema.String, key: Schema.String })
 const IdemRow = Schema.Struct({
   fingerprint: Schema.String,
@@ -111,7 +108,6 @@ const IdemRow = Schema.Struct({
   response_body: Schema.NullOr(Schema.String),
   charged: Schema.NullOr(Schema.Number)
 })
-
 
 export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
@@ -160,7 +156,10 @@ export const make = Effect.gen(function* () {
       return insertClaims(rows).pipe(
         Effect.map((claimed) => {
           const won = new Set(claimed.map((row) => recordId(row.org_id, row.key)))
-          return items.map((item) => first.get(recordId(item.orgId, item.key)) === item && won.has(recordId(item.orgId, item.key)))
+          return items.map((item) => {
+            const id = recordId(item.orgId, item.key)
+            return first.get(id) === item && won.has(id)
+          })
         }),
         Effect.orDie
       )
@@ -259,7 +258,7 @@ export const make = Effect.gen(function* () {
       traced("Idempotency.release")
     )
 
-  const purgeExpired = retention.purgeExpired("idempotency").pipe(Effect.provideService(SqlClient.SqlClient, sql))
+  const purgeExpired = retention.purgeExpired(sql, "idempotency")
 
   return Idempotency.of({ claim, complete, release, purgeExpired })
 })

@@ -19,7 +19,7 @@ import * as Metric from "effect/Metric"
 import * as Schedule from "effect/Schedule"
 import type { OrgId } from "../domain/ids.js"
 import { LedgerConfig } from "../config.js"
-import { lockedInKeyOrder } from "./recordLocks.js"
+import { lockedInKeyOrder, recordId } from "./recordLocks.js"
 import { leaseRenewals } from "./Telemetry.js"
 import { toDate } from "./time.js"
 
@@ -43,7 +43,7 @@ export class Leases extends Context.Tag("Leases")<Leases, {
   readonly renew: Effect.Effect<void>
 }>() {}
 
-const claimId = (claim: ClaimLease) => `${claim.orgId}\u0000${claim.key}`
+const claimId = (claim: ClaimLease) => recordId(claim.orgId, claim.key)
 
 export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient

@@ -1,8 +1,10 @@
 /**
  * Group commit: many callers' requests to the database, gathered into one statement. Each caller offers its
- * item and waits for its own result; a worker fiber takes whatever is waiting (up to `MAX_SIZE`) and runs it
+ * item and waits for its own result; one worker fiber takes whatever is waiting (up to `MAX_SIZE`) and runs it
  * as one batch. Nothing waits to form a batch: a caller alone is sent at once, as a batch of one, and the
- * items that arrive while a statement is in flight form the next batch.
+ * items that arrive while a statement is in flight form the next batch. One statement of a kind in flight per
+ * process, not more: more in flight only made each batch smaller — on the benchmark's machine, four in flight
+ * instead of one cost 25% more CPU per billed call and about a quarter of the throughput (docs/performance.md).
  *
  * A batch, once taken, runs to its end uninterruptibly, so its callers always get their results; when the
  * owning scope closes, items still waiting die (the process is stopping after its calls drained).
@@ -21,13 +23,6 @@ export interface Batched<I, O> {
   readonly run: (item: I) => Effect.Effect<O>
 }
 
-/**
- * One statement of a kind in flight at a time per process: the items that arrive meanwhile wait for it and go
- * together in the next. More statements in flight at once only made each batch smaller — on the benchmark's
- * machine, four in flight instead of one cost 25% more CPU per billed call and a third of the throughput (see
- * docs/performance.md) — while a call alone is sent at once either way.
- */
-const WORKERS = 1
 /** Items per statement. */
 const MAX_SIZE = 128
 
@@ -58,7 +53,7 @@ export const batched = <I, O>(options: {
       Effect.flatMap((taken) => Effect.uninterruptible(runBatch(Chunk.toReadonlyArray(taken)))),
       Effect.forever
     )
-    for (let i = 0; i < WORKERS; i++) yield* Effect.forkScoped(worker)
+    yield* Effect.forkScoped(worker)
 
     yield* Effect.addFinalizer(() =>
       Effect.flatMap(Queue.takeAll(queue), (left) =>

@@ -13,6 +13,9 @@
  */
 import type * as SqlClient from "@effect/sql/SqlClient"
 
+/** One record's identity as a string (map keys): neither an org id nor a key has a line feed. */
+export const recordId = (orgId: string, key: string) => `${orgId}\n${key}`
+
 /** A condition on `alias`'s rows: those of `records`, once locked in (org, key) order (or those not held). */
 export const lockedInKeyOrder = (
   sql: SqlClient.SqlClient,

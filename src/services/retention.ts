@@ -4,16 +4,15 @@
  * this only frees the space. Rows another statement has locked (an `Idempotency-Key` taken over) are left for
  * the next purge: a purge never waits, so it is never part of a lock cycle.
  */
-import * as SqlClient from "@effect/sql/SqlClient"
+import type * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import { nowMillis, toDate } from "./time.js"
 
 /** The rows deleted. */
-export const purgeExpired = (table: "artifacts" | "idempotency"): Effect.Effect<number, never, SqlClient.SqlClient> =>
+export const purgeExpired = (sql: SqlClient.SqlClient, table: "artifacts" | "idempotency"): Effect.Effect<number> =>
   Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
     const now = yield* nowMillis
     const deleted = SqlSchema.single({
       Request: Schema.DateFromSelf,

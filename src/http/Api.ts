@@ -206,7 +206,8 @@ export class DashboardGroup extends HttpApiGroup.make("dashboard")
         })
       )
       .annotate(OpenApi.Summary, "The org's calls, newest first: a page (cursor), or every match as CSV")
-      .annotate(OpenApi.Transform, textAlternative("text/csv"))
+      // a CSV export cut at its limit names the cursor of the rest
+      .annotate(OpenApi.Transform, textAlternative("text/csv", ["X-Next-Cursor"]))
   )
   .add(
     HttpApiEndpoint.get("usageSummary", "/v1/usage/summary")

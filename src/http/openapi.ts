@@ -101,8 +101,6 @@ interface OperationKind {
   readonly call: boolean
   /** Authenticated by the API key, so rate limited. */
   readonly apiKey: boolean
-  /** `GET /v1/usage`: a CSV export that stops at its limit says where the rest starts. */
-  readonly export: boolean
 }
 
 /** The headers of one response: every answer's, the API key's, a call's, and those of the errors it can be. */
@@ -119,7 +117,6 @@ const headersOf = (kind: OperationKind, status: number, errors: ReadonlyArray<En
   } else if (some("credits-charged")) {
     headers["X-Credits-Charged"] = header("X-Credits-Charged", false)
   }
-  if (kind.export && status === 200) headers["X-Next-Cursor"] = header("X-Next-Cursor")
   if (some("retry-after")) {
     headers["Retry-After"] = header("Retry-After", errors.every((spec) => spec.headers?.includes("retry-after") === true))
   }
@@ -156,7 +153,8 @@ const cleanError = (kind: OperationKind, status: number, response: Json): Json =
 
 /** A success response: its headers, and for a tool its example answer and what it is. */
 const cleanSuccess = (kind: OperationKind, tool: string, status: number, response: Json): Json => {
-  const cleaned = { ...response, headers: headersOf(kind, status, []) }
+  // the headers an endpoint declared itself (`textAlternative`), then those every answer of its kind has
+  const cleaned = { ...response, headers: { ...objectAt(response, "headers"), ...headersOf(kind, status, []) } }
   if (status !== 200 || !kind.call) return cleaned
   if (!isToolName(tool)) return { ...cleaned, description: "The provider's raw answer" }
   const content = objectAt(response, "content")
@@ -170,9 +168,11 @@ const cleanSuccess = (kind: OperationKind, tool: string, status: number, respons
 
 /**
  * For an endpoint with a JSON success and a text one of the same status (`OpenApi.Transform` on the endpoint):
- * the framework documents both as one JSON union; the text one goes under its own media type.
+ * the framework documents both as one JSON union; the text one goes under its own media type. `headers`: what
+ * else its 200 may carry.
  */
-export const textAlternative = (contentType: string) => (operation: Record<string, unknown>): Record<string, unknown> => {
+export const textAlternative = (contentType: string, headers: ReadonlyArray<HeaderName> = []) =>
+(operation: Record<string, unknown>): Record<string, unknown> => {
   const responses = objectAt(operation, "responses")
   const ok = objectAt(responses, "200")
   const schema = objectAt(objectAt(objectAt(ok, "content"), "application/json"), "schema")
@@ -186,7 +186,11 @@ export const textAlternative = (contentType: string) => (operation: Record<strin
     ...operation,
     responses: {
       ...responses,
-      "200": { ...ok, content: { "application/json": { schema: jsonSchema }, [contentType]: { schema: textSchema } } }
+      "200": {
+        ...ok,
+        content: { "application/json": { schema: jsonSchema }, [contentType]: { schema: textSchema } },
+        headers: Object.fromEntries(headers.map((name) => [name, header(name)]))
+      }
     }
   }
 }
@@ -250,11 +254,7 @@ const hasSecurity = (operation: Json, scheme: string) =>
 
 const cleanOperation = (path: string, operation: Json): Json => {
   const tool = path.startsWith("/v1/") ? path.slice(4) : ""
-  const kind: OperationKind = {
-    call: isToolName(tool) || path === "/v1/run",
-    apiKey: hasSecurity(operation, "apiKey"),
-    export: path === "/v1/usage"
-  }
+  const kind: OperationKind = { call: isToolName(tool) || path === "/v1/run", apiKey: hasSecurity(operation, "apiKey") }
   const responses: Json = {}
   for (const [status, response] of Object.entries(objectAt(operation, "responses"))) {
     if (!isObject(response)) continue

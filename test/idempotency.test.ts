@@ -15,11 +15,33 @@ import { KeyStore } from "../src/services/KeyStore.js"
 import { fingerprint, Idempotency } from "../src/services/Idempotency.js"
 import { Leases } from "../src/services/Leases.js"
 import { Ledger } from "../src/services/Ledger.js"
-import { ledgerBatchSize } from "../src/services/Telemetry.js"
+import { leaseRenewals, ledgerBatchSize } from "../src/services/Telemetry.js"
 import { toDate } from "../src/services/time.js"
 import { expectEnvelope, expectOk } from "./support/assert.js"
 import { books, callTool, gatewayLayer, givenOrg, hangUp, servicesLayer, TestUpstreams } from "./support/gateway.js"
 import { CREDENTIALS, EPSILON_TOKEN } from "./upstreams/accounts.js"
+
+/**
+ * `effect` while another connection holds the lock on one Idempotency-Key record, raced against 3 s of real
+ * time (under TestClock an Effect timeout would never fire): what it answered, or "blocked".
+ */
+const whileRecordLocked = <A, E, R>(orgId: string, key: string, effect: Effect.Effect<A, E, R>) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const locked = yield* Deferred.make<void>()
+    const release = yield* Deferred.make<void>()
+    const holder = yield* sql.withTransaction(Effect.gen(function* () {
+      yield* sql`SELECT 1 FROM idempotency WHERE org_id = ${orgId} AND key = ${key} FOR UPDATE`
+      yield* Deferred.succeed(locked, undefined)
+      yield* Deferred.await(release)
+    })).pipe(Effect.orDie, Effect.fork)
+    yield* Deferred.await(locked)
+    const blocked = Effect.promise(() => new Promise<"blocked">((resolve) => setTimeout(() => resolve("blocked"), 3000)))
+    const answer = yield* Effect.raceFirst(effect, blocked)
+    yield* Deferred.succeed(release, undefined)
+    yield* Fiber.join(holder)
+    return answer
+  })
 
 layer(gatewayLayer(), { excludeTestServices: true })("Idempotency-Key over HTTP", (it) => {
   it.effect("a replay returns the same answer, marked, without a second provider call or charge", () =>
@@ -401,20 +423,12 @@ layer(servicesLayer())("Idempotency-Key in process, on TestClock", (it) => {
   it.effect("a claim never waits for a record another statement holds (a settlement keeping its answer): it answers at once", () =>
     Effect.gen(function* () {
       const idempotency = yield* Idempotency
-      const sql = yield* SqlClient.SqlClient
       const { orgId } = yield* givenOrg({ credits: 10 })
       const first = { orgId, key: "held", fingerprint: "f", requestId: "req_first", leaseMs: 60_000 }
       expect((yield* idempotency.claim(first))._tag).toBe("Claimed")
-      // a real-time limit: under TestClock an Effect timeout would never fire
-      const blocked = Effect.promise(() => new Promise<"blocked">((resolve) => setTimeout(() => resolve("blocked"), 3000)))
-      const retry = yield* sql.withTransaction(Effect.gen(function* () {
-        // the row locked as the statement that settles the first call and keeps its answer locks it
-        yield* sql`SELECT 1 FROM idempotency WHERE org_id = ${orgId} AND key = 'held' FOR UPDATE`
-        return yield* Effect.raceFirst(
-          Effect.flip(idempotency.claim({ ...first, requestId: "req_retry" })).pipe(Effect.map((error) => error._tag)),
-          blocked
-        )
-      }))
+      // the row locked as the statement that settles the first call and keeps its answer locks it
+      const retry = yield* whileRecordLocked(orgId, "held",
+        Effect.flip(idempotency.claim({ ...first, requestId: "req_retry" })).pipe(Effect.map((error) => error._tag)))
       expect(retry).toBe("RequestInProgress")
     }))
 
@@ -429,19 +443,8 @@ layer(servicesLayer())("Idempotency-Key in process, on TestClock", (it) => {
         yield* idempotency.complete(orgId, key, { status: 200, body: "{}", charged: 1 })
       }
       yield* TestClock.adjust("25 hours")
-      const blocked = Effect.promise(() => new Promise<"blocked">((resolve) => setTimeout(() => resolve("blocked"), 3000)))
-      // old-a locked by another connection, as a claim taking over an expired record locks it
-      const locked = yield* Deferred.make<void>()
-      const release = yield* Deferred.make<void>()
-      const holder = yield* sql.withTransaction(Effect.gen(function* () {
-        yield* sql`SELECT 1 FROM idempotency WHERE org_id = ${orgId} AND key = 'old-a' FOR UPDATE`
-        yield* Deferred.succeed(locked, undefined)
-        yield* Deferred.await(release)
-      })).pipe(Effect.fork)
-      yield* Deferred.await(locked)
-      const purged = yield* Effect.raceFirst(idempotency.purgeExpired, blocked)
-      yield* Deferred.succeed(release, undefined)
-      yield* Fiber.join(holder)
+      // old-a locked, as a claim taking over an expired record locks it
+      const purged = yield* whileRecordLocked(orgId, "old-a", idempotency.purgeExpired)
       expect(purged).toBeGreaterThanOrEqual(1)
       const left = yield* sql<{ readonly key: string }>`SELECT key FROM idempotency WHERE org_id = ${orgId} ORDER BY key`
       expect(left.map((r) => r.key)).toEqual(["old-a"])
@@ -453,24 +456,15 @@ layer(servicesLayer())("Idempotency-Key in process, on TestClock", (it) => {
     Effect.gen(function* () {
       const idempotency = yield* Idempotency
       const leases = yield* Leases
-      const sql = yield* SqlClient.SqlClient
       const { orgId } = yield* givenOrg({ credits: 10 })
       const lease = { orgId, key: "renewed", requestId: "req_renewed" }
       yield* idempotency.claim({ ...lease, fingerprint: "f", leaseMs: 60_000 })
       yield* leases.claimHeld(lease)
-      const locked = yield* Deferred.make<void>()
-      const release = yield* Deferred.make<void>()
-      const holder = yield* sql.withTransaction(Effect.gen(function* () {
-        yield* sql`SELECT 1 FROM idempotency WHERE org_id = ${orgId} AND key = 'renewed' FOR UPDATE`
-        yield* Deferred.succeed(locked, undefined)
-        yield* Deferred.await(release)
-      })).pipe(Effect.fork)
-      yield* Deferred.await(locked)
-      const blocked = Effect.promise(() => new Promise<"blocked">((resolve) => setTimeout(() => resolve("blocked"), 3000)))
-      const renewed = yield* Effect.raceFirst(Effect.as(leases.renew, "renewed" as const), blocked)
-      yield* Deferred.succeed(release, undefined)
-      yield* Fiber.join(holder)
+      const before = (yield* Metric.value(leaseRenewals)).count
+      const renewed = yield* whileRecordLocked(orgId, "renewed", Effect.as(leases.renew, "renewed" as const))
       yield* leases.releaseClaim(lease)
       expect(renewed).toBe("renewed")
+      // and its statement ran to its end (a renewal that fails is only logged, and not counted)
+      expect((yield* Metric.value(leaseRenewals)).count).toBeGreaterThan(before)
     }))
 })

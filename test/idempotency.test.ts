@@ -4,7 +4,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Deferred, Effect, Exit, Fiber, Metric, Redacted, Schema, TestClock } from "effect"
+import { Deferred, Effect, Exit, Fiber, Metric, Option, Redacted, Schema, TestClock } from "effect"
 import * as Net from "node:net"
 import { IdempotencyKeyReused } from "../src/domain/errors.js"
 import { Authentication } from "../src/services/Authentication.js"
@@ -418,6 +418,120 @@ layer(servicesLayer())("Idempotency-Key in process, on TestClock", (it) => {
       expect(after.complete.sum - before.complete.sum).toBe(41)
       expect(after.claim.count - before.claim.count).toBeLessThan(70 + 41)
       expect(after.complete.count - before.complete.count).toBeLessThan(41)
+    }))
+
+  it.effect("a keyed call claims its key in its reservation's statement; one that fails a check first claims it alone", () =>
+    Effect.gen(function* () {
+      yield* TestClock.setTime(Date.parse("2026-06-07T00:00:00Z"))
+      const u = yield* TestUpstreams
+      u.resetAll()
+      const gateway = yield* Gateway
+      const sql = yield* SqlClient.SqlClient
+      const statements = Effect.all({
+        claim: Metric.value(Metric.tagged(ledgerBatchSize, "kind", "claim")),
+        reserve: Metric.value(Metric.tagged(ledgerBatchSize, "kind", "reserve"))
+      })
+      const { key, orgId } = yield* givenOrg({ credits: 10 })
+      const { caller } = yield* Effect.flatMap(Authentication, (a) => a.authenticate(key))
+      const before = yield* statements
+      expect((yield* gateway.run(caller, "weather", { q: "Berlin" }, { idempotencyKey: "fused" }))._tag).toBe("Fresh")
+      const fresh = yield* statements
+      expect(fresh.reserve.sum - before.reserve.sum).toBe(1)
+      expect(fresh.claim.sum - before.claim.sum).toBe(0)
+      // replayed: the statement found the key taken, and reserved nothing
+      expect((yield* gateway.run(caller, "weather", { q: "Berlin" }, { idempotencyKey: "fused" }))._tag).toBe("Replayed")
+      expect((yield* books(orgId)).pendingHolds).toBe(0)
+      expect(u.openMeteo.hits("/v1/forecast")).toBe(1)
+      // a key limited to other tools: the claim alone, answered before the limit's error, and the key freed
+      const limited = yield* Effect.flatMap(KeyStore, (keys) => keys.create(orgId, { name: "limited", allowedTools: ["mobile_app_search"] }))
+      const limitedCaller = (yield* Effect.flatMap(Authentication, (a) => a.authenticate(Redacted.value(limited.key)))).caller
+      const beforeLimited = yield* statements
+      const refused = yield* Effect.flip(gateway.run(limitedCaller, "weather", { q: "Paris" }, { idempotencyKey: "limited" }))
+      expect(refused._tag).toBe("ToolNotAllowed")
+      const after = yield* statements
+      expect(after.claim.sum - beforeLimited.claim.sum).toBe(1)
+      expect(after.reserve.sum - beforeLimited.reserve.sum).toBe(0)
+      expect(yield* sql`SELECT key FROM idempotency WHERE org_id = ${orgId} AND key = 'limited'`).toEqual([])
+      // ... and a key in progress still wins over the limit
+      const ledger = yield* Ledger
+      yield* ledger.claimAndReserve(
+        { orgId, keyId: caller.keyId, tool: "weather", requestId: "req_running", amount: 1, leaseMs: 60_000 },
+        { key: "running", fingerprint: fingerprint("weather", { q: "Paris" }) }
+      )
+      const inProgress = yield* Effect.flip(gateway.run(limitedCaller, "weather", { q: "Paris" }, { idempotencyKey: "running" }))
+      expect(inProgress._tag).toBe("RequestInProgress")
+    }))
+
+  it.effect("a reservation claiming a key: made only for a new key, once for a key twice in one batch, refused with the key claimed", () =>
+    Effect.gen(function* () {
+      yield* TestClock.setTime(Date.parse("2026-06-08T00:00:00Z"))
+      const ledger = yield* Ledger
+      const idempotency = yield* Idempotency
+      const sql = yield* SqlClient.SqlClient
+      const { orgId, keyId } = yield* givenOrg({ credits: 1_000 })
+      const poor = yield* givenOrg({ credits: 0 })
+      const reservation = (requestId: string) => ({ orgId, keyId, tool: "weather", requestId, amount: 2, leaseMs: 60_000 })
+      const claimOf = (key: string) => ({ key, fingerprint: fingerprint("weather", { q: key }) })
+      yield* idempotency.claim({ orgId, ...claimOf("done"), requestId: "req_done", leaseMs: 60_000 })
+      yield* idempotency.complete(orgId, "done", { status: 200, body: "{}", charged: 2 })
+      const calls = [
+        ...Array.from({ length: 30 }, (_, i) => ledger.claimAndReserve(reservation(`req_new_${i}`), claimOf(`new-${i}`))),
+        ...Array.from({ length: 20 }, (_, i) => ledger.claimAndReserve(reservation(`req_twice_${i}`), claimOf("twice"))),
+        ...Array.from({ length: 10 }, (_, i) => ledger.claimAndReserve(reservation(`req_done_${i}`), claimOf("done"))),
+        ...Array.from({ length: 10 }, (_, i) => Effect.asSome(ledger.reserve(reservation(`req_plain_${i}`))))
+      ]
+      const reservations = Metric.tagged(ledgerBatchSize, "kind", "reserve")
+      const before = yield* Metric.value(reservations)
+      const held = yield* Effect.all(calls, { concurrency: "unbounded" })
+      const after = yield* Metric.value(reservations)
+      expect(after.count - before.count).toBeLessThan(calls.length)
+      const made = (from: number, to: number) => held.slice(from, to).filter(Option.isSome).length
+      expect([made(0, 30), made(30, 50), made(50, 60), made(60, 70)]).toEqual([30, 1, 0, 10])
+      expect(yield* books(orgId)).toMatchObject({ pendingHolds: 41, pendingAmount: 82 })
+      // each new key is claimed as a claim alone claims it: running, under the call's request, the hold's lease
+      const rows = yield* sql<{ readonly key: string; readonly status: string; readonly request_id: string; readonly lease_until: Date }>`
+        SELECT key, status, request_id, lease_until FROM idempotency WHERE org_id = ${orgId} AND key LIKE 'new-%' ORDER BY key`
+      expect(rows).toHaveLength(30)
+      for (const row of rows) {
+        expect(row.status).toBe("running")
+        expect(row.request_id).toBe(`req_${row.key.replace("-", "_")}`)
+        expect(row.lease_until.getTime()).toBe(Date.parse("2026-06-08T00:01:00Z"))
+      }
+      const twice = yield* idempotency.claimTaken({ orgId, ...claimOf("twice"), requestId: "req_later", leaseMs: 60_000 }).pipe(
+        Effect.flip
+      )
+      expect(twice._tag).toBe("RequestInProgress")
+      // refused: the key is claimed (the caller frees it), nothing is held
+      const refused = yield* Effect.flip(ledger.claimAndReserve({ ...reservation("req_poor"), orgId: poor.orgId, keyId: poor.keyId }, claimOf("poor")))
+      expect(refused._tag).toBe("InsufficientCredits")
+      expect(yield* sql`SELECT status FROM idempotency WHERE org_id = ${poor.orgId} AND key = 'poor'`).toEqual([{ status: "running" }])
+      expect((yield* books(poor.orgId)).pendingHolds).toBe(0)
+    }))
+
+  it.effect("a statement that claimed a key commits durably, as a claim alone does; one that claimed none does not wait", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const { orgId, keyId } = yield* givenOrg({ credits: 10 })
+      const [server] = yield* sql<{ readonly synchronous_commit: string }>`SHOW synchronous_commit`
+      expect(server?.synchronous_commit).toBe("on")
+      // the setting the transaction commits with, after a statement of calls with these keys (null: no key)
+      const atCommit = (keys: ReadonlyArray<string | null>) =>
+        sql.withTransaction(Effect.gen(function* () {
+          const now = new Date("2026-06-09T00:00:00Z")
+          const later = new Date("2026-06-09T00:01:00Z")
+          const each = <A>(value: A) => keys.map(() => value)
+          yield* sql`SELECT * FROM gateway_claim_reserve_batch(
+            ${each(orgId)}::text[], ${each(keyId)}::text[], ${each("weather")}::text[],
+            ${keys.map((key, i) => `req_${key ?? "none"}_${i}`)}::text[], ${each(1)}::bigint[],
+            ${each(now)}::timestamptz[], ${each(202606)}::integer[], ${each(later)}::timestamptz[],
+            ${keys}::text[], ${each("f")}::text[], ${each(later)}::timestamptz[])`
+          const [setting] = yield* sql<{ readonly value: string }>`SELECT current_setting('synchronous_commit') AS value`
+          return setting?.value
+        }))
+      expect(yield* atCommit(["durable", null])).toBe("on")
+      // the key taken already: nothing claimed, so the statement commits as reservations do
+      expect(yield* atCommit(["durable", null])).toBe("off")
+      expect(yield* atCommit([null])).toBe("off")
     }))
 
   it.effect("a claim never waits for a record another statement holds (a settlement keeping its answer): it answers at once", () =>

@@ -14,6 +14,7 @@ import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { pathToFileURL } from "node:url"
 import { pgLayer } from "../src/db/Database.js"
+import { gatewayClaimReserveBatch } from "../src/db/functions/gateway_claim_reserve_batch.js"
 import { gatewayReserve } from "../src/db/functions/gateway_reserve.js"
 import { gatewayReserveBatch } from "../src/db/functions/gateway_reserve_batch.js"
 import { gatewayResolveBatch } from "../src/db/functions/gateway_resolve_batch.js"
@@ -38,11 +39,13 @@ const applied: ReadonlyArray<readonly [number, string]> = [
   [7, "safe_amounts"],
   [8, "delta_sessions"],
   [9, "key_expiry"],
-  [10, "artifacts_by_org"]
+  [10, "artifacts_by_org"],
+  [11, "ledger_batches"]
 ]
 
 const functions: ReadonlyArray<SqlFunction> = [
-  journalAppendOnly, gatewayReserve, gatewaySettle, gatewayVoid, gatewayReserveBatch, gatewayResolveBatch
+  journalAppendOnly, gatewayReserve, gatewaySettle, gatewayVoid, gatewayReserveBatch, gatewayResolveBatch,
+  gatewayClaimReserveBatch
 ]
 
 /**
@@ -55,7 +58,8 @@ const measured: Record<string, string> = {
   gateway_settle: "e4c4a42b35a7dbfba568051958cee739609c1bc597a3e049ec470a43a63f1d35",
   gateway_void: "0ce8461431769583d57b2b4e6dee2c3d83ef8e8bd68af091bad25686d217eeee",
   gateway_reserve_batch: "81b17cadf5e8ed2082e01e91f9e54ebd856d1898ef3fcd05bab8076ea658f158",
-  gateway_resolve_batch: "b5c261bb2d34e415ea521b18b493e6ec9aa80e87b06cd3842ad2df90ce48cb12"
+  gateway_resolve_batch: "b5c261bb2d34e415ea521b18b493e6ec9aa80e87b06cd3842ad2df90ce48cb12",
+  gateway_claim_reserve_batch: "88af1f8468d1bf1fc0fe2cc2b921a29572a1ed43388b72f1c3b8babf61624a70"
 }
 
 /** A function's definition split at its body's quotes: what precedes the body, and the body byte for byte. */

@@ -47,10 +47,10 @@ import { Authentication, AuthenticationLive } from "../src/services/Authenticati
 import { Betas } from "../src/services/Betas.js"
 import { Connections } from "../src/services/Connections.js"
 import { Gateway, GatewayServiceLive } from "../src/services/Gateway.js"
-import { type Claim, Idempotency, type StoredResponse } from "../src/services/Idempotency.js"
+import { type Claim, type ClaimRequest, Idempotency, type StoredResponse } from "../src/services/Idempotency.js"
 import { type KeyRateLimit, KeyStoreLive } from "../src/services/KeyStore.js"
 import { Leases } from "../src/services/Leases.js"
-import { type Hold, Ledger } from "../src/services/Ledger.js"
+import { type Hold, Ledger, type ReserveRequest } from "../src/services/Ledger.js"
 import { PricingLive } from "../src/services/Pricing.js"
 import { CallDeadline } from "../src/services/ProviderClient.js"
 import { ProviderRegistry } from "../src/services/ProviderRegistry.js"
@@ -216,19 +216,30 @@ const makeWorld = (options: WorldOptions = {}) =>
       holds.set(hold.id, to)
       return true
     }
+    const reserve = (request: ReserveRequest) =>
+      Effect.suspend(() => {
+        const refuse = w.ledger.refuse
+        if (refuse !== undefined) {
+          w.ledger.events.push({ op: "reserve", tool: request.tool, amount: request.amount, refused: refuse })
+          return Effect.fail(refusal(refuse))
+        }
+        const hold: Hold = { id: holds.size + 1, orgId: request.orgId, amount: request.amount }
+        holds.set(hold.id, "pending")
+        w.ledger.events.push({ op: "reserve", tool: request.tool, amount: request.amount, hold: hold.id })
+        return Effect.succeed(hold)
+      })
+    /** A claim of a key the org has no record under, as the real statements insert it: `DO NOTHING` otherwise. */
+    const insertClaim = (key: string, fingerprint: string) => {
+      w.idempotency.events.push({ op: "claim", key })
+      if (records.has(key)) return false
+      records.set(key, { fingerprint, response: undefined })
+      return true
+    }
     const ledger = Ledger.of({
-      reserve: (request) =>
-        Effect.suspend(() => {
-          const refuse = w.ledger.refuse
-          if (refuse !== undefined) {
-            w.ledger.events.push({ op: "reserve", tool: request.tool, amount: request.amount, refused: refuse })
-            return Effect.fail(refusal(refuse))
-          }
-          const hold: Hold = { id: holds.size + 1, orgId: request.orgId, amount: request.amount }
-          holds.set(hold.id, "pending")
-          w.ledger.events.push({ op: "reserve", tool: request.tool, amount: request.amount, hold: hold.id })
-          return Effect.succeed(hold)
-        }),
+      reserve,
+      // the reservation is made only when the key was new, as gateway_claim_reserve_batch makes it
+      claimAndReserve: (request, claim) =>
+        Effect.suspend(() => insertClaim(claim.key, claim.fingerprint) ? Effect.asSome(reserve(request)) : Effect.succeedNone),
       settle: (hold, charge, keep) =>
         Effect.sync(() => {
           w.ledger.events.push({ op: "settle", hold: hold.id, amount: charge })
@@ -247,21 +258,23 @@ const makeWorld = (options: WorldOptions = {}) =>
     })
 
     // -- Idempotency-Key records, on the contract's model (no lease expiry: a running key is in progress)
+    const claimTaken = (request: ClaimRequest) =>
+      Effect.suspend((): Effect.Effect<Claim, IdempotencyKeyReused | RequestInProgress> => {
+        const existing = records.get(request.key)
+        if (existing === undefined) {
+          // freed since the statement that found it
+          return insertClaim(request.key, request.fingerprint) ? Effect.succeed({ _tag: "Claimed" }) : claimTaken(request)
+        }
+        if (existing.fingerprint !== request.fingerprint) {
+          return Effect.fail(new IdempotencyKeyReused({ message: "this Idempotency-Key was used for another request" }))
+        }
+        if (existing.response !== undefined) return Effect.succeed({ _tag: "Replay", response: existing.response })
+        return Effect.fail(new RequestInProgress({ message: "a request with this Idempotency-Key is running", retryAfter: 1 }))
+      })
     const idempotency = Idempotency.of({
       claim: (request) =>
-        Effect.suspend((): Effect.Effect<Claim, IdempotencyKeyReused | RequestInProgress> => {
-          w.idempotency.events.push({ op: "claim", key: request.key })
-          const existing = records.get(request.key)
-          if (existing === undefined) {
-            records.set(request.key, { fingerprint: request.fingerprint, response: undefined })
-            return Effect.succeed({ _tag: "Claimed" })
-          }
-          if (existing.fingerprint !== request.fingerprint) {
-            return Effect.fail(new IdempotencyKeyReused({ message: "this Idempotency-Key was used for another request" }))
-          }
-          if (existing.response !== undefined) return Effect.succeed({ _tag: "Replay", response: existing.response })
-          return Effect.fail(new RequestInProgress({ message: "a request with this Idempotency-Key is running", retryAfter: 1 }))
-        }),
+        Effect.suspend(() => insertClaim(request.key, request.fingerprint) ? Effect.succeed({ _tag: "Claimed" } as const) : claimTaken(request)),
+      claimTaken,
       complete: (_orgId, key, response) => Effect.sync(() => keepAnswer(key, response)),
       release: (_orgId, key) =>
         Effect.sync(() => {

@@ -19,6 +19,7 @@
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
@@ -58,7 +59,7 @@ import { ConversionOwner } from "./HtmlConverter.js"
 import { fingerprint, Idempotency, validateKey } from "./Idempotency.js"
 import { type Caller, KeyStore } from "./KeyStore.js"
 import { type ClaimLease, Leases } from "./Leases.js"
-import { type Hold, type KeptAnswer, Ledger } from "./Ledger.js"
+import { type Hold, type KeptAnswer, Ledger, type ReserveError } from "./Ledger.js"
 import { Pricing } from "./Pricing.js"
 import { CallDeadline, ProviderIdempotencyKey } from "./ProviderClient.js"
 import { ProviderRegistry } from "./ProviderRegistry.js"
@@ -161,6 +162,12 @@ interface Call<T extends ToolName> {
   readonly key: string | undefined
 }
 
+/** What a call runs its provider phase with: the credentials of its connection, and its hold. */
+interface Reserved<T extends ToolName> {
+  readonly credentials: CredentialFor<T>
+  readonly hold: Hold
+}
+
 /** How a call answers: the provider phase, the 200 body, and what the answer delivered (for the charge). */
 interface Mode<T extends ToolName, A> {
   readonly label: string
@@ -202,21 +209,48 @@ export const make = Effect.gen(function* () {
   const callTimeoutMs = config.timeoutMs * 3
 
   // -- claim ------------------------------------------------------------------------------------------
-  /** The Idempotency-Key: the stored answer to replay, or the claim this call runs under (none without a key). */
-  const claim = <T extends ToolName>(call: Call<T>) =>
+  /**
+   * The Idempotency-Key: the stored answer to replay, or the claim this call runs under (none without a key),
+   * with the call's way to its hold. The steps between the claim and the hold (`admit`, `prepare`) only read,
+   * so they are taken first, their error kept as a value: when they pass, the reservation's own statement
+   * claims the key (`Ledger.claimAndReserve`: one statement and one commit, where a claim alone and a
+   * reservation were two), and otherwise the key is claimed alone and their error answered after it. Either
+   * way the claim's answer wins over theirs, as DESIGN §4 orders them.
+   */
+  const claim = <T extends ToolName>(call: Call<T>, key: string) =>
     Effect.gen(function* () {
-      if (call.key === undefined) return { _tag: "Unkeyed" } as const
-      const claimed = yield* idempotency.claim({
+      const request = {
         orgId: call.caller.orgId,
-        key: call.key,
+        key,
         fingerprint: fingerprint(call.label, call.input),
         requestId: call.requestId,
         leaseMs: leases.leaseMs
-      })
-      if (claimed._tag === "Replay") return claimed
-      const lease: ClaimLease = { orgId: call.caller.orgId, key: call.key, requestId: call.requestId }
+      }
+      const prepared = yield* Effect.either(Effect.zipRight(admit(call), prepare(call)))
+      let reserved: Effect.Effect<Reserved<T>, ToolError<T>>
+      if (Either.isLeft(prepared)) {
+        const claimed = yield* idempotency.claim(request)
+        if (claimed._tag === "Replay") return claimed
+        reserved = Effect.fail(prepared.left)
+      } else {
+        const credentials = prepared.right
+        const fused = yield* Effect.either(
+          forgetRevoked(call, ledger.claimAndReserve(reservation(call), { key, fingerprint: request.fingerprint }))
+        )
+        if (Either.isLeft(fused)) {
+          reserved = Effect.fail(fused.left)
+        } else if (Option.isSome(fused.right)) {
+          reserved = Effect.succeed({ credentials, hold: fused.right.value })
+        } else {
+          const claimed = yield* idempotency.claimTaken(request)
+          if (claimed._tag === "Replay") return claimed
+          // a record past its retention, taken over: the reservation is still to make
+          reserved = Effect.map(hold(call), (made) => ({ credentials, hold: made }))
+        }
+      }
+      const lease: ClaimLease = { orgId: call.caller.orgId, key, requestId: call.requestId }
       yield* leases.claimHeld(lease)
-      return { _tag: "Claimed", key: call.key, lease } as const
+      return { _tag: "Claimed", key, lease, reserved } as const
     })
 
   // -- admit ------------------------------------------------------------------------------------------
@@ -231,24 +265,33 @@ export const make = Effect.gen(function* () {
     })
 
   // -- reserve ----------------------------------------------------------------------------------------
-  /**
-   * The credentials of the org's connection (account tools), what the provider refuses on the input's face
-   * (free), then the hold: the most this input can cost. The reservation statement also confirms a key taken
-   * from the cache; one found revoked is forgotten.
-   */
-  const reserve = <T extends ToolName>(call: Call<T>) =>
+  /** The credentials of the org's connection (account tools), then what the provider refuses on the input's face (free). */
+  const prepare = <T extends ToolName>(call: Call<T>) =>
+    Effect.tap(providers.credentials(call.tool, call.caller.orgId), (credentials) =>
+      providers.preflight(call.tool, call.input, credentials))
+
+  const reservation = <T extends ToolName>(call: Call<T>) => ({
+    orgId: call.caller.orgId,
+    keyId: call.caller.keyId,
+    tool: call.tool,
+    requestId: call.requestId,
+    amount: call.reservation,
+    leaseMs: leases.leaseMs
+  })
+
+  /** The reservation statement also confirms a key taken from the cache; one found revoked is forgotten. */
+  const forgetRevoked = <T extends ToolName, A>(call: Call<T>, reserving: Effect.Effect<A, ReserveError>) =>
+    Effect.tapErrorTag(reserving, "InvalidKey", () => keys.forget(call.caller.keyId))
+
+  /** The hold: the most this input can cost. */
+  const hold = <T extends ToolName>(call: Call<T>) => forgetRevoked(call, ledger.reserve(reservation(call)))
+
+  /** An unkeyed call's way to its hold: the steps in order. */
+  const reserve = <T extends ToolName>(call: Call<T>): Effect.Effect<Reserved<T>, ToolError<T>> =>
     Effect.gen(function* () {
-      const credentials = yield* providers.credentials(call.tool, call.caller.orgId)
-      yield* providers.preflight(call.tool, call.input, credentials)
-      const hold = yield* ledger.reserve({
-        orgId: call.caller.orgId,
-        keyId: call.caller.keyId,
-        tool: call.tool,
-        requestId: call.requestId,
-        amount: call.reservation,
-        leaseMs: leases.leaseMs
-      }).pipe(Effect.tapErrorTag("InvalidKey", () => keys.forget(call.caller.keyId)))
-      return { credentials, hold }
+      yield* admit(call)
+      const credentials = yield* prepare(call)
+      return { credentials, hold: yield* hold(call) }
     })
 
   // -- invoke -----------------------------------------------------------------------------------------
@@ -411,7 +454,7 @@ export const make = Effect.gen(function* () {
           reservation: reserveFor(price, catalog[tool].maxUnits(input)),
           key
         }
-        const claimed = yield* claim(call)
+        const claimed = key === undefined ? { _tag: "Unkeyed" } as const : yield* claim(call, key)
         if (claimed._tag === "Replay") {
           // A stored answer is served only to a caller who could make the call now: a revoked key, a key
           // whose tools are limited, or an org whose beta was turned off gets what a fresh call would get.
@@ -419,19 +462,22 @@ export const make = Effect.gen(function* () {
           yield* admit(call)
           return { _tag: "Replayed", requestId, ...claimed.response } satisfies Replayed
         }
-        const run = Effect.gen(function* () {
-          yield* admit(call)
-          const { credentials, hold } = yield* reserve(call)
-          // this process renews the hold's lease until it is settled or voided, however long the provider takes
-          yield* leases.holdHeld(hold.id)
-          return yield* invoke(call, mode, credentials).pipe(
-            Effect.flatMap((exit) => charge(call, mode, hold, exit)),
-            Effect.ensuring(leases.releaseHold(hold.id))
-          )
-        })
+        const run = (reserved: Effect.Effect<Reserved<T>, ToolError<T>>) =>
+          Effect.gen(function* () {
+            const { credentials, hold } = yield* reserved
+            // this process renews the hold's lease until it is settled or voided, however long the provider takes
+            yield* leases.holdHeld(hold.id)
+            return yield* invoke(call, mode, credentials).pipe(
+              Effect.flatMap((exit) => charge(call, mode, hold, exit)),
+              Effect.ensuring(leases.releaseHold(hold.id))
+            )
+          })
         return claimed._tag === "Claimed"
-          ? yield* run.pipe(Effect.onExit((exit) => store(call, claimed.key, exit)), Effect.ensuring(leases.releaseClaim(claimed.lease)))
-          : yield* run
+          ? yield* run(claimed.reserved).pipe(
+            Effect.onExit((exit) => store(call, claimed.key, exit)),
+            Effect.ensuring(leases.releaseClaim(claimed.lease))
+          )
+          : yield* run(reserve(call))
       })
       const exit = yield* Effect.exit(steps.pipe(Effect.catchAll((error) => confirmBeforeFailing(caller, error))))
       // an answer other than invalid_key has confirmed the key: the request's error answer need not again

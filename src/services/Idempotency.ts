@@ -37,6 +37,8 @@ export type Claim =
   | { readonly _tag: "Claimed" }
   | { readonly _tag: "Replay"; readonly response: StoredResponse }
 
+export type ClaimError = IdempotencyKeyReused | RequestInProgress | IdempotencyReplayUnavailable
+
 export interface ClaimRequest {
   readonly orgId: OrgId
   readonly key: string
@@ -47,9 +49,12 @@ export interface ClaimRequest {
 }
 
 export class Idempotency extends Context.Tag("Idempotency")<Idempotency, {
-  readonly claim: (
-    request: ClaimRequest
-  ) => Effect.Effect<Claim, IdempotencyKeyReused | RequestInProgress | IdempotencyReplayUnavailable>
+  readonly claim: (request: ClaimRequest) => Effect.Effect<Claim, ClaimError>
+  /**
+   * What a claim answers for a key a statement found not new (`Ledger.claimAndReserve`): the stored answer, an
+   * error — or the claim, when the record was past its retention or freed meanwhile.
+   */
+  readonly claimTaken: (request: ClaimRequest) => Effect.Effect<Claim, ClaimError>
   /** Keep a billable outcome for replay. */
   readonly complete: (orgId: OrgId, key: string, response: StoredResponse) => Effect.Effect<void>
   /** Forget a non-billable outcome: the key may be used again. */
@@ -204,13 +209,15 @@ export const make = Effect.gen(function* () {
   })
 
 
-  const claim = (request: ClaimRequest): Effect.Effect<
-    Claim,
-    IdempotencyKeyReused | RequestInProgress | IdempotencyReplayUnavailable
-  > =>
+  const claim = (request: ClaimRequest): Effect.Effect<Claim, ClaimError> =>
+    Effect.gen(function* () {
+      if (yield* tryClaim(request, yield* nowMillis)) return { _tag: "Claimed" } as const
+      return yield* taken(request)
+    }).pipe(traced("Idempotency.claim"))
+
+  const taken = (request: ClaimRequest): Effect.Effect<Claim, ClaimError> =>
     Effect.gen(function* () {
       const now = yield* nowMillis
-      if (yield* tryClaim(request, now)) return { _tag: "Claimed" } as const
       const found = yield* existing(request)
       // Released between the two statements: try again.
       if (Option.isNone(found)) return yield* claim(request)
@@ -243,7 +250,9 @@ export const make = Effect.gen(function* () {
         message: "This Idempotency-Key was used for a request that never completed, so there is nothing to " +
           "replay. Use a new key."
       })
-    }).pipe(Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die }), traced("Idempotency.claim"))
+    }).pipe(Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die }))
+
+  const claimTaken = (request: ClaimRequest) => taken(request).pipe(traced("Idempotency.claimTaken"))
 
   const complete = (orgId: OrgId, key: string, response: StoredResponse) =>
     outcomes.run({ orgId, key, status: response.status, body: response.body, charged: response.charged }).pipe(
@@ -260,7 +269,7 @@ export const make = Effect.gen(function* () {
 
   const purgeExpired = retention.purgeExpired(sql, "idempotency")
 
-  return Idempotency.of({ claim, complete, release, purgeExpired })
+  return Idempotency.of({ claim, claimTaken, complete, release, purgeExpired })
 })
 
 export const IdempotencyLive = Layer.scoped(Idempotency, make)

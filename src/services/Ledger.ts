@@ -15,12 +15,14 @@ import type { SqlError } from "@effect/sql/SqlError"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import { MAX_CREDITS } from "../domain/credits.js"
 import { InsufficientCredits, InvalidKey, KeySpendLimitExceeded, SpendCapExceeded } from "../domain/errors.js"
 import type { KeyId, OrgId } from "../domain/ids.js"
 import { LedgerConfig } from "../config.js"
 import { batched } from "./batching.js"
+import { recordId } from "./recordLocks.js"
 import { millisToNextMonth, monthOf, nowMillis, toDate } from "./time.js"
 import { traced } from "./tracing.js"
 
@@ -51,10 +53,26 @@ export interface KeptAnswer {
   readonly body: string
 }
 
+/**
+ * A call's `Idempotency-Key`, claimed by the statement that makes its reservation: a `running` record under the
+ * key with the hold's lease, unless the org has a record under it already.
+ */
+export interface ReservationClaim {
+  readonly key: string
+  /** The request's fingerprint (`Idempotency.fingerprint`). */
+  readonly fingerprint: string
+}
+
+export type ReserveError = InvalidKey | InsufficientCredits | SpendCapExceeded | KeySpendLimitExceeded
+
 export class Ledger extends Context.Tag("Ledger")<Ledger, {
-  readonly reserve: (
-    request: ReserveRequest
-  ) => Effect.Effect<Hold, InvalidKey | InsufficientCredits | SpendCapExceeded | KeySpendLimitExceeded>
+  readonly reserve: (request: ReserveRequest) => Effect.Effect<Hold, ReserveError>
+  /**
+   * As `reserve`, claiming `claim.key` in the same statement (one commit, durable as a claim is): the
+   * reservation is made only if the key was new; `None` if it was not (nothing was reserved: see
+   * `Idempotency.claimTaken`). A refusal means the key was claimed.
+   */
+  readonly claimAndReserve: (request: ReserveRequest, claim: ReservationClaim) => Effect.Effect<Option.Option<Hold>, ReserveError>
   readonly settle: (hold: Hold, charge: number, keep?: KeptAnswer) => Effect.Effect<boolean>
   readonly void: (hold: Hold) => Effect.Effect<boolean>
   /** Void the pending hold of a request (one whose process died), if it is still pending. */
@@ -90,7 +108,8 @@ const ReserveCall = Schema.Struct({
   amount: Schema.Number,
   leaseMs: Schema.Number,
   /** The caller's `Clock`, when it asked. */
-  now: Schema.Number
+  now: Schema.Number,
+  claim: Schema.NullOr(Schema.Struct({ key: Schema.String, fingerprint: Schema.String }))
 })
 type ReserveCall = typeof ReserveCall.Type
 
@@ -126,16 +145,24 @@ export const make = Effect.gen(function* () {
   // A batch's time is its latest call's (each reads the caller's `Clock`): a call that waited for its batch
   // does not get a lease already partly spent.
   const BatchTime = Schema.Struct({ at: Schema.DateFromSelf, month: Schema.Number })
+  // The calls that claim an Idempotency-Key go through gateway_claim_reserve_batch, which claims the keys
+  // first; a batch without one, through gateway_reserve_batch.
   const reserveRows = SqlSchema.findAll({
     Request: Schema.Struct({ calls: Schema.Array(ReserveCall), time: BatchTime }),
     Result: ReserveBatchRow,
-    execute: ({ calls, time }) =>
-      sql`SELECT * FROM gateway_reserve_batch(
+    execute: ({ calls, time }) => {
+      const reservations = sql`
             ${calls.map((c) => c.orgId)}::text[], ${calls.map((c) => c.keyId)}::text[],
             ${calls.map((c) => c.tool)}::text[], ${calls.map((c) => c.requestId)}::text[],
             ${calls.map((c) => c.amount)}::bigint[], ${calls.map(() => time.at)}::timestamptz[],
             ${calls.map(() => time.month)}::integer[],
-            ${calls.map((c) => toDate(time.at.getTime() + c.leaseMs))}::timestamptz[])`
+            ${calls.map((c) => toDate(time.at.getTime() + c.leaseMs))}::timestamptz[]`
+      if (calls.every((c) => c.claim === null)) return sql`SELECT * FROM gateway_reserve_batch(${reservations})`
+      const expiresAt = toDate(time.at.getTime() + config.idempotencyRetentionMs)
+      return sql`SELECT * FROM gateway_claim_reserve_batch(${reservations},
+            ${calls.map((c) => c.claim?.key ?? null)}::text[], ${calls.map((c) => c.claim?.fingerprint ?? null)}::text[],
+            ${calls.map(() => expiresAt)}::timestamptz[])`
+    }
   })
   const resolveRows = SqlSchema.findAll({
     Request: Schema.Struct({ calls: Schema.Array(ResolveCall), time: BatchTime }),
@@ -168,12 +195,30 @@ export const make = Effect.gen(function* () {
     return { at: toDate(now), month: monthOf(now) }
   }
 
+  // A call gets its row, or `None` when it claimed a key that was not new (no row: nothing was reserved). A key
+  // claimed twice in one batch goes in once: the other calls are not sent, and answered `None`.
   const reservations = yield* batched({
-    execute: (calls: ReadonlyArray<ReserveCall>) =>
-      reserveRows({ calls, time: batchTime(calls) }).pipe(
-        Effect.map((rows) => inOrder(rows, calls.length)),
+    execute: (calls: ReadonlyArray<ReserveCall>) => {
+      const claimants = new Set<string>()
+      const sent = calls.filter((c) => {
+        if (c.claim === null) return true
+        const id = recordId(c.orgId, c.claim.key)
+        if (claimants.has(id)) return false
+        claimants.add(id)
+        return true
+      })
+      return reserveRows({ calls: sent, time: batchTime(sent) }).pipe(
+        Effect.map((rows) => {
+          const bySent = new Map<ReserveCall, typeof ReserveBatchRow.Type>()
+          for (const row of rows) {
+            const call = sent[row.ord - 1]
+            if (call !== undefined) bySent.set(call, row)
+          }
+          return calls.map((call) => Option.fromNullable(bySent.get(call)))
+        }),
         Effect.orDie
-      ),
+      )
+    },
     kind: "reserve"
   })
   const resolutions = yield* batched({
@@ -185,19 +230,30 @@ export const make = Effect.gen(function* () {
     kind: "resolve"
   })
 
-  const reserve = (request: ReserveRequest) =>
+  const reserveClaiming = (request: ReserveRequest, claim: ReservationClaim | null) =>
     Effect.gen(function* () {
       const now = yield* nowMillis
-      const amount = request.amount
-      const row = yield* reservations.run({
+      const reserved = yield* reservations.run({
         orgId: request.orgId,
         keyId: request.keyId,
         tool: request.tool,
         requestId: request.requestId,
-        amount,
+        amount: request.amount,
         leaseMs: request.leaseMs,
-        now
+        now,
+        claim
       })
+      if (Option.isNone(reserved)) {
+        // only a call whose key was not new goes without its reservation
+        return claim === null ? yield* Effect.dieMessage("a reservation without a claim got no row") : Option.none<Hold>()
+      }
+      return Option.some(yield* held(request, reserved.value, now))
+    })
+
+  /** The hold the statement made, or the refusal it answered, as the call's error. */
+  const held = (request: ReserveRequest, row: typeof ReserveRow.Type, now: number) =>
+    Effect.gen(function* () {
+      const amount = request.amount
       if (row.hold_id !== null) return { id: row.hold_id, orgId: request.orgId, amount }
       const nextMonth = Math.ceil(millisToNextMonth(now) / 1000)
       const balance = row.balance ?? 0
@@ -233,7 +289,16 @@ export const make = Effect.gen(function* () {
             retryAfter: nextMonth
           })
       }
-    }).pipe(traced("Ledger.reserve"))
+    })
+
+  const reserve = (request: ReserveRequest) =>
+    reserveClaiming(request, null).pipe(
+      Effect.flatMap(Option.match({ onNone: () => Effect.dieMessage("an unclaimed reservation got no row"), onSome: Effect.succeed })),
+      traced("Ledger.reserve")
+    )
+
+  const claimAndReserve = (request: ReserveRequest, claim: ReservationClaim) =>
+    reserveClaiming(request, claim).pipe(traced("Ledger.claimAndReserve"))
 
   const settle = (hold: Hold, charge: number, keep?: KeptAnswer) =>
     Effect.gen(function* () {
@@ -286,6 +351,7 @@ export const make = Effect.gen(function* () {
   return Ledger.of({
     pendingHolds,
     reserve,
+    claimAndReserve,
     settle,
     void: voidHold,
     voidRequest,

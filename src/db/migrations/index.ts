@@ -32,6 +32,7 @@ import deltaSessions from "./0008_delta_sessions.js"
 import keyExpiry from "./0009_key_expiry.js"
 import artifactsByOrg from "./0010_artifacts_by_org.js"
 import ledgerBatches from "./0011_ledger_batches.js"
+import claimingReservations from "./0012_claiming_reservations.js"
 
 /** Each migration under its file's name, which is its id and name in `gateway_migrations`. */
 export const migrations = {
@@ -45,7 +46,8 @@ export const migrations = {
   "0008_delta_sessions": deltaSessions,
   "0009_key_expiry": keyExpiry,
   "0010_artifacts_by_org": artifactsByOrg,
-  "0011_ledger_batches": ledgerBatches
+  "0011_ledger_batches": ledgerBatches,
+  "0012_claiming_reservations": claimingReservations
 }
 
 export const loader = Migrator.fromRecord(migrations)

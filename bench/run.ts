@@ -10,7 +10,8 @@
  *
  *   npm run bench                      the full run (about 10 minutes)
  *   npm run bench -- --quick           every scenario briefly (under a minute): checks that all produce figures
- *   npm run bench -- --only gateway    scenarios whose name contains a word (several: --only proxy,gateway)
+ *   npm run bench -- --only gateway    scenarios whose name contains a word (several: --only proxy,gateway);
+ *                                      a word after "=" is a whole name (--only =gateway,idempotency)
  *   npm run bench -- --profile         the gateway runs with --cpu-prof (profiles in bench/results/profiles)
  */
 import * as Crypto from "node:crypto"
@@ -177,7 +178,8 @@ const main = async () => {
   const scope = Effect.runSync(Scope.make())
   const started = new Date()
   const words = only === undefined ? undefined : only.split(",").filter((w) => w !== "")
-  const selected = (name: string) => words === undefined || words.some((w) => name.includes(w))
+  const selected = (name: string) =>
+    words === undefined || words.some((w) => (w.startsWith("=") ? name === w.slice(1) : name.includes(w)))
   console.error(`bench: ${quick ? "quick" : "full"} run, ${seconds} s per measurement, ${connections} connections`)
   const db = await prepareDatabase(scope)
   const rows: Array<Row> = []
@@ -206,7 +208,7 @@ const main = async () => {
     notes.push(`Idle (started, no call yet): ${describeMemory(idle)}.`)
     console.error(`  ${notes[notes.length - 1]}`)
     const jitWarmup = (port: number) =>
-      jitWarmupSeconds > 0 && (words === undefined || words.some((w) => w.startsWith("gateway") || w === "workers" || w === "heap"))
+      jitWarmupSeconds > 0 && (words === undefined || words.some((w) => w.replace(/^=/, "").startsWith("gateway") || w === "workers" || w === "heap"))
         ? load({
           url: `http://127.0.0.1:${port}/v1/mobile_app_search`,
           body,

@@ -6,6 +6,8 @@
  *   claim   the Idempotency-Key: a replay (its checks passed, the stored answer), or the call runs
  *   admit   the org's betas, and the key's tool allow-list
  *   reserve the connection's credentials, what the provider refuses on the input's face, then the hold
+ *           (under a key, admit and the reads of reserve are taken before the claim, their error kept for
+ *           after it, so that the hold's statement can claim the key: see `claim`)
  *   invoke  the provider call, under the call's deadline, its hold's lease renewed meanwhile
  *   charge  the hold settled at what the answer delivered (or the minimum for a normalization failure), or voided;
  *           a 200 under an Idempotency-Key is kept by the same statement that settles it

@@ -534,6 +534,27 @@ layer(servicesLayer())("Idempotency-Key in process, on TestClock", (it) => {
       expect(yield* atCommit([null])).toBe("off")
     }))
 
+  it.effect("the claiming statement itself: a key twice in it is the first call's, and only the first call reserves", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const { orgId, keyId } = yield* givenOrg({ credits: 10 })
+      const keys = ["dup", null, "dup", "other"]
+      const each = <A>(value: A) => keys.map(() => value)
+      const now = new Date("2026-06-10T00:00:00Z")
+      const later = new Date("2026-06-10T00:01:00Z")
+      const rows = yield* sql<{ readonly ord: number; readonly hold_id: number | null }>`
+        SELECT ord, hold_id FROM gateway_claim_reserve_batch(
+          ${each(orgId)}::text[], ${each(keyId)}::text[], ${each("weather")}::text[],
+          ${keys.map((_, i) => `req_${i + 1}`)}::text[], ${each(1)}::bigint[],
+          ${each(now)}::timestamptz[], ${each(202606)}::integer[], ${each(later)}::timestamptz[],
+          ${keys}::text[], ${each("f")}::text[], ${each(later)}::timestamptz[]) ORDER BY ord`
+      expect(rows.map((row) => row.ord)).toEqual([1, 2, 4])
+      expect(rows.every((row) => row.hold_id !== null)).toBe(true)
+      const records = yield* sql<{ readonly key: string; readonly request_id: string }>`
+        SELECT key, request_id FROM idempotency WHERE org_id = ${orgId} ORDER BY key`
+      expect(records).toEqual([{ key: "dup", request_id: "req_1" }, { key: "other", request_id: "req_4" }])
+    }))
+
   it.effect("a claim never waits for a record another statement holds (a settlement keeping its answer): it answers at once", () =>
     Effect.gen(function* () {
       const idempotency = yield* Idempotency

@@ -59,7 +59,7 @@ const measured: Record<string, string> = {
   gateway_void: "0ce8461431769583d57b2b4e6dee2c3d83ef8e8bd68af091bad25686d217eeee",
   gateway_reserve_batch: "81b17cadf5e8ed2082e01e91f9e54ebd856d1898ef3fcd05bab8076ea658f158",
   gateway_resolve_batch: "b5c261bb2d34e415ea521b18b493e6ec9aa80e87b06cd3842ad2df90ce48cb12",
-  gateway_claim_reserve_batch: "88af1f8468d1bf1fc0fe2cc2b921a29572a1ed43388b72f1c3b8babf61624a70"
+  gateway_claim_reserve_batch: "9f0000578b5830137efee8f7da784c791ccbf6d8a0a7486289115f4e03cfaca5"
 }
 
 /** A function's definition split at its body's quotes: what precedes the body, and the body byte for byte. */

@@ -121,6 +121,8 @@ interface World {
   readonly leases: { readonly holds: Set<number>; readonly claims: Set<string> }
   readonly betas: Set<string>
   readonly connections: Map<AccountProvider, unknown>
+  /** A stored connection cannot be opened (a key the process does not have): reading it is a defect. */
+  connectionUnreadable: boolean
   readonly rejected: Array<AccountProvider>
   readonly usage: Array<UsageEntry>
   readonly logs: Array<{ readonly level: string; readonly text: string }>
@@ -146,6 +148,7 @@ const makeWorld = (options: WorldOptions = {}) =>
       leases: { holds: new Set(), claims: new Set() },
       betas: new Set(),
       connections: new Map(),
+      connectionUnreadable: false,
       rejected: [],
       usage: [],
       logs: []
@@ -306,6 +309,7 @@ const makeWorld = (options: WorldOptions = {}) =>
       list: () => Effect.succeed([]),
       disconnect: () => Effect.dieMessage("no connections are removed in these tests"),
       credentials: (_orgId, provider, tool) => {
+        if (w.connectionUnreadable) return Effect.dieMessage(`the ${provider} connection cannot be opened`)
         const stored = w.connections.get(provider)
         return stored === undefined
           ? Effect.fail(new CredentialRequired({ message: `${tool} runs on your own ${provider} account: connect it first.` }))
@@ -565,6 +569,36 @@ describe("which error wins", () => {
           "tool_not_allowed",
           "replayed"
         ])
+        expectNothingHeld(w)
+      })))
+
+  it.effect("a connection that cannot be read does not beat a running or used Idempotency-Key; on a new key it frees the key", () =>
+    inWorld({}, (w) =>
+      Effect.gen(function* () {
+        const gateway = yield* Gateway
+        w.betas.add("iota_delete_service")
+        w.connections.set("iota", { api_key: "rnd_iota" })
+        w.provider.behaviour = answer({ provider: "stub", deleted: true, service_id: "srv-1" })
+        const gate = yield* Deferred.make<void>()
+        w.provider.gate = gate
+        const call = (serviceId: string, idempotencyKey: string) =>
+          gateway.call("iota_delete_service", { service_id: serviceId }, { apiKey: API_KEY, idempotencyKey })
+
+        const first = yield* Effect.fork(call("srv-1", "del-1"))
+        yield* Deferred.await(w.provider.entered)
+        w.connectionUnreadable = true
+        expect(yield* outcome(call("srv-1", "del-1"))).toBe("RequestInProgress")
+        expect(yield* outcome(call("srv-2", "del-1"))).toBe("IdempotencyKeyReused")
+        yield* Deferred.succeed(gate, undefined)
+        yield* Fiber.join(first)
+        expect(yield* call("srv-1", "del-1")).toEqual({ provider: "stub", deleted: true, service_id: "srv-1" })
+        // a new key: the claim, then the defect (an internal error), and the key is free again
+        expect(yield* outcome(call("srv-2", "del-2"))).toContain("the iota connection cannot be opened")
+        expect(w.idempotency.events.filter((e) => e.key === "del-2")).toEqual([
+          { op: "claim", key: "del-2" },
+          { op: "release", key: "del-2" }
+        ])
+        expect(w.provider.calls).toHaveLength(1)
         expectNothingHeld(w)
       })))
 

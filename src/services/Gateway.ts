@@ -214,10 +214,11 @@ export const make = Effect.gen(function* () {
   /**
    * The Idempotency-Key: the stored answer to replay, or the claim this call runs under (none without a key),
    * with the call's way to its hold. The steps between the claim and the hold (`admit`, `prepare`) only read,
-   * so they are taken first, their error kept as a value: when they pass, the reservation's own statement
+   * so they are taken first, their exit kept as a value: when they pass, the reservation's own statement
    * claims the key (`Ledger.claimAndReserve`: one statement and one commit, where a claim alone and a
-   * reservation were two), and otherwise the key is claimed alone and their error answered after it. Either
-   * way the claim's answer wins over theirs, as DESIGN §4 orders them.
+   * reservation were two), and otherwise the key is claimed alone and their failure (an error or a defect)
+   * answered after it. Either way the claim's answer wins over theirs, as DESIGN §4 orders them. (The cost: a
+   * replay of an account tool's call reads and opens the connection's credentials, which it then does not use.)
    */
   const claim = <T extends ToolName>(call: Call<T>, key: string) =>
     Effect.gen(function* () {
@@ -228,14 +229,15 @@ export const make = Effect.gen(function* () {
         requestId: call.requestId,
         leaseMs: leases.leaseMs
       }
-      const prepared = yield* Effect.either(Effect.zipRight(admit(call), prepare(call)))
+      // the whole exit, defects included: a connection that cannot be read must not beat the claim's answer either
+      const prepared = yield* Effect.exit(Effect.zipRight(admit(call), prepare(call)))
       let reserved: Effect.Effect<Reserved<T>, ToolError<T>>
-      if (Either.isLeft(prepared)) {
+      if (Exit.isFailure(prepared)) {
         const claimed = yield* idempotency.claim(request)
         if (claimed._tag === "Replay") return claimed
-        reserved = Effect.fail(prepared.left)
+        reserved = Effect.failCause(prepared.cause)
       } else {
-        const credentials = prepared.right
+        const credentials = prepared.value
         const fused = yield* Effect.either(
           forgetRevoked(call, ledger.claimAndReserve(reservation(call), { key, fingerprint: request.fingerprint }))
         )

@@ -4,9 +4,10 @@
  * - a claim never locks an existing record (it inserts with `DO NOTHING`; one past its retention is taken
  *   over by a one-row statement), and the retention purge skips locked rows;
  * - a reservation that claims keys (`gateway_claim_reserve_batch`) inserts all its records, in (org, key)
- *   order, before it locks any hold, org or key row: the only waits an insert has (on another statement's
- *   uncommitted insert of the same key) come before any ledger lock it holds, and the statements it can wait
- *   for are claims, which lock no existing record;
+ *   order by bytes — the order of `Idempotency.claim`'s batches — before it locks any hold, org or key row. An
+ *   insert waits only while another transaction inserts, updates or deletes the same key (a claim, a
+ *   settlement keeping an answer, a release, a renewal, a purge), and then it holds no ledger lock; none of
+ *   those waits for an uncommitted insert, and two statements inserting the same keys insert them in one order;
  * - stored answers (`complete`) lock theirs in (org, key) order, with this condition;
  * - the lease renewal skips the records another statement holds (being completed, they need no renewal), so
  *   once it holds records it waits for nothing;

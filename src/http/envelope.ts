@@ -241,11 +241,12 @@ export const EnvelopeMiddlewareLive = HttpApiBuilder.middleware(
           const started = yield* preciseMillis
           const state: RequestState = { requestId: newRequestId(), rateLimit: undefined, code: undefined }
           const facts = newCallFacts()
-          const exit = yield* restore(app).pipe(
-            Effect.locally(CurrentRequest, state),
-            Effect.locally(CurrentCallFacts, facts),
-            Effect.exit
-          )
+          // Set, not scoped with `Effect.locally`: this fiber is the request's own (the server forks one per
+          // request) and ends with it, so nothing reads them after; a scope would copy the fiber's refs twice
+          // more and run an uninterruptible acquire/release around the app for each of the two.
+          yield* FiberRef.set(CurrentRequest, state)
+          yield* FiberRef.set(CurrentCallFacts, facts)
+          const exit = yield* Effect.exit(restore(app))
           if (Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)) {
             // Nobody reads this answer: the client left, or the server answered at the socket (a request
             // timeout). The log line says how the request ended — a call that ran to its end, as what it was.

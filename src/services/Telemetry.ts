@@ -150,7 +150,7 @@ export const newCallFacts = (): CallFacts => ({
 })
 
 /**
- * The facts of the call in progress, per fiber: set by the HTTP layer for each request (`Effect.locally`),
+ * The facts of the call in progress, per fiber: set by the HTTP layer in each request's own fiber,
  * and by `Gateway` for a call made outside any request (an in-process caller), so that concurrent calls
  * never write into each other's. Undefined outside a call.
  */

@@ -1,7 +1,8 @@
 /**
  * What a tool call does not use is not loaded: a served gateway that answers tool calls, /metrics and
  * /healthz has not loaded the `/docs` page's bundle (Scalar, several MB in memory), Swagger UI, the OTLP
- * exporter and its HTTP client, the Redis client, or the MCP SDK; asking for `/docs` loads Scalar then.
+ * exporter and its HTTP client, the Redis client, or the MCP SDK; asking for `/docs` loads Scalar then. The
+ * Prometheus exporter waits for the first scrape of /metrics, which still reports the calls made before it.
  * Observed the only way a module load can be: a Node module hook in the child process that writes every
  * module it resolves to a file.
  */
@@ -30,6 +31,9 @@ export async function resolve(specifier, context, next) {
 
 const SCALAR = /@effect\/platform\/dist\/esm\/HttpApiScalar\.js/
 
+/** OpenTelemetry's Prometheus exporter: loaded by the first scrape of /metrics. */
+const METRICS_EXPORTER = /\/node_modules\/@opentelemetry\/exporter-prometheus\//
+
 const NOT_FOR_A_TOOL_CALL = [
   SCALAR,
   /@effect\/platform\/dist\/esm\/HttpApiSwagger\.js/,
@@ -39,7 +43,7 @@ const NOT_FOR_A_TOOL_CALL = [
 ]
 
 layer(gatewayLayer(), { excludeTestServices: true })("modules loaded on demand", (it) => {
-  it.effect("a gateway that serves tool calls and /metrics has not loaded /docs, OTLP, Redis or MCP; /docs loads Scalar when asked", () =>
+  it.effect("a gateway that serves tool calls and /metrics has not loaded /docs, OTLP, Redis or MCP; /metrics loads its exporter and /docs Scalar when asked", () =>
     Effect.gen(function* () {
       const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "lazy-"))
       const log = Path.join(dir, "modules.log")
@@ -48,10 +52,15 @@ layer(gatewayLayer(), { excludeTestServices: true })("modules loaded on demand",
       const { key } = yield* givenOrg({ credits: 10 })
       const answer = yield* post(served.base, "/v1/weather", key, { q: "Berlin" })
       expect(answer.status).toBe(200)
-      expect((yield* Effect.promise(() => fetch(`${served.base}/metrics`))).status).toBe(200)
-      const loaded = Fs.readFileSync(log, "utf8")
       // the hook sees the modules (a check that it works at all)
-      expect(loaded).toMatch(/\/dist\/services\/Gateway\.js/)
+      expect(Fs.readFileSync(log, "utf8")).toMatch(/\/dist\/services\/Gateway\.js/)
+      // nobody scraped yet: no metrics exporter; the first scrape loads it and reports the call made before
+      expect(Fs.readFileSync(log, "utf8")).not.toMatch(METRICS_EXPORTER)
+      const metrics = yield* Effect.promise(() => fetch(`${served.base}/metrics`).then(async (r) => ({ status: r.status, text: await r.text() })))
+      expect(metrics.status).toBe(200)
+      expect(metrics.text).toMatch(/^tool_gateway_tool_calls_total\{[^}]*tool="weather"[^}]*\} 1$/m)
+      const loaded = Fs.readFileSync(log, "utf8")
+      expect(loaded).toMatch(METRICS_EXPORTER)
       for (const module of NOT_FOR_A_TOOL_CALL) expect(loaded).not.toMatch(module)
       const docs = yield* Effect.promise(() => fetch(`${served.base}/docs`).then(async (r) => ({ status: r.status, text: await r.text() })))
       expect(docs.status).toBe(200)

@@ -3,14 +3,12 @@
  * runs between scrapes), and traces over OTLP/HTTP when `OTEL_EXPORTER_OTLP_ENDPOINT` is set. Without an
  * endpoint the tracer is disabled: spans become no-ops, so tracing costs nothing on the request path.
  */
-import * as Metrics from "@effect/opentelemetry/Metrics"
-import * as Resource from "@effect/opentelemetry/Resource"
-import { PrometheusExporter, PrometheusSerializer } from "@opentelemetry/exporter-prometheus"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Scope from "effect/Scope"
 import { ServerConfig } from "../config.js"
 
 export const SERVICE_VERSION = "0.1.0"
@@ -20,22 +18,42 @@ export class MetricsExporter extends Context.Tag("MetricsExporter")<MetricsExpor
   readonly scrape: Effect.Effect<string>
 }>() {}
 
+/**
+ * The exporter (OpenTelemetry's metrics SDK and Prometheus serializer, about 1 MB of modules) is loaded at the
+ * first scrape, not at start: a process nobody scrapes never loads it. What a scrape reports is the same either
+ * way — the metrics are recorded in Effect's registry from the start, and the exporter reads their cumulative
+ * values at each scrape.
+ */
 export const MetricsExporterLive = Layer.scoped(
   MetricsExporter,
   Effect.gen(function* () {
-    const exporter = new PrometheusExporter({ preventServerStart: true })
-    yield* Metrics.registerProducer(yield* Metrics.makeProducer, () => exporter)
-    const serializer = new PrometheusSerializer()
-    return MetricsExporter.of({
-      scrape: Effect.promise(() => exporter.collect()).pipe(
-        Effect.map(({ resourceMetrics }) => serializer.serialize(resourceMetrics))
+    const config = yield* ServerConfig
+    // the producer is registered in the layer's scope: it ends with the service, however late it began
+    const scope = yield* Effect.scope
+    const loaded = yield* Effect.cached(
+      Effect.promise(() =>
+        Promise.all([
+          import("@effect/opentelemetry/Metrics"),
+          import("@effect/opentelemetry/Resource"),
+          import("@opentelemetry/exporter-prometheus")
+        ])
+      ).pipe(
+        Effect.flatMap(([Metrics, Resource, Prometheus]) =>
+          Effect.gen(function* () {
+            const exporter = new Prometheus.PrometheusExporter({ preventServerStart: true })
+            yield* Metrics.registerProducer(yield* Metrics.makeProducer, () => exporter).pipe(Scope.extend(scope))
+            return { exporter, serializer: new Prometheus.PrometheusSerializer() }
+          }).pipe(Effect.provide(Resource.layer({ serviceName: config.serviceName, serviceVersion: SERVICE_VERSION })))
+        )
       )
+    )
+    return MetricsExporter.of({
+      scrape: Effect.flatMap(loaded, ({ exporter, serializer }) =>
+        Effect.promise(() => exporter.collect()).pipe(
+          Effect.map(({ resourceMetrics }) => serializer.serialize(resourceMetrics))
+        ))
     })
   })
-).pipe(
-  Layer.provide(Layer.unwrapEffect(Effect.map(ServerConfig, (config) =>
-    Resource.layer({ serviceName: config.serviceName, serviceVersion: SERVICE_VERSION })
-  )))
 )
 
 /**

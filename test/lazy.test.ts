@@ -3,9 +3,11 @@
  * /healthz has not loaded the `/docs` page's bundle (Scalar, several MB in memory), Swagger UI, the OTLP
  * exporter and its HTTP client, the Redis client, or the MCP SDK; asking for `/docs` loads Scalar then. The
  * Prometheus exporter waits for the first scrape of /metrics, which still reports the calls made before it.
+ * And an idle gateway does no work: nothing polls while no call comes.
  * Observed the only way a module load can be: a Node module hook in the child process that writes every
  * module it resolves to a file.
  */
+import * as SqlClient from "@effect/sql/SqlClient"
 import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import * as Fs from "node:fs"
@@ -67,4 +69,33 @@ layer(gatewayLayer(), { excludeTestServices: true })("modules loaded on demand",
       expect(docs.text).toContain("api-reference")
       expect(Fs.readFileSync(log, "utf8")).toMatch(SCALAR)
     }).pipe(Effect.scoped), 60_000)
+})
+
+/** Times the process's main thread has blocked and been woken (`voluntary_ctxt_switches` of its leader). */
+const wakeUps = (pid: number) => {
+  const line = Fs.readFileSync(`/proc/${pid}/status`, "utf8").split("\n").find((l) => l.startsWith("voluntary_ctxt_switches:"))
+  return Number(line?.split(/\s+/)[1] ?? "NaN")
+}
+
+layer(gatewayLayer(), { excludeTestServices: true })("an idle gateway", (it) => {
+  it.effect.skipIf(!Fs.existsSync("/proc/self/status"))("wakes for nothing: after a call, its usage written, no timer polls", () =>
+    Effect.gen(function* () {
+      const env = yield* envFor
+      // the sweeper at its default interval (the test environment sweeps every 200 ms)
+      const served = yield* serve([], { ...env, SWEEP_INTERVAL_MS: "15000" })
+      const { key } = yield* givenOrg({ credits: 10 })
+      const answer = yield* post(served.base, "/v1/weather", key, { q: "Berlin" })
+      expect(answer.status).toBe(200)
+      // its usage record is written within 100 ms of the call, by the process itself (nothing read it)
+      yield* Effect.sleep("1 second")
+      const sql = yield* SqlClient.SqlClient
+      const written = yield* sql<{ readonly n: number }>`SELECT count(*)::int AS n FROM usage WHERE request_id = ${answer.requestId ?? ""}`
+      expect(written[0]?.n).toBe(1)
+      const pid = served.child.pid ?? 0
+      const before = wakeUps(pid)
+      yield* Effect.sleep("3 seconds")
+      const woken = wakeUps(pid) - before
+      // a writer polling every 100 ms woke it 30 times and more; idle, it wakes a few times at most
+      expect(woken).toBeLessThan(15)
+    }).pipe(Effect.scoped), 30_000)
 })

@@ -6,9 +6,13 @@
  */
 import * as NodeSdk from "@effect/opentelemetry/NodeSdk"
 import { SqlClient } from "@effect/sql"
-import { afterAll, expect, layer } from "@effect/vitest"
+import { afterAll, expect, it, layer } from "@effect/vitest"
 import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
-import { Effect, Option, Redacted, Schema } from "effect"
+import * as HttpMiddleware from "@effect/platform/HttpMiddleware"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import { Effect, FiberRef, Layer, Option, Redacted, Schema } from "effect"
+import { configLayer } from "../src/config.js"
+import { TracingLive } from "../src/services/Observability.js"
 import * as Child from "node:child_process"
 import * as Http from "node:http"
 import * as Net from "node:net"
@@ -336,6 +340,22 @@ layer(gatewayLayer({ server: { otlpEndpoint: Option.some(collectorUrl) } }), { e
       expectToolCallTree(collected)
     }), 15_000)
 })
+
+// What the server and the services are built on: without an endpoint the tracer is off, and so is the HTTP
+// server's per-request span (which would otherwise parse, copy and provide per request for a no-op span).
+it.effect("without an OTLP endpoint the tracer is off, the HTTP server's span included; with one, both are on", () =>
+  Effect.gen(function* () {
+    const request = HttpServerRequest.fromWeb(new Request("http://localhost/v1/weather", { method: "POST" }))
+    const tracing = Effect.all({
+      tracer: FiberRef.get(FiberRef.currentTracerEnabled),
+      serverSpan: Effect.map(FiberRef.get(HttpMiddleware.currentTracerDisabledWhen), (disabled) => !disabled(request))
+    })
+    // each in a program of its own, as a process builds its server: a layer's FiberRefs stay with its fiber
+    const builtOn = (config: ReturnType<typeof configLayer>) =>
+      Effect.promise(() => Effect.runPromise(tracing.pipe(Effect.provide(TracingLive.pipe(Layer.provide(config))))))
+    expect(yield* builtOn(configLayer())).toEqual({ tracer: false, serverSpan: false })
+    expect(yield* builtOn(configLayer({ server: { otlpEndpoint: Option.some(collectorUrl) } }))).toEqual({ tracer: true, serverSpan: true })
+  }))
 
 // ---------------------------------------------------------------------------------------------------------
 // The built server: JSON log lines on stdout, and `serve --workers 2`.

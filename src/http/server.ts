@@ -4,11 +4,9 @@
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
-import * as HttpMiddleware from "@effect/platform/HttpMiddleware"
 import * as HttpServer from "@effect/platform/HttpServer"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as Effect from "effect/Effect"
-import * as FiberRef from "effect/FiberRef"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Http from "node:http"
@@ -165,7 +163,7 @@ const MaxBodySizeLive = Layer.effect(
   Effect.map(ServerConfig, (config) => Option.some(FileSystem.Size(config.maxBodyBytes)))
 )
 
-const served = HttpApiBuilder.serve().pipe(
+export const HttpServerLive = HttpApiBuilder.serve().pipe(
   Layer.provide(MaxBodySizeLive),
   Layer.provide(DocsLive),
   Layer.provide(Layer.mergeAll(DashboardSiteLive, CorsLive)),
@@ -180,13 +178,3 @@ const served = HttpApiBuilder.serve().pipe(
   )
 )
 
-/**
- * The server, with the framework's per-request span (`HttpMiddleware.tracer`) skipped when the tracer is off
- * (no OTLP endpoint: `TracingLive`). Off, its span is a no-op, but the middleware still parses each request's
- * URL, copies its headers to redact them and provides the span to the request's context; skipped, none of that
- * runs. With a tracer (an endpoint, or one a test provides) every request still gets its server span.
- */
-export const HttpServerLive = Layer.unwrapEffect(
-  Effect.map(FiberRef.get(FiberRef.currentTracerEnabled), (enabled) =>
-    enabled ? served : HttpMiddleware.withTracerDisabledWhen(served, () => true))
-)

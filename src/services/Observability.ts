@@ -3,6 +3,7 @@
  * runs between scrapes), and traces over OTLP/HTTP when `OTEL_EXPORTER_OTLP_ENDPOINT` is set. Without an
  * endpoint the tracer is disabled: spans become no-ops, so tracing costs nothing on the request path.
  */
+import * as HttpMiddleware from "@effect/platform/HttpMiddleware"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -57,13 +58,18 @@ export const MetricsExporterLive = Layer.scoped(
 )
 
 /**
- * OTLP/HTTP (JSON) export of every span when an endpoint is configured; otherwise the tracer is off. The
- * exporter and its HTTP client (undici) are loaded only when an endpoint is configured.
+ * OTLP/HTTP (JSON) export of every span when an endpoint is configured; otherwise the tracer is off, the HTTP
+ * server's span included. The exporter and its HTTP client (undici) are loaded only when an endpoint is
+ * configured.
  */
 export const TracingLive = Layer.unwrapEffect(
   Effect.map(ServerConfig, (config) =>
     Option.match(config.otlpEndpoint, {
-      onNone: () => Layer.setTracerEnabled(false),
+      // Off means off for the HTTP server's per-request span too: `HttpMiddleware.tracer` makes a no-op span
+      // then, but still parses each request's URL, copies its headers to redact them and provides the span to
+      // the request's context. The server inherits both settings from the layers it is built on.
+      onNone: () =>
+        Layer.mergeAll(Layer.setTracerEnabled(false), Layer.locallyScoped(HttpMiddleware.currentTracerDisabledWhen, () => true)),
       onSome: (endpoint) =>
         Layer.unwrapEffect(
           Effect.promise(() =>

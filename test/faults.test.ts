@@ -112,6 +112,23 @@ layer(gatewayLayer(config), { excludeTestServices: true })("upstream faults", (i
       expect(u.itunes.hits()).toBe(2)
       expect(yield* books(orgId)).toMatchObject({ balance: 4, held: 0 })
     }))
+
+  it.effect("a safe read is tried three times in all: a provider still unavailable is provider_unavailable, one that recovers on the third attempt answers", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      u.itunes.fault({ status: 503 })
+      const { key, orgId } = yield* givenOrg({ credits: 5 })
+      const failed = yield* callTool("mobile_app_search", { query: "down" }, { key })
+      expect(failed.status).toBe(502)
+      expect(failed.body).toMatchObject({ error: { code: "provider_unavailable", billable: false, retryable: true } })
+      expect(u.itunes.hits()).toBe(3)
+      u.resetAll()
+      u.itunes.fault({ status: 503, times: 2 })
+      expectOk(yield* callTool("mobile_app_search", { query: "back" }, { key }), 1)
+      expect(u.itunes.hits()).toBe(3)
+      expect(yield* books(orgId)).toMatchObject({ balance: 4, held: 0 })
+    }))
 })
 
 layer(gatewayLayer({ providers: { ...config.providers, readProviders: ["beta"] } }), { excludeTestServices: true })("read through a JSON provider", (it) => {

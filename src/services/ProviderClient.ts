@@ -423,10 +423,27 @@ export const make = Effect.gen(function* () {
       }
     })
 
+  /** A safe request that found its provider unavailable is tried twice more, about 100 and 200 ms later. */
   const retrySchedule = Schedule.exponential(Duration.millis(100)).pipe(
     Schedule.jittered,
     Schedule.intersect(Schedule.recurs(2))
   )
+  const unavailable = (e: ProviderError) => e._tag === "ProviderUnavailable"
+  /**
+   * The retries, set up only once the first attempt failed: `Effect.retry` builds its schedule's driver and
+   * provides the iteration's metadata (a copy of the fiber's context) even for an attempt that succeeds, as
+   * nearly every attempt does. The first failure is replayed to the schedule, so the delays are its own.
+   */
+  const retried = (attempt: Effect.Effect<UpstreamResponse, ProviderError>) =>
+    Effect.catchIf(attempt, unavailable, (first) => {
+      let replayed = false
+      const again = Effect.suspend(() => {
+        if (replayed) return attempt
+        replayed = true
+        return Effect.fail(first)
+      })
+      return Effect.retry(again, { schedule: retrySchedule, while: unavailable })
+    })
 
   const request = (request: UpstreamRequest): Effect.Effect<UpstreamResponse, ProviderError> =>
     Effect.gen(function* () {
@@ -438,9 +455,7 @@ export const make = Effect.gen(function* () {
         ? { at: own, describe: `${request.provider} did not answer within ${timeoutMs} ms.` }
         : { at: call.at, describe: `${request.provider} did not answer before the call's deadline. ${call.describe}` }
       const attempt = send(request, deadline)
-      return yield* request.idempotent
-        ? Effect.retry(attempt, { schedule: retrySchedule, while: (e) => e._tag === "ProviderUnavailable" })
-        : attempt
+      return yield* request.idempotent ? retried(attempt) : attempt
     }).pipe(
       traced("ProviderClient.request", { attributes: { provider: request.provider, method: request.method } })
     )

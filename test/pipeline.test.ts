@@ -324,7 +324,8 @@ const makeWorld = (options: WorldOptions = {}) =>
       // the binding table says which tools need a connection, and of which provider
       credentials: (tool, orgId) => bindings[tool].credentials(connections, orgId),
       preflight: () => (w.provider.preflight === undefined ? Effect.void : Effect.fail(w.provider.preflight)),
-      call: (tool, input) =>
+      // the call's own context (its deadline) is given with the call, as the real registry gets it
+      call: (tool, input, _credentials, context) =>
         Effect.gen(function* () {
           const deadline = yield* CallDeadline
           w.provider.calls.push({ tool, input, deadline: deadline.at })
@@ -345,7 +346,7 @@ const makeWorld = (options: WorldOptions = {}) =>
               return { provider: "stub", output }
             }
           }
-        }),
+        }).pipe(Effect.provide(context)),
       callRaw: () => Effect.dieMessage("no raw calls in these tests"),
       units: () => Effect.succeed(0)
     })

@@ -64,7 +64,7 @@ import { type ClaimLease, Leases } from "./Leases.js"
 import { type Hold, type KeptAnswer, Ledger, type ReserveError } from "./Ledger.js"
 import { Pricing } from "./Pricing.js"
 import { CallDeadline, ProviderIdempotencyKey } from "./ProviderClient.js"
-import { ProviderRegistry } from "./ProviderRegistry.js"
+import { type CallContext, ProviderRegistry } from "./ProviderRegistry.js"
 import { randomId, sha256Hex } from "./random.js"
 import { callFacts, recordCall, recordProvider, settlementsLost, withCallFacts } from "./Telemetry.js"
 import { nowMillis, preciseMillis } from "./time.js"
@@ -173,7 +173,7 @@ interface Reserved<T extends ToolName> {
 /** How a call answers: the provider phase, the 200 body, and what the answer delivered (for the charge). */
 interface Mode<T extends ToolName, A> {
   readonly label: string
-  readonly invoke: (credentials: CredentialFor<T>) => Effect.Effect<Answered<A>, ProviderCallError, ArtifactSink>
+  readonly invoke: (credentials: CredentialFor<T>, context: CallContext) => Effect.Effect<Answered<A>, ProviderCallError>
   readonly encode: (answered: Answered<A>) => Effect.Effect<string>
   readonly units: (answered: Answered<A>) => number
 }
@@ -307,7 +307,7 @@ export const make = Effect.gen(function* () {
         maxBytes: config.artifactMaxBytes
       })
       // what belongs to this call: where files go, its deadline, its key at providers, whose pages it converts
-      const context = Context.make(ArtifactSink, sink).pipe(
+      const context: CallContext = Context.make(ArtifactSink, sink).pipe(
         Context.add(CallDeadline, {
           at: (yield* nowMillis) + callTimeoutMs,
           describe: `${call.tool} did not complete within ${callTimeoutMs} ms.`
@@ -316,8 +316,7 @@ export const make = Effect.gen(function* () {
         Context.add(ConversionOwner, call.caller.orgId)
       )
       const started = yield* preciseMillis
-      const exit = yield* mode.invoke(credentials).pipe(
-        Effect.provide(context),
+      const exit = yield* mode.invoke(credentials, context).pipe(
         traced("Gateway.provider", { attributes: { tool: call.tool } }),
         Effect.exit
       )
@@ -509,7 +508,7 @@ export const make = Effect.gen(function* () {
     const def = catalog[tool]
     return pipeline(caller, tool, input, options, {
       label: tool,
-      invoke: (credentials) => providers.call(tool, input, credentials),
+      invoke: (credentials, context) => providers.call(tool, input, credentials, context),
       encode: (answered) =>
         Schema.encode(def.output)(answered.output).pipe(Effect.map((encoded) => JSON.stringify(encoded)), Effect.orDie),
       units: (answered) => def.units(answered.output)
@@ -529,8 +528,8 @@ export const make = Effect.gen(function* () {
       pipeline<T, RawOutput>(caller, tool, input, options, {
         label: `run:${tool}`,
         // charged as the tool would be: what its normalization would count (see ProviderRegistry.units)
-        invoke: (credentials) =>
-          Effect.flatMap(providers.callRaw(tool, input, credentials), (answered) =>
+        invoke: (credentials, context) =>
+          Effect.flatMap(providers.callRaw(tool, input, credentials, context), (answered) =>
             Effect.map(providers.units(tool, input, answered.output), (units) => ({
               provider: answered.provider,
               units,

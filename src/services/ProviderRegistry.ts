@@ -6,7 +6,8 @@
  * this service; the bindings (src/providers/index.ts) are its table.
  *
  * The providers' own needs (the HTTP client, their configuration, the HTML converter, Bluesky's sessions)
- * are provided here once; a call needs only what belongs to it: where to keep files (`ArtifactSink`).
+ * are provided here; a call brings what belongs to it (`CallContext`), and both are provided together, as
+ * one context (each `provide` copies the fiber's whole context).
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -20,8 +21,11 @@ import { bindings, configured, type Implementation } from "../providers/index.js
 import type { ArtifactSink } from "./Artifacts.js"
 import { Connections } from "./Connections.js"
 import { DeltaSessions } from "./DeltaSessions.js"
-import { HtmlConverter } from "./HtmlConverter.js"
-import { ProviderClient } from "./ProviderClient.js"
+import { type ConversionOwner, HtmlConverter } from "./HtmlConverter.js"
+import { type CallDeadline, ProviderClient, type ProviderIdempotencyKey } from "./ProviderClient.js"
+
+/** What belongs to one call: where its files go, its deadline, its key at providers, whose pages it converts. */
+export type CallContext = Context.Context<ArtifactSink | CallDeadline | ProviderIdempotencyKey | ConversionOwner>
 
 export class ProviderRegistry extends Context.Tag("ProviderRegistry")<ProviderRegistry, {
   /** Whether this gateway can run the tool (its provider is configured; an account tool also needs a connection). */
@@ -38,14 +42,16 @@ export class ProviderRegistry extends Context.Tag("ProviderRegistry")<ProviderRe
   readonly call: <T extends ToolName>(
     tool: T,
     input: ToolInput<T>,
-    credentials: CredentialFor<T>
-  ) => Effect.Effect<Answered<ToolOutput<T>>, ProviderCallError, ArtifactSink>
+    credentials: CredentialFor<T>,
+    context: CallContext
+  ) => Effect.Effect<Answered<ToolOutput<T>>, ProviderCallError>
   /** Call the tool's provider(s) and answer the raw upstream answer (`POST /v1/run`). */
   readonly callRaw: <T extends ToolName>(
     tool: T,
     input: ToolInput<T>,
-    credentials: CredentialFor<T>
-  ) => Effect.Effect<Answered<Raw>, ProviderCallError, ArtifactSink>
+    credentials: CredentialFor<T>,
+    context: CallContext
+  ) => Effect.Effect<Answered<Raw>, ProviderCallError>
   /**
    * What a raw answer delivered, in the tool's price units: what its normalization would count, so that
    * `POST /v1/run` is charged as the tool would be; an answer the tool cannot normalize counts nothing.
@@ -73,14 +79,16 @@ export const make = Effect.gen(function* () {
       const impl = implementation(tool)
       return impl.check === undefined ? Effect.void : impl.check(input, credentials, config)
     },
-    call: (tool, input, credentials) => {
+    call: (tool, input, credentials, call) => {
       const impl = implementation(tool)
       return Effect.flatMap(impl.fetch(input, credentials), (raw) =>
-        Effect.map(impl.normalize(input, raw), (output) => ({ provider: raw.provider, output }))).pipe(Effect.provide(context))
+        Effect.map(impl.normalize(input, raw), (output) => ({ provider: raw.provider, output }))).pipe(
+          Effect.provide(Context.merge(context, call))
+        )
     },
-    callRaw: (tool, input, credentials) =>
+    callRaw: (tool, input, credentials, call) =>
       Effect.map(implementation(tool).fetch(input, credentials), (raw) => ({ provider: raw.provider, output: raw })).pipe(
-        Effect.provide(context)
+        Effect.provide(Context.merge(context, call))
       ),
     units: (tool, input, raw) => {
       const def: { readonly units: (output: ToolOutput<typeof tool>) => number } = catalog[tool]

@@ -178,7 +178,7 @@ const idleMemory = async (proc: Proc) => {
   for (let i = 1; i < samples.length; i++) if ((samples[i] ?? 0) < 0.9 * (samples[i - 1] ?? 0)) fell = i + 1
   return {
     memory,
-    describe: `${describeMemory(memory)}` +
+    describe: describeMemory(memory) +
       (fell === undefined ? "; RSS did not fall during the wait" : `; RSS fell from ${samples[fell - 2]} MB to ${samples[fell - 1]} MB after ${fell} s`) +
       ` (highest ${Math.max(...samples)} MB, lowest ${Math.min(...samples)} MB)`
   }

@@ -177,4 +177,3 @@ export const HttpServerLive = HttpApiBuilder.serve().pipe(
     )
   )
 )
-

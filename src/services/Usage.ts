@@ -5,8 +5,9 @@
  * Records are written off the caller's path, in batches: `record` appends to an in-memory buffer that is
  * written with one multi-row INSERT at most `FLUSH_INTERVAL` after the first of them arrived (or as soon as
  * `FLUSH_SIZE` records wait), and on shutdown; nothing runs while no call comes. A page read flushes first,
- * so a process sees its own calls at once; other processes' calls appear within the interval. The usage log is an activity record, not the ledger: a process that is
- * killed can lose its last interval of records, never a credit (the journal is the ledger).
+ * so a process sees its own calls at once; other processes' calls appear within the interval. The usage log
+ * is an activity record, not the ledger: a process that is killed can lose its last interval of records,
+ * never a credit (the journal is the ledger).
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"

@@ -24,8 +24,10 @@ const recorder = (gated: number) =>
     let most = 0
     const batcher = yield* batched({
       kind: "test",
-      execute: (items: ReadonlyArray<number>) =>
-        Effect.gen(function* () {
+      execute: (items: ReadonlyArray<number>) => {
+        // a statement that throws as it is built
+        if (items.includes(-2)) throw new Error("no statement for -2")
+        return Effect.gen(function* () {
           inFlight += 1
           most = Math.max(most, inFlight)
           batches.push(items)
@@ -39,6 +41,7 @@ const recorder = (gated: number) =>
           if (items.includes(-1)) return yield* Effect.dieMessage("the statement failed")
           return items.map((n) => n * 2)
         })
+      }
     })
     return { batcher, gate, started, ending, batches, fibers, most: () => most }
   })
@@ -93,20 +96,23 @@ describe("group commit", () => {
       expect(r.batches).toEqual([[1], [2, 3, 4]])
     }))
 
-  it.scoped("a failed statement fails its own calls only, and the next call still goes", () =>
+  it.scoped("a statement that fails, or throws as it is built, fails its own calls only, and the next call still goes", () =>
     Effect.gen(function* () {
       const r = yield* recorder(1)
       // alone
       const failed = yield* Effect.fork(r.batcher.run(-1))
       yield* Deferred.await(r.started)
-      // queued behind it: a batch that fails, then calls that do not
-      const queued = yield* Effect.forEach([-1, 7], (n) => Effect.fork(Effect.exit(r.batcher.run(n))))
+      // queued behind it: a batch whose statement throws as it is built
+      const queued = yield* Effect.forEach([-2, 7], (n) => Effect.fork(Effect.exit(r.batcher.run(n))))
       yield* settle
       yield* Deferred.succeed(r.gate, undefined)
       expect(Exit.isFailure(yield* Fiber.await(failed))).toBe(true)
       const exits = yield* Effect.forEach(queued, Fiber.join)
       expect(exits.map(Exit.isFailure)).toEqual([true, true])
       expect(yield* r.batcher.run(8)).toBe(16)
+      // and alone
+      expect(Exit.isFailure(yield* Effect.exit(r.batcher.run(-2)))).toBe(true)
+      expect(yield* r.batcher.run(3)).toBe(6)
       expect(yield* Effect.forEach([9, 10], (n) => r.batcher.run(n), { concurrency: "unbounded" })).toEqual([18, 20])
       expect(r.most()).toBe(1)
     }))

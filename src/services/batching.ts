@@ -55,11 +55,14 @@ export const batched = <I, O>(options: {
     }
 
     const missing = (size: number, got: number) => new Error(`a batch of ${size} returned ${got} results`)
+    // the statement's end, whatever it is: a statement that throws as it is built is a defect like any other, and
+    // the way is cleared after it all the same
+    const send = (items: ReadonlyArray<I>) => Effect.exit(Effect.suspend(() => options.execute(items)))
 
     const runBatch = (taken: ReadonlyArray<readonly [I, Deferred.Deferred<O>]>) =>
       Effect.gen(function* () {
         yield* Metric.update(batchSize, taken.length)
-        const exit = yield* Effect.exit(options.execute(taken.map(([item]) => item)))
+        const exit = yield* send(taken.map(([item]) => item))
         release()
         yield* Effect.forEach(taken, ([, deferred], n) => {
           if (Exit.isFailure(exit)) return Deferred.failCause(deferred, exit.cause)
@@ -102,7 +105,7 @@ export const batched = <I, O>(options: {
     const alone = (item: I): Effect.Effect<O> =>
       Effect.uninterruptible(Effect.zipRight(
         Metric.update(batchSize, 1),
-        Effect.flatMap(Effect.exit(options.execute([item])), (exit): Effect.Effect<O> => {
+        Effect.flatMap(send([item]), (exit): Effect.Effect<O> => {
           release()
           if (Exit.isFailure(exit)) return Effect.failCause(exit.cause)
           const result = exit.value[0]

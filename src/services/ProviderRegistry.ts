@@ -62,12 +62,14 @@ export class ProviderRegistry extends Context.Tag("ProviderRegistry")<ProviderRe
 export const make = Effect.gen(function* () {
   const config = yield* ProvidersConfig
   const connections = yield* Connections
-  // one context for every provider call (each `provide` copies the fiber's whole context: built once)
+  // the providers' services, built once
   const context = Context.make(ProvidersConfig, config).pipe(
     Context.add(ProviderClient, yield* ProviderClient),
     Context.add(HtmlConverter, yield* HtmlConverter),
     Context.add(DeltaSessions, yield* DeltaSessions)
   )
+  // a call runs with them and its own context, provided as one (each `provide` copies the fiber's whole context)
+  const withCall = (own: CallContext) => Effect.provide(Context.merge(context, own))
   const implementation = <T extends ToolName>(tool: T): Implementation<T> => bindings[tool].tool
   // the configuration does not change while the process runs
   const runnable = new Map(Object.entries(bindings).map(([name, binding]) => [name, configured(binding.tool, config)]))
@@ -79,16 +81,14 @@ export const make = Effect.gen(function* () {
       const impl = implementation(tool)
       return impl.check === undefined ? Effect.void : impl.check(input, credentials, config)
     },
-    call: (tool, input, credentials, call) => {
+    call: (tool, input, credentials, own) => {
       const impl = implementation(tool)
       return Effect.flatMap(impl.fetch(input, credentials), (raw) =>
-        Effect.map(impl.normalize(input, raw), (output) => ({ provider: raw.provider, output }))).pipe(
-          Effect.provide(Context.merge(context, call))
-        )
+        Effect.map(impl.normalize(input, raw), (output) => ({ provider: raw.provider, output }))).pipe(withCall(own))
     },
-    callRaw: (tool, input, credentials, call) =>
+    callRaw: (tool, input, credentials, own) =>
       Effect.map(implementation(tool).fetch(input, credentials), (raw) => ({ provider: raw.provider, output: raw })).pipe(
-        Effect.provide(Context.merge(context, call))
+        withCall(own)
       ),
     units: (tool, input, raw) => {
       const def: { readonly units: (output: ToolOutput<typeof tool>) => number } = catalog[tool]

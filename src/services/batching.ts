@@ -97,11 +97,11 @@ export const batched = <I, O>(options: {
         return Deferred.await(deferred)
       })
 
-    // a caller alone sends its own statement, uninterruptibly, if none is in flight; otherwise it queues
-    const alone = (item: I) =>
-      statement.withPermitsIfAvailable(1)(
-        Effect.uninterruptible(Effect.zipRight(Metric.update(batchSize, 1), send([item])))
-      )
+    // a caller alone sends its own statement, uninterruptibly, if none is in flight; otherwise it queues (what does
+    // not depend on the item is built once, not per call)
+    const ifFree = statement.withPermitsIfAvailable(1)
+    const countOne = Metric.update(batchSize, 1)
+    const alone = (item: I) => ifFree(Effect.uninterruptible(Effect.zipRight(countOne, send([item]))))
 
     const run = (item: I): Effect.Effect<O> =>
       Effect.suspend(() =>

@@ -184,22 +184,60 @@ layer(servicesLayer())("the ledger, in process, on TestClock", (it) => {
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const org = yield* givenOrg({ credits: 10 })
-      // the setting the batch leaves for its commit, read in its transaction (which is then rolled back)
-      const commitSetting = (charge: number | null, relaxed: boolean) =>
+      // the setting the batch leaves for its commit, read in its transaction (which is then rolled back), for a
+      // hold alone or beside a void (a batch of one is resolved directly, a larger one in the ledger's lock order)
+      const commitSetting = (charge: number | null, relaxed: boolean, alone = true) =>
         Effect.gen(function* () {
           const h = yield* hold(org, 1)
+          const holds = alone ? [h.id] : [h.id, (yield* hold(org, 1)).id]
+          const charges = alone ? [charge] : [charge, null]
           const rows = yield* sql.withTransaction(Effect.gen(function* () {
-            yield* sql`SELECT * FROM gateway_resolve_batch(${[h.id]}::bigint[], ${[charge]}::bigint[],
-                         ${[new Date(0)]}::timestamptz[], ${[0]}::integer[], ${relaxed})`
+            yield* sql`SELECT * FROM gateway_resolve_batch(${holds}::bigint[], ${charges}::bigint[],
+                         ${holds.map(() => new Date(0))}::timestamptz[], ${holds.map(() => 0)}::integer[], ${relaxed})`
             const setting = yield* sql<{ readonly s: string }>`SELECT current_setting('synchronous_commit') AS s`
             return yield* Effect.fail({ rollback: setting })
           })).pipe(Effect.catchAll((e) => ("rollback" in e ? Effect.succeed(e.rollback) : Effect.die(e))))
-          yield* Effect.flatMap(Ledger, (ledger) => ledger.void(h))
+          yield* Effect.forEach(holds, (id) => Effect.flatMap(Ledger, (ledger) => ledger.void({ ...h, id })))
           return rows[0]?.s
         })
-      expect(yield* commitSetting(1, false)).toBe("on")
-      expect(yield* commitSetting(1, true)).toBe("off")
-      expect(yield* commitSetting(null, false)).toBe("off")
+      for (const alone of [true, false]) {
+        expect(yield* commitSetting(1, false, alone), `alone: ${alone}`).toBe("on")
+        expect(yield* commitSetting(1, true, alone), `alone: ${alone}`).toBe("off")
+        expect(yield* commitSetting(null, false, alone), `alone: ${alone}`).toBe("off")
+      }
+    }))
+
+  it.effect("a hold resolved alone and one resolved in a batch answer the same: settled, voided, already resolved, unknown", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      // one statement; a null charge voids
+      const resolve = (holds: ReadonlyArray<number>, charges: ReadonlyArray<number | null>) =>
+        sql<{ readonly ord: number; readonly done: boolean }>`SELECT * FROM gateway_resolve_batch(${holds}::bigint[],
+          ${charges}::bigint[], ${holds.map(() => new Date(0))}::timestamptz[], ${holds.map(() => 0)}::integer[], false)`
+      const unknown = 2 ** 52
+      for (const alone of [true, false]) {
+        const org = yield* givenOrg({ credits: 10 })
+        // alone, the statement resolves its one hold directly; in a batch, the hold is second, after a void
+        const answer = (holdId: number, charge: number | null) =>
+          Effect.gen(function* () {
+            if (alone) return yield* resolve([holdId], [charge])
+            const companion = yield* hold(org, 1)
+            const rows = yield* resolve([companion.id, holdId], [null, charge])
+            expect(rows.find((r) => r.ord === 1)?.done).toBe(true)
+            return rows.filter((r) => r.ord === 2).map((r) => ({ ...r, ord: 1 }))
+          })
+        const settled = yield* hold(org, 3)
+        const voided = yield* hold(org, 2)
+        expect(yield* answer(settled.id, 2), `alone: ${alone}`).toEqual([{ ord: 1, done: true }])
+        expect(yield* answer(voided.id, null), `alone: ${alone}`).toEqual([{ ord: 1, done: true }])
+        expect(yield* answer(settled.id, 2), `alone: ${alone}`).toEqual([{ ord: 1, done: false }])
+        expect(yield* answer(voided.id, 1), `alone: ${alone}`).toEqual([{ ord: 1, done: false }])
+        expect(yield* answer(unknown, 1), `alone: ${alone}`).toEqual([{ ord: 1, done: false }])
+        expect(yield* answer(unknown, null), `alone: ${alone}`).toEqual([{ ord: 1, done: false }])
+        const b = yield* books(org.orgId)
+        expect(b, `alone: ${alone}`).toMatchObject({ balance: 8, held: 0, pendingHolds: 0, journalSum: 8 })
+        expect(b.holdsByStatus, `alone: ${alone}`).toEqual(alone ? { settled: 1, voided: 1 } : { settled: 1, voided: 7 })
+      }
     }))
 
   it.effect("each hold resolves exactly once, and a charge never exceeds its hold", () =>

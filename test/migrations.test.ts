@@ -40,7 +40,8 @@ const applied: ReadonlyArray<readonly [number, string]> = [
   [8, "delta_sessions"],
   [9, "key_expiry"],
   [10, "artifacts_by_org"],
-  [11, "ledger_batches"]
+  [11, "ledger_batches"],
+  [12, "claiming_reservations"]
 ]
 
 const functions: ReadonlyArray<SqlFunction> = [
@@ -57,8 +58,8 @@ const measured: Record<string, string> = {
   gateway_reserve: "6f9b57887bdcc934fc7cba1964f10bb6f236c83f77dda784e8c0686f020d6335",
   gateway_settle: "e4c4a42b35a7dbfba568051958cee739609c1bc597a3e049ec470a43a63f1d35",
   gateway_void: "0ce8461431769583d57b2b4e6dee2c3d83ef8e8bd68af091bad25686d217eeee",
-  gateway_reserve_batch: "81b17cadf5e8ed2082e01e91f9e54ebd856d1898ef3fcd05bab8076ea658f158",
-  gateway_resolve_batch: "b5c261bb2d34e415ea521b18b493e6ec9aa80e87b06cd3842ad2df90ce48cb12",
+  gateway_reserve_batch: "3bdbd025238c53a9aefd0704d31cf1ed08a4db02122358ab7e66d4db4dc4bd87",
+  gateway_resolve_batch: "7a9cf47a4469dc9f7a7edbffe105840368d67177cd0b7550ad7da7701857d139",
   gateway_claim_reserve_batch: "9f0000578b5830137efee8f7da784c791ccbf6d8a0a7486289115f4e03cfaca5"
 }
 

@@ -33,6 +33,7 @@ import keyExpiry from "./0009_key_expiry.js"
 import artifactsByOrg from "./0010_artifacts_by_org.js"
 import ledgerBatches from "./0011_ledger_batches.js"
 import claimingReservations from "./0012_claiming_reservations.js"
+import ledgerBatchOfOne from "./0013_ledger_batch_of_one.js"
 
 /** Each migration under its file's name, which is its id and name in `gateway_migrations`. */
 export const migrations = {
@@ -47,7 +48,8 @@ export const migrations = {
   "0009_key_expiry": keyExpiry,
   "0010_artifacts_by_org": artifactsByOrg,
   "0011_ledger_batches": ledgerBatches,
-  "0012_claiming_reservations": claimingReservations
+  "0012_claiming_reservations": claimingReservations,
+  "0013_ledger_batch_of_one": ledgerBatchOfOne
 }
 
 export const loader = Migrator.fromRecord(migrations)

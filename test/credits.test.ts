@@ -210,10 +210,11 @@ layer(servicesLayer())("the ledger, in process, on TestClock", (it) => {
   it.effect("a hold resolved alone and one resolved in a batch answer the same: settled, voided, already resolved, unknown", () =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
+      const at = new Date("2026-03-04T05:06:07.000Z")
       // one statement; a null charge voids
       const resolve = (holds: ReadonlyArray<number>, charges: ReadonlyArray<number | null>) =>
         sql<{ readonly ord: number; readonly done: boolean }>`SELECT * FROM gateway_resolve_batch(${holds}::bigint[],
-          ${charges}::bigint[], ${holds.map(() => new Date(0))}::timestamptz[], ${holds.map(() => 0)}::integer[], false)`
+          ${charges}::bigint[], ${holds.map(() => at)}::timestamptz[], ${holds.map(() => 202603)}::integer[], false)`
       const unknown = 2 ** 52
       for (const alone of [true, false]) {
         const org = yield* givenOrg({ credits: 10 })
@@ -228,15 +229,26 @@ layer(servicesLayer())("the ledger, in process, on TestClock", (it) => {
           })
         const settled = yield* hold(org, 3)
         const voided = yield* hold(org, 2)
-        expect(yield* answer(settled.id, 2), `alone: ${alone}`).toEqual([{ ord: 1, done: true }])
+        const free = yield* hold(org, 1)
+        // a charge above the hold is cut to it, one below zero to zero
+        expect(yield* answer(settled.id, 99), `alone: ${alone}`).toEqual([{ ord: 1, done: true }])
         expect(yield* answer(voided.id, null), `alone: ${alone}`).toEqual([{ ord: 1, done: true }])
+        expect(yield* answer(free.id, -1), `alone: ${alone}`).toEqual([{ ord: 1, done: true }])
         expect(yield* answer(settled.id, 2), `alone: ${alone}`).toEqual([{ ord: 1, done: false }])
         expect(yield* answer(voided.id, 1), `alone: ${alone}`).toEqual([{ ord: 1, done: false }])
         expect(yield* answer(unknown, 1), `alone: ${alone}`).toEqual([{ ord: 1, done: false }])
         expect(yield* answer(unknown, null), `alone: ${alone}`).toEqual([{ ord: 1, done: false }])
+        const rows = yield* sql<{ readonly id: number; readonly status: string; readonly charged: number; readonly resolvedAt: Date }>`
+          SELECT id, status, charged, resolved_at AS "resolvedAt" FROM holds
+           WHERE id IN (${settled.id}, ${voided.id}, ${free.id}) ORDER BY id`
+        expect(rows, `alone: ${alone}`).toEqual([
+          { id: settled.id, status: "settled", charged: 3, resolvedAt: at },
+          { id: voided.id, status: "voided", charged: 0, resolvedAt: at },
+          { id: free.id, status: "settled", charged: 0, resolvedAt: at }
+        ])
         const b = yield* books(org.orgId)
-        expect(b, `alone: ${alone}`).toMatchObject({ balance: 8, held: 0, pendingHolds: 0, journalSum: 8 })
-        expect(b.holdsByStatus, `alone: ${alone}`).toEqual(alone ? { settled: 1, voided: 1 } : { settled: 1, voided: 7 })
+        expect(b, `alone: ${alone}`).toMatchObject({ balance: 7, held: 0, pendingHolds: 0, journalSum: 7 })
+        expect(b.holdsByStatus, `alone: ${alone}`).toEqual(alone ? { settled: 2, voided: 1 } : { settled: 2, voided: 8 })
       }
     }))
 

@@ -58,8 +58,8 @@ const measured: Record<string, string> = {
   gateway_reserve: "6f9b57887bdcc934fc7cba1964f10bb6f236c83f77dda784e8c0686f020d6335",
   gateway_settle: "e23f185756fb1e75aa72777a6fb8bf3c7f3e3008a2a08d830c6ea34b80d455c8",
   gateway_void: "a697767a72c7b6f2823bb75a45c9721c6a5494632202dede4e22cc9fa19a7aa3",
-  gateway_reserve_batch: "3bdbd025238c53a9aefd0704d31cf1ed08a4db02122358ab7e66d4db4dc4bd87",
-  gateway_resolve_batch: "7a9cf47a4469dc9f7a7edbffe105840368d67177cd0b7550ad7da7701857d139",
+  gateway_reserve_batch: "ec0eaa2833f7e3e1eb7b288c9ff8d19d13c15a84d019fbe4549256f8bdd5ea28",
+  gateway_resolve_batch: "4f114ab8e8dc232101220b7e4d8488974b5d759e88695c4fa031329b01ef63d9",
   gateway_claim_reserve_batch: "9f0000578b5830137efee8f7da784c791ccbf6d8a0a7486289115f4e03cfaca5"
 }
 

@@ -3,7 +3,7 @@
  * `gateway_reserve`, in the ledger's one lock order (org, then key, then arrival), so two batches, or a
  * batch and a settlement, never wait for each other in a cycle. The calls of one org in a batch take its
  * row lock once. Each call gets its own row, `ord` being its place in the arrays. A batch of one call (a call
- * alone) is reserved without the ordering query, which has nothing to order.
+ * alone) skips the ordering query, which has nothing to order.
  */
 import { sqlFunction } from "./SqlFunction.js"
 
@@ -16,13 +16,14 @@ export const gatewayReserveBatch = sqlFunction("gateway_reserve_batch", `
     LANGUAGE plpgsql AS $$
     DECLARE
       n integer;
+      ords integer[];
     BEGIN
       IF cardinality(p_orgs) = 1 THEN
-        RETURN QUERY SELECT 1, r.* FROM gateway_reserve(p_orgs[1], p_keys[1], p_tools[1], p_requests[1],
-          p_amounts[1], p_nows[1], p_months[1], p_leases[1]) AS r;
-        RETURN;
+        ords := ARRAY[1];
+      ELSE
+        ords := ARRAY(SELECT x.n::integer FROM unnest(p_orgs, p_keys) WITH ORDINALITY AS x(o, k, n) ORDER BY x.o, x.k, x.n);
       END IF;
-      FOR n IN SELECT x.n::integer FROM unnest(p_orgs, p_keys) WITH ORDINALITY AS x(o, k, n) ORDER BY x.o, x.k, x.n LOOP
+      FOREACH n IN ARRAY ords LOOP
         RETURN QUERY SELECT n, r.* FROM gateway_reserve(p_orgs[n], p_keys[n], p_tools[n], p_requests[n],
           p_amounts[n], p_nows[n], p_months[n], p_leases[n]) AS r;
       END LOOP;

@@ -3,10 +3,7 @@
  * ledger's one order (hold, org, key). It commits without waiting for the WAL flush: a lost void leaves a
  * pending hold that the sweeper voids.
  *
- * The hold is found by its id: "not settled or voided" is "pending" (the table's check allows no other status),
- * but unlike "status = 'pending'" it does not match the partial index of pending holds, which the planner
- * otherwise scans whole when its statistics saw few pending holds (with 5,000 calls in flight and statistics
- * not yet updated, a settlement took 1.3–1.5 ms instead of 0.46 ms; docs/performance.md, ninth round).
+ * The hold is found by its id, with the condition `gateway_settle` uses and for the same reason (see there).
  */
 import { sqlFunction } from "./SqlFunction.js"
 

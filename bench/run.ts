@@ -13,6 +13,9 @@
  *   npm run bench -- --only gateway    scenarios whose name contains a word (several: --only proxy,gateway);
  *                                      a word after "=" is a whole name (--only =gateway,idempotency)
  *   npm run bench -- --profile         the gateway runs with --cpu-prof (profiles in bench/results/profiles)
+ *   npm run bench -- --timeline        each single-process gateway scenario also reports, from inside the gateway
+ *                                      (bench/timeline.ts), where a call alone spends its time and what the
+ *                                      slowest calls at the fixed rate ran beside (garbage collections)
  */
 import * as Crypto from "node:crypto"
 import { Effect, Exit, Scope } from "effect"
@@ -20,8 +23,10 @@ import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import * as Url from "node:url"
 import { cpuOf, prepareDatabase, type Proc, provision, root, rssOf, script, sleep, startGateway, startServer, stop, stopAll } from "./harness.js"
 import type { LoadPlan, LoadResult } from "./load.js"
+import type { StatementKind, Timeline } from "./timeline.js"
 
 const resultsDir = Path.join(root, "bench", "results")
 const args = process.argv.slice(2)
@@ -34,6 +39,7 @@ const option = (name: string) => {
 const quick = flag("--quick")
 const only = option("--only")
 const profile = flag("--profile")
+const timeline = flag("--timeline")
 const seconds = Number(option("--duration") ?? (quick ? "0.6" : "10"))
 const warmupSeconds = quick ? 0.3 : 3
 const connections = Number(option("--connections") ?? "32")
@@ -47,7 +53,10 @@ const idleSeconds = Number(option("--idle-seconds") ?? (quick ? "0" : "60"))
 const jitWarmupSeconds = Number(option("--jit-warmup") ?? (quick ? "0" : "15"))
 // The V8 heap limit of the bounded-heap scenario (`NODE_OPTIONS=--max-old-space-size=…`).
 const boundedHeapMb = 128
-const gatewayNodeArgs = profile ? ["--cpu-prof", "--cpu-prof-dir", Path.join(resultsDir, "profiles")] : []
+const gatewayNodeArgs = [
+  ...(profile ? ["--cpu-prof", "--cpu-prof-dir", Path.join(resultsDir, "profiles")] : []),
+  ...(timeline ? ["--import", Url.pathToFileURL(script("timeline")).href] : [])
+]
 
 // ---------------------------------------------------------------------------------------------------------
 // load
@@ -140,6 +149,108 @@ const measure = async (name: string, target: Target, pid?: number | undefined): 
 
 const r3 = (n: number) => n.toFixed(3)
 
+// ---------------------------------------------------------------------------------------------------------
+// timeline (--timeline): what the probe in the gateway recorded over one scenario
+
+const timelineFile = (name: string) => Path.join(root, "bench", ".data", `timeline-${name}.json`)
+
+/** What the gateway's probe recorded since the last call (the probe writes it on SIGUSR2 and starts afresh). */
+const takeTimeline = async (proc: Proc): Promise<Timeline | undefined> => {
+  const file = timelineFile(proc.name)
+  Fs.mkdirSync(Path.dirname(file), { recursive: true })
+  Fs.rmSync(file, { force: true })
+  proc.child.kill("SIGUSR2")
+  for (let i = 0; i < 200; i++) {
+    if (Fs.existsSync(file)) {
+      const parsed: Timeline = JSON.parse(Fs.readFileSync(file, "utf8"))
+      Fs.rmSync(file, { force: true })
+      return parsed
+    }
+    await sleep(25)
+  }
+  return undefined
+}
+
+const quantile = (sorted: ReadonlyArray<number>, q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0
+const p50Of = (xs: Array<number>) => quantile(xs.sort((a, b) => a - b), 0.5)
+const r2 = (n: number) => n.toFixed(2)
+
+/**
+ * A call alone: the sequential phase's requests that overlapped no other, each cut at its reservation (or claim),
+ * upstream request and settlement; and the fixed-rate phase: the gateway's own latency, and whether its slowest
+ * calls ran beside a collection of the old generation.
+ */
+const timelineReport = (name: string, t: Timeline): string => {
+  const requests = [...t.requests].sort((a, b) => a[0] - b[0])
+  const statements = [...t.statements].sort((a, b) => a[0] - b[0])
+  const upstream = [...t.upstream].sort((a, b) => a[0] - b[0])
+  const first = requests[0]
+  const last = requests.reduce((end, r) => Math.max(end, r[1]), 0)
+  if (first === undefined) return `timeline ${name}: no request recorded`
+  // the phases by time: warm-up, sequential, closed loop, fixed rate
+  const seqFrom = first[0] + warmupSeconds * 1000
+  const seqTo = seqFrom + seconds * 1000
+  const within = <R extends readonly [number, number, ...ReadonlyArray<unknown>]>(rows: ReadonlyArray<R>, from: number, to: number) =>
+    rows.filter((r) => r[0] >= from && r[0] < to)
+  const segments: Record<"before" | "reserve" | "toUpstream" | "upstream" | "toSettle" | "settle" | "after" | "call", Array<number>> = {
+    before: [],
+    reserve: [],
+    toUpstream: [],
+    upstream: [],
+    toSettle: [],
+    settle: [],
+    after: [],
+    call: []
+  }
+  const isReserve = (kind: StatementKind) => kind === "reserve" || kind === "claim"
+  requests.forEach((r, i) => {
+    if (r[0] < seqFrom || r[0] >= seqTo) return
+    const previous = requests[i - 1]
+    const next = requests[i + 1]
+    if ((previous !== undefined && previous[1] > r[0]) || (next !== undefined && next[0] < r[1])) return
+    const own = within(statements, r[0], r[1])
+    const reserve = own.filter((x) => isReserve(x[2]))
+    const settle = own.filter((x) => x[2] === "resolve")
+    const up = within(upstream, r[0], r[1])
+    const [a] = reserve
+    const [b] = settle
+    const [u] = up
+    if (reserve.length !== 1 || settle.length !== 1 || up.length !== 1 || a === undefined || b === undefined || u === undefined) return
+    segments.before.push(a[0] - r[0])
+    segments.reserve.push(a[1] - a[0])
+    segments.toUpstream.push(u[0] - a[1])
+    segments.upstream.push(u[1] - u[0])
+    segments.toSettle.push(b[0] - u[1])
+    segments.settle.push(b[1] - b[0])
+    segments.after.push(r[1] - b[1])
+    segments.call.push(r[1] - r[0])
+  })
+  const alone = segments.call.length === 0
+    ? "no billed call answered alone"
+    : `a call alone (${segments.call.length} calls), p50: to the reservation ${r2(p50Of(segments.before))} · reservation ${
+      r2(p50Of(segments.reserve))
+    } · to the upstream ${r2(p50Of(segments.toUpstream))} · upstream ${r2(p50Of(segments.upstream))} · to the settlement ${
+      r2(p50Of(segments.toSettle))
+    } · settlement ${r2(p50Of(segments.settle))} · to the response ${r2(p50Of(segments.after))} · the call ${r2(p50Of(segments.call))} ms`
+  // the fixed-rate phase: its calls end with the recording
+  const rateFrom = last - seconds * 1000
+  const rate = requests.filter((r) => r[0] >= rateFrom)
+  const latencies = rate.map((r) => r[1] - r[0]).sort((a, b) => a - b)
+  const p99 = quantile(latencies, 0.99)
+  const gcs = within(t.gc, rateFrom, last)
+  const scavenges = gcs.filter((g) => g[2] === 1)
+  const majors = gcs.filter((g) => g[2] === 4)
+  const slow = rate.filter((r) => r[1] - r[0] > p99)
+  const besideMajor = slow.filter((r) => majors.some((g) => r[0] <= g[0] + g[1] && r[1] >= g[0] - 100)).length
+  const mean = (xs: ReadonlyArray<number>) => xs.reduce((x, y) => x + y, 0) / Math.max(1, xs.length)
+  return `timeline ${name}: ${alone}. At ${fixedRate}/s, in the gateway: p50 ${r2(quantile(latencies, 0.5))} ms, p99 ${r2(p99)} ms; ` +
+    `${scavenges.length} scavenges (${r2(mean(scavenges.map((g) => g[1])))} ms each), ${majors.length} old-generation collection${
+      majors.length === 1 ? "" : "s"
+    } (longest ${
+      r2(majors.reduce((m, g) => Math.max(m, g[1]), 0))
+    } ms); of the ${slow.length} calls above the p99, ${besideMajor} ran beside one (within 100 ms before it, or during it)`
+}
+
 interface Memory {
   readonly rssMb: number
   readonly heapUsedMb: number
@@ -214,6 +325,18 @@ const main = async () => {
   const db = await prepareDatabase(scope)
   const rows: Array<Row> = []
   const notes: Array<string> = []
+  // --timeline: a single-process gateway gets the probe's output file; each of its scenarios is reported
+  const withTimeline = (name: string, env: Readonly<Record<string, string>>) =>
+    timeline ? { ...env, BENCH_TIMELINE_OUT: timelineFile(name) } : env
+  const traced = async (name: string, proc: Proc, run: () => Promise<Figures>): Promise<Figures> => {
+    if (!timeline) return run()
+    await takeTimeline(proc)
+    const figures = await run()
+    const recorded = await takeTimeline(proc)
+    notes.push(recorded === undefined ? `timeline ${name}: the probe wrote nothing` : timelineReport(name, recorded))
+    console.error(`  ${notes[notes.length - 1]}`)
+    return figures
+  }
   try {
     // independent set-up steps run side by side
     const [keys, upstream] = await Promise.all([provision(db.url), startServer("upstream", script("upstream"))])
@@ -228,7 +351,7 @@ const main = async () => {
       startServer("proxy", script("proxy"), ["--upstream", String(upstream.port)]),
       startServer("router", script("ceiling"), ["--mode", "router"]),
       startServer("api", script("ceiling"), ["--mode", "api"]),
-      startGateway("gateway", env, 1, gatewayNodeArgs)
+      startGateway("gateway", withTimeline("gateway", env), 1, gatewayNodeArgs)
     ])
     const body = JSON.stringify({ query: "notes", limit: 3 })
     const tool = `http://127.0.0.1:${gateway.port}/v1/mobile_app_search`
@@ -320,7 +443,10 @@ const main = async () => {
     ]
     for (const s of scenarios) {
       if (!selected(s.name)) continue
-      rows.push({ name: s.name, what: s.what, figures: await measure(s.name, s.target, s.pid) })
+      const figures = s.pid === gateway.child.pid
+        ? await traced(s.name, gateway, () => measure(s.name, s.target, s.pid))
+        : await measure(s.name, s.target, s.pid)
+      rows.push({ name: s.name, what: s.what, figures })
     }
 
     // RSS, sampled every second over a long closed-loop run: does it level off?
@@ -360,16 +486,22 @@ const main = async () => {
     await stop(gateway)
 
     if (selected("gateway-heap")) {
-      const bounded = await startGateway("gateway-heap", { ...env, NODE_OPTIONS: `--max-old-space-size=${boundedHeapMb}` }, 1, gatewayNodeArgs)
+      const bounded = await startGateway(
+        "gateway-heap",
+        withTimeline("gateway-heap", { ...env, NODE_OPTIONS: `--max-old-space-size=${boundedHeapMb}` }),
+        1,
+        gatewayNodeArgs
+      )
       await jitWarmup(bounded.port)
       rows.push({
         name: "gateway-heap-128",
         what: `the same as gateway-100-orgs, V8 heap limited to ${boundedHeapMb} MB (\`NODE_OPTIONS=--max-old-space-size=${boundedHeapMb}\`)`,
-        figures: await measure(
-          "gateway-heap-128",
-          { url: `http://127.0.0.1:${bounded.port}/v1/mobile_app_search`, body, keys: keys.spreadKeys, expectStatus: 200 },
-          bounded.child.pid
-        )
+        figures: await traced("gateway-heap-128", bounded, () =>
+          measure(
+            "gateway-heap-128",
+            { url: `http://127.0.0.1:${bounded.port}/v1/mobile_app_search`, body, keys: keys.spreadKeys, expectStatus: 200 },
+            bounded.child.pid
+          ))
       })
       if (rssSeconds > 0) await rssRun(bounded, ` with the heap limited to ${boundedHeapMb} MB`)
       await stop(bounded)

@@ -1,0 +1,98 @@
+/**
+ * `npm run bench -- --timeline`: a probe preloaded into the gateway (`node --import`), for the measurement only.
+ * It records, in the gateway's own clock (`performance.now()`):
+ *
+ * - each HTTP request, from its start to its response's end (`node:diagnostics_channel`, `http.server.*`);
+ * - each statement, from `pg`'s `Query.submit` to its `end` event (the database's answer, as the gateway reads it);
+ * - each upstream request, from its creation to its trailers (`undici:request:*`);
+ * - each garbage collection (`PerformanceObserver`, `gc` entries).
+ *
+ * On `SIGUSR2` it writes what it recorded since the last signal to `BENCH_TIMELINE_OUT` and starts afresh: the
+ * runner signals before and after each scenario and reads the file (see `timelineReport` in run.ts).
+ */
+import * as DiagnosticsChannel from "node:diagnostics_channel"
+import * as Fs from "node:fs"
+import { performance, PerformanceObserver } from "node:perf_hooks"
+import Pg from "pg"
+
+export interface Timeline {
+  /** [start, end] of each request. */
+  readonly requests: Array<readonly [number, number]>
+  /** [submitted, answered, kind] of each statement. */
+  readonly statements: Array<readonly [number, number, StatementKind]>
+  /** [start, end] of each upstream request. */
+  readonly upstream: Array<readonly [number, number]>
+  /** [start, duration, kind] of each collection: kind 1 a scavenge, 4 the old generation, 8 incremental marking. */
+  readonly gc: Array<readonly [number, number, number]>
+}
+
+export type StatementKind = "reserve" | "claim" | "resolve" | "other"
+
+const kindOf = (text: unknown): StatementKind => {
+  if (typeof text !== "string") return "other"
+  if (text.includes("gateway_claim_reserve_batch(")) return "claim"
+  if (text.includes("gateway_reserve_batch(")) return "reserve"
+  if (text.includes("gateway_resolve_batch(")) return "resolve"
+  return "other"
+}
+
+const out = process.env["BENCH_TIMELINE_OUT"]
+
+if (out !== undefined) {
+  const fresh = (): Timeline => ({ requests: [], statements: [], upstream: [], gc: [] })
+  let timeline = fresh()
+
+  const started = new WeakMap<object, number>()
+  DiagnosticsChannel.subscribe("http.server.request.start", (message) => {
+    if (typeof message === "object" && message !== null && "response" in message && typeof message.response === "object" && message.response !== null) {
+      started.set(message.response, performance.now())
+    }
+  })
+  DiagnosticsChannel.subscribe("http.server.response.finish", (message) => {
+    if (typeof message !== "object" || message === null || !("response" in message)) return
+    const response: unknown = message.response
+    if (typeof response !== "object" || response === null) return
+    const start = started.get(response)
+    if (start !== undefined) timeline.requests.push([start, performance.now()])
+  })
+
+  const upstreamStarted = new WeakMap<object, number>()
+  const requestOf = (message: unknown): object | undefined =>
+    typeof message === "object" && message !== null && "request" in message && typeof message.request === "object" && message.request !== null
+      ? message.request
+      : undefined
+  DiagnosticsChannel.subscribe("undici:request:create", (message) => {
+    const request = requestOf(message)
+    if (request !== undefined) upstreamStarted.set(request, performance.now())
+  })
+  DiagnosticsChannel.subscribe("undici:request:trailers", (message) => {
+    const request = requestOf(message)
+    const start = request === undefined ? undefined : upstreamStarted.get(request)
+    if (start !== undefined) timeline.upstream.push([start, performance.now()])
+  })
+
+  // pg emits `end` on a query right after handing its rows to the caller's callback
+  const submit = Pg.Query.prototype.submit
+  Pg.Query.prototype.submit = function (this: Pg.Query, connection) {
+    const start = performance.now()
+    const kind = kindOf(Reflect.get(this, "text"))
+    const record = timeline
+    this.once("end", () => record.statements.push([start, performance.now(), kind]))
+    return submit.call(this, connection)
+  }
+
+  new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) {
+      const detail: unknown = Reflect.get(entry, "detail")
+      const kind = typeof detail === "object" && detail !== null && "kind" in detail && typeof detail.kind === "number" ? detail.kind : 0
+      timeline.gc.push([entry.startTime, entry.duration, kind])
+    }
+  }).observe({ entryTypes: ["gc"] })
+
+  process.on("SIGUSR2", () => {
+    const written = timeline
+    timeline = fresh()
+    Fs.writeFileSync(`${out}.tmp`, JSON.stringify(written))
+    Fs.renameSync(`${out}.tmp`, out)
+  })
+}

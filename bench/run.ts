@@ -16,6 +16,8 @@
  *   npm run bench -- --timeline        each single-process gateway scenario also reports, from inside the gateway
  *                                      (bench/timeline.ts), where a call alone spends its time and what the
  *                                      slowest calls at the fixed rate ran beside (garbage collections)
+ *   npm run bench -- --survivors       each single-process gateway scenario also reports what of its calls' memory
+ *                                      no scavenge collected (bench/survivors.ts), by allocation site
  */
 import * as Crypto from "node:crypto"
 import { Effect, Exit, Scope } from "effect"
@@ -26,6 +28,7 @@ import * as Path from "node:path"
 import * as Url from "node:url"
 import { cpuOf, prepareDatabase, type Proc, provision, root, rssOf, script, sleep, startGateway, startServer, stop, stopAll } from "./harness.js"
 import type { LoadPlan, LoadResult } from "./load.js"
+import type { Survivors } from "./survivors.js"
 import type { StatementKind, Timeline } from "./timeline.js"
 
 const resultsDir = Path.join(root, "bench", "results")
@@ -40,6 +43,7 @@ const quick = flag("--quick")
 const only = option("--only")
 const profile = flag("--profile")
 const timeline = flag("--timeline")
+const survivors = flag("--survivors")
 const seconds = Number(option("--duration") ?? (quick ? "0.6" : "10"))
 const warmupSeconds = quick ? 0.3 : 3
 const connections = Number(option("--connections") ?? "32")
@@ -55,7 +59,8 @@ const jitWarmupSeconds = Number(option("--jit-warmup") ?? (quick ? "0" : "15"))
 const boundedHeapMb = 128
 const gatewayNodeArgs = [
   ...(profile ? ["--cpu-prof", "--cpu-prof-dir", Path.join(resultsDir, "profiles")] : []),
-  ...(timeline ? ["--import", Url.pathToFileURL(script("timeline")).href] : [])
+  ...(timeline ? ["--import", Url.pathToFileURL(script("timeline")).href] : []),
+  ...(survivors ? ["--import", Url.pathToFileURL(script("survivors")).href] : [])
 ]
 
 // ---------------------------------------------------------------------------------------------------------
@@ -150,25 +155,46 @@ const measure = async (name: string, target: Target, pid?: number | undefined): 
 const r3 = (n: number) => n.toFixed(3)
 
 // ---------------------------------------------------------------------------------------------------------
-// timeline (--timeline): what the probe in the gateway recorded over one scenario
+// probes (--timeline, --survivors): what the probes in the gateway recorded over one scenario
 
-const timelineFile = (name: string) => Path.join(root, "bench", ".data", `timeline-${name}.json`)
+const probeFile = (probe: "timeline" | "survivors", name: string) => Path.join(root, "bench", ".data", `${probe}-${name}.json`)
 
-/** What the gateway's probe recorded since the last call (the probe writes it on SIGUSR2 and starts afresh). */
-const takeTimeline = async (proc: Proc): Promise<Timeline | undefined> => {
-  const file = timelineFile(proc.name)
-  Fs.mkdirSync(Path.dirname(file), { recursive: true })
-  Fs.rmSync(file, { force: true })
-  proc.child.kill("SIGUSR2")
-  for (let i = 0; i < 200; i++) {
+/** A probe's file, once it is written (each probe writes its own on SIGUSR2), read and removed. */
+const readWhenWritten = async (file: string): Promise<string | undefined> => {
+  for (let i = 0; i < 400; i++) {
     if (Fs.existsSync(file)) {
-      const parsed: Timeline = JSON.parse(Fs.readFileSync(file, "utf8"))
+      const text = Fs.readFileSync(file, "utf8")
       Fs.rmSync(file, { force: true })
-      return parsed
+      return text
     }
     await sleep(25)
   }
   return undefined
+}
+
+/** Signal the gateway's probes and read what each wrote: the timeline since the last signal, the survivors sampled. */
+const takeProbes = async (proc: Proc) => {
+  const files = { timeline: probeFile("timeline", proc.name), survivors: probeFile("survivors", proc.name) }
+  Fs.mkdirSync(Path.dirname(files.timeline), { recursive: true })
+  Fs.rmSync(files.timeline, { force: true })
+  Fs.rmSync(files.survivors, { force: true })
+  proc.child.kill("SIGUSR2")
+  const [recorded, sampled] = await Promise.all([
+    timeline ? readWhenWritten(files.timeline) : Promise.resolve(undefined),
+    survivors ? readWhenWritten(files.survivors) : Promise.resolve(undefined)
+  ])
+  const parsedTimeline: Timeline | undefined = recorded === undefined ? undefined : JSON.parse(recorded)
+  const parsedSurvivors: Survivors | undefined = sampled === undefined ? undefined : JSON.parse(sampled)
+  return { timeline: parsedTimeline, survivors: parsedSurvivors }
+}
+
+/** What no scavenge collected, per call, and its largest allocation sites. */
+const survivorsReport = (name: string, s: Survivors): string => {
+  const total = s.sites.reduce((sum, [, bytes]) => sum + bytes, 0)
+  const top = s.sites.slice(0, 8).map(([site, bytes]) => `${site} ${((100 * bytes) / Math.max(1, total)).toFixed(1)}%`)
+  return `survivors ${name}: ${(total / 1024 / Math.max(1, s.responses)).toFixed(1)} KB per call was never collected by a ` +
+    `scavenge (${s.responses} calls over the scenario's four phases, sampled every 1 KiB; objects still live at the end ` +
+    `included); the largest sites: ${top.join(", ")}`
 }
 
 const quantile = (sorted: ReadonlyArray<number>, q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0
@@ -325,16 +351,25 @@ const main = async () => {
   const db = await prepareDatabase(scope)
   const rows: Array<Row> = []
   const notes: Array<string> = []
-  // --timeline: a single-process gateway gets the probe's output file; each of its scenarios is reported
-  const withTimeline = (name: string, env: Readonly<Record<string, string>>) =>
-    timeline ? { ...env, BENCH_TIMELINE_OUT: timelineFile(name) } : env
+  // --timeline, --survivors: a single-process gateway gets the probes' output files; each of its scenarios is reported
+  const withProbes = (name: string, env: Readonly<Record<string, string>>) => ({
+    ...env,
+    ...(timeline ? { BENCH_TIMELINE_OUT: probeFile("timeline", name) } : {}),
+    ...(survivors ? { BENCH_SURVIVORS_OUT: probeFile("survivors", name) } : {})
+  })
+  const note = (line: string) => {
+    notes.push(line)
+    console.error(`  ${line}`)
+  }
   const traced = async (name: string, proc: Proc, run: () => Promise<Figures>): Promise<Figures> => {
-    if (!timeline) return run()
-    await takeTimeline(proc)
+    if (!timeline && !survivors) return run()
+    await takeProbes(proc)
     const figures = await run()
-    const recorded = await takeTimeline(proc)
-    notes.push(recorded === undefined ? `timeline ${name}: the probe wrote nothing` : timelineReport(name, recorded))
-    console.error(`  ${notes[notes.length - 1]}`)
+    const taken = await takeProbes(proc)
+    if (timeline) note(taken.timeline === undefined ? `timeline ${name}: the probe wrote nothing` : timelineReport(name, taken.timeline))
+    if (survivors) {
+      note(taken.survivors?.sampled === true ? survivorsReport(name, taken.survivors) : `survivors ${name}: the probe sampled nothing`)
+    }
     return figures
   }
   try {
@@ -351,7 +386,7 @@ const main = async () => {
       startServer("proxy", script("proxy"), ["--upstream", String(upstream.port)]),
       startServer("router", script("ceiling"), ["--mode", "router"]),
       startServer("api", script("ceiling"), ["--mode", "api"]),
-      startGateway("gateway", withTimeline("gateway", env), 1, gatewayNodeArgs)
+      startGateway("gateway", withProbes("gateway", env), 1, gatewayNodeArgs)
     ])
     const body = JSON.stringify({ query: "notes", limit: 3 })
     const tool = `http://127.0.0.1:${gateway.port}/v1/mobile_app_search`
@@ -488,7 +523,7 @@ const main = async () => {
     if (selected("gateway-heap")) {
       const bounded = await startGateway(
         "gateway-heap",
-        withTimeline("gateway-heap", { ...env, NODE_OPTIONS: `--max-old-space-size=${boundedHeapMb}` }),
+        withProbes("gateway-heap", { ...env, NODE_OPTIONS: `--max-old-space-size=${boundedHeapMb}` }),
         1,
         gatewayNodeArgs
       )

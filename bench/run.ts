@@ -29,7 +29,7 @@ import * as Url from "node:url"
 import { cpuOf, prepareDatabase, type Proc, provision, root, rssOf, script, sleep, startGateway, startServer, stop, stopAll } from "./harness.js"
 import type { LoadPlan, LoadResult } from "./load.js"
 import type { Survivors } from "./survivors.js"
-import type { StatementKind, Timeline } from "./timeline.js"
+import { GAP_MS, type StatementKind, type Timeline } from "./timeline.js"
 
 const resultsDir = Path.join(root, "bench", "results")
 const args = process.argv.slice(2)
@@ -268,13 +268,17 @@ const timelineReport = (name: string, t: Timeline): string => {
   const majors = gcs.filter((g) => g[2] === 4)
   const slow = rate.filter((r) => r[1] - r[0] > p99)
   const besideMajor = slow.filter((r) => majors.some((g) => r[0] <= g[0] + g[1] && r[1] >= g[0] - 100)).length
+  const gaps = within(t.gaps, rateFrom, last)
+  const inGap = slow.filter((r) => gaps.some((g) => r[0] < g[0] + g[1] && r[1] > g[0])).length
   const mean = (xs: ReadonlyArray<number>) => xs.reduce((x, y) => x + y, 0) / Math.max(1, xs.length)
   return `timeline ${name}: ${alone}. At ${fixedRate}/s, in the gateway: p50 ${r2(quantile(latencies, 0.5))} ms, p99 ${r2(p99)} ms; ` +
     `${scavenges.length} scavenges (${r2(mean(scavenges.map((g) => g[1])))} ms each), ${majors.length} old-generation collection${
       majors.length === 1 ? "" : "s"
     } (longest ${
       r2(majors.reduce((m, g) => Math.max(m, g[1]), 0))
-    } ms); of the ${slow.length} calls above the p99, ${besideMajor} ran beside one (within 100 ms before it, or during it)`
+    } ms); of the ${slow.length} calls above the p99, ${besideMajor} ran beside one (within 100 ms before it, or during it), ${inGap} ` +
+    `through a stretch in which the event loop reached its timers more than ${GAP_MS} ms late (${gaps.length} such ` +
+    `stretch${gaps.length === 1 ? "" : "es"} in the phase, longest ${r2(gaps.reduce((m, g) => Math.max(m, g[1]), 0))} ms)`
 }
 
 interface Memory {

@@ -5,7 +5,9 @@
  * - each HTTP request, from its start to its response's end (`node:diagnostics_channel`, `http.server.*`);
  * - each statement, from `pg`'s `Query.submit` to its `end` event (the database's answer, as the gateway reads it);
  * - each upstream request, from its creation to its trailers (`undici:request:*`);
- * - each garbage collection (`PerformanceObserver`, `gc` entries).
+ * - each garbage collection (`PerformanceObserver`, `gc` entries);
+ * - each turn of a 5 ms timer that came more than `GAP_MS` late: a stretch in which the event loop did not get to
+ *   its timers (busy with the gateway's work, paused by a collection, or the process waiting for a core).
  *
  * On `SIGUSR2` it writes what it recorded since the last signal to `BENCH_TIMELINE_OUT` and starts afresh: the
  * runner signals before and after each scenario and reads the file (see `timelineReport` in run.ts).
@@ -24,7 +26,12 @@ export interface Timeline {
   readonly upstream: Array<readonly [number, number]>
   /** [start, duration, kind] of each collection: kind 1 a scavenge, 4 the old generation, 8 incremental marking. */
   readonly gc: Array<readonly [number, number, number]>
+  /** [start, duration] of each interval between two turns of the probe's 5 ms timer that came more than `GAP_MS` late. */
+  readonly gaps: Array<readonly [number, number]>
 }
+
+/** A 5 ms timer late by this much marks a gap. */
+export const GAP_MS = 10
 
 export type StatementKind = "reserve" | "claim" | "resolve" | "other"
 
@@ -39,7 +46,7 @@ const kindOf = (text: unknown): StatementKind => {
 const out = process.env["BENCH_TIMELINE_OUT"]
 
 if (out !== undefined) {
-  const fresh = (): Timeline => ({ requests: [], statements: [], upstream: [], gc: [] })
+  const fresh = (): Timeline => ({ requests: [], statements: [], upstream: [], gc: [], gaps: [] })
   let timeline = fresh()
 
   const started = new WeakMap<object, number>()
@@ -88,6 +95,13 @@ if (out !== undefined) {
       timeline.gc.push([entry.startTime, entry.duration, kind])
     }
   }).observe({ entryTypes: ["gc"] })
+
+  let tick = performance.now()
+  setInterval(() => {
+    const now = performance.now()
+    if (now - tick > 5 + GAP_MS) timeline.gaps.push([tick, now - tick])
+    tick = now
+  }, 5).unref()
 
   process.on("SIGUSR2", () => {
     const written = timeline

@@ -29,7 +29,7 @@ import * as Url from "node:url"
 import { cpuOf, prepareDatabase, type Proc, provision, root, rssOf, script, sleep, startGateway, startServer, stop, stopAll } from "./harness.js"
 import type { LoadPlan, LoadResult } from "./load.js"
 import type { Survivors } from "./survivors.js"
-import { GAP_MS, type StatementKind, type Timeline } from "./timeline.js"
+import type { StatementKind, Timeline } from "./timeline.js"
 
 const resultsDir = Path.join(root, "bench", "results")
 const args = process.argv.slice(2)
@@ -277,7 +277,7 @@ const timelineReport = (name: string, t: Timeline): string => {
     } (longest ${
       r2(majors.reduce((m, g) => Math.max(m, g[1]), 0))
     } ms); of the ${slow.length} calls above the p99, ${besideMajor} ran beside one (within 100 ms before it, or during it), ${inGap} ` +
-    `through a stretch in which the event loop reached its timers more than ${GAP_MS} ms late (${gaps.length} such ` +
+    `through a stretch in which the event loop reached its timers more than ${t.gapMs} ms late (${gaps.length} such ` +
     `stretch${gaps.length === 1 ? "" : "es"} in the phase, longest ${r2(gaps.reduce((m, g) => Math.max(m, g[1]), 0))} ms)`
 }
 
@@ -365,7 +365,7 @@ const main = async () => {
     notes.push(line)
     console.error(`  ${line}`)
   }
-  const traced = async (name: string, proc: Proc, run: () => Promise<Figures>): Promise<Figures> => {
+  const probed = async (name: string, proc: Proc, run: () => Promise<Figures>): Promise<Figures> => {
     if (!timeline && !survivors) return run()
     await takeProbes(proc)
     const figures = await run()
@@ -483,7 +483,7 @@ const main = async () => {
     for (const s of scenarios) {
       if (!selected(s.name)) continue
       const figures = s.pid === gateway.child.pid
-        ? await traced(s.name, gateway, () => measure(s.name, s.target, s.pid))
+        ? await probed(s.name, gateway, () => measure(s.name, s.target, s.pid))
         : await measure(s.name, s.target, s.pid)
       rows.push({ name: s.name, what: s.what, figures })
     }
@@ -535,7 +535,7 @@ const main = async () => {
       rows.push({
         name: "gateway-heap-128",
         what: `the same as gateway-100-orgs, V8 heap limited to ${boundedHeapMb} MB (\`NODE_OPTIONS=--max-old-space-size=${boundedHeapMb}\`)`,
-        figures: await traced("gateway-heap-128", bounded, () =>
+        figures: await probed("gateway-heap-128", bounded, () =>
           measure(
             "gateway-heap-128",
             { url: `http://127.0.0.1:${bounded.port}/v1/mobile_app_search`, body, keys: keys.spreadKeys, expectStatus: 200 },

@@ -26,12 +26,13 @@ export interface Timeline {
   readonly upstream: Array<readonly [number, number]>
   /** [start, duration, kind] of each collection: kind 1 a scavenge, 4 the old generation, 8 incremental marking. */
   readonly gc: Array<readonly [number, number, number]>
-  /** [start, duration] of each interval between two turns of the probe's 5 ms timer that came more than `GAP_MS` late. */
+  /** [start, duration] of each interval between two turns of the probe's 5 ms timer that came more than `gapMs` late. */
   readonly gaps: Array<readonly [number, number]>
+  /** How late a turn of the 5 ms timer marks a gap. */
+  readonly gapMs: number
 }
 
-/** A 5 ms timer late by this much marks a gap. */
-export const GAP_MS = 10
+const GAP_MS = 10
 
 export type StatementKind = "reserve" | "claim" | "resolve" | "other"
 
@@ -46,37 +47,28 @@ const kindOf = (text: unknown): StatementKind => {
 const out = process.env["BENCH_TIMELINE_OUT"]
 
 if (out !== undefined) {
-  const fresh = (): Timeline => ({ requests: [], statements: [], upstream: [], gc: [], gaps: [] })
+  const fresh = (): Timeline => ({ requests: [], statements: [], upstream: [], gc: [], gaps: [], gapMs: GAP_MS })
   let timeline = fresh()
 
-  const started = new WeakMap<object, number>()
-  DiagnosticsChannel.subscribe("http.server.request.start", (message) => {
-    if (typeof message === "object" && message !== null && "response" in message && typeof message.response === "object" && message.response !== null) {
-      started.set(message.response, performance.now())
+  /** A span between two channels' messages, keyed by one object the messages carry (`response` or `request`). */
+  const span = (opened: string, closed: string, field: "response" | "request", record: (start: number, end: number) => void) => {
+    const objectOf = (message: unknown): object | undefined => {
+      const value: unknown = typeof message === "object" && message !== null ? Reflect.get(message, field) : undefined
+      return typeof value === "object" && value !== null ? value : undefined
     }
-  })
-  DiagnosticsChannel.subscribe("http.server.response.finish", (message) => {
-    if (typeof message !== "object" || message === null || !("response" in message)) return
-    const response: unknown = message.response
-    if (typeof response !== "object" || response === null) return
-    const start = started.get(response)
-    if (start !== undefined) timeline.requests.push([start, performance.now()])
-  })
-
-  const upstreamStarted = new WeakMap<object, number>()
-  const requestOf = (message: unknown): object | undefined =>
-    typeof message === "object" && message !== null && "request" in message && typeof message.request === "object" && message.request !== null
-      ? message.request
-      : undefined
-  DiagnosticsChannel.subscribe("undici:request:create", (message) => {
-    const request = requestOf(message)
-    if (request !== undefined) upstreamStarted.set(request, performance.now())
-  })
-  DiagnosticsChannel.subscribe("undici:request:trailers", (message) => {
-    const request = requestOf(message)
-    const start = request === undefined ? undefined : upstreamStarted.get(request)
-    if (start !== undefined) timeline.upstream.push([start, performance.now()])
-  })
+    const starts = new WeakMap<object, number>()
+    DiagnosticsChannel.subscribe(opened, (message) => {
+      const key = objectOf(message)
+      if (key !== undefined) starts.set(key, performance.now())
+    })
+    DiagnosticsChannel.subscribe(closed, (message) => {
+      const key = objectOf(message)
+      const start = key === undefined ? undefined : starts.get(key)
+      if (start !== undefined) record(start, performance.now())
+    })
+  }
+  span("http.server.request.start", "http.server.response.finish", "response", (start, end) => timeline.requests.push([start, end]))
+  span("undici:request:create", "undici:request:trailers", "request", (start, end) => timeline.upstream.push([start, end]))
 
   // pg emits `end` on a query right after handing its rows to the caller's callback
   const submit = Pg.Query.prototype.submit

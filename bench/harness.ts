@@ -77,16 +77,20 @@ export const waitReady = async (port: number, child: ChildProcess.ChildProcess, 
 }
 
 /** The built gateway (`tool-gateway serve`), on the benchmark's database. */
+/** What `npm start` runs: the bundle of the gateway's command (bundle.mjs). */
+export const gatewayEntry = Path.join(root, "dist", "bundle", "bin.js")
+
 export const startGateway = async (
   name: string,
   env: Readonly<Record<string, string>>,
   workers = 1,
-  nodeArgs: ReadonlyArray<string> = []
+  nodeArgs: ReadonlyArray<string> = [],
+  entry = gatewayEntry
 ): Promise<Proc> => {
   const port = await freePort()
   const child = ChildProcess.spawn(
     process.execPath,
-    [...nodeArgs, Path.join(root, "dist", "bin.js"), "serve", ...(workers > 1 ? ["--workers", String(workers)] : [])],
+    [...nodeArgs, entry, "serve", ...(workers > 1 ? ["--workers", String(workers)] : [])],
     {
       stdio: ["ignore", "ignore", "inherit"],
       env: { ...process.env, ...env, PORT: String(port), HOST: "127.0.0.1", GATEWAY_BOOTSTRAP: "false" }

@@ -18,6 +18,8 @@
  *                                      slowest calls at the fixed rate ran beside (garbage collections)
  *   npm run bench -- --survivors       each single-process gateway scenario also reports what of its calls' memory
  *                                      no scavenge collected (bench/survivors.ts), by allocation site
+ *   npm run bench -- --entry dist/bin.js  the gateway started from another entry (default: dist/bundle/bin.js, the
+ *                                      bundle `npm start` runs; dist/bin.js is tsc's output, unbundled)
  */
 import * as Crypto from "node:crypto"
 import { Effect, Exit, Scope } from "effect"
@@ -26,7 +28,21 @@ import * as Fs from "node:fs"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Url from "node:url"
-import { cpuOf, prepareDatabase, type Proc, provision, root, rssOf, script, sleep, startGateway, startServer, stop, stopAll } from "./harness.js"
+import {
+  cpuOf,
+  gatewayEntry,
+  prepareDatabase,
+  type Proc,
+  provision,
+  root,
+  rssOf,
+  script,
+  sleep,
+  startGateway,
+  startServer,
+  stop,
+  stopAll
+} from "./harness.js"
 import type { LoadPlan, LoadResult } from "./load.js"
 import type { Survivors } from "./survivors.js"
 import type { StatementKind, Timeline } from "./timeline.js"
@@ -52,6 +68,8 @@ const rssSeconds = Number(option("--rss-seconds") ?? (quick ? "0" : "60"))
 // How long the gateway is left without calls before its idle memory is read (and again after the load): V8
 // compacts an idle heap and gives back its unused young generation only after some seconds without work.
 const idleSeconds = Number(option("--idle-seconds") ?? (quick ? "0" : "60"))
+const entryOption = option("--entry")
+const entry = entryOption === undefined ? gatewayEntry : Path.resolve(root, entryOption)
 // A fresh gateway runs its hot path thousands of times before V8 has optimized it (its CPU per call falls by
 // a third over the first ~5,000 calls); the full run warms each gateway up before measuring it.
 const jitWarmupSeconds = Number(option("--jit-warmup") ?? (quick ? "0" : "15"))
@@ -390,7 +408,7 @@ const main = async () => {
       startServer("proxy", script("proxy"), ["--upstream", String(upstream.port)]),
       startServer("router", script("ceiling"), ["--mode", "router"]),
       startServer("api", script("ceiling"), ["--mode", "api"]),
-      startGateway("gateway", withProbes("gateway", env), 1, gatewayNodeArgs)
+      startGateway("gateway", withProbes("gateway", env), 1, gatewayNodeArgs, entry)
     ])
     const body = JSON.stringify({ query: "notes", limit: 3 })
     const tool = `http://127.0.0.1:${gateway.port}/v1/mobile_app_search`
@@ -529,7 +547,8 @@ const main = async () => {
         "gateway-heap",
         withProbes("gateway-heap", { ...env, NODE_OPTIONS: `--max-old-space-size=${boundedHeapMb}` }),
         1,
-        gatewayNodeArgs
+        gatewayNodeArgs,
+        entry
       )
       await jitWarmup(bounded.port)
       rows.push({
@@ -547,7 +566,7 @@ const main = async () => {
     }
 
     if (selected("workers")) {
-      const two = await startGateway("gateway-2-workers", env, 2, gatewayNodeArgs)
+      const two = await startGateway("gateway-2-workers", env, 2, gatewayNodeArgs, entry)
       await jitWarmup(two.port)
       rows.push({
         name: "gateway-2-workers",
@@ -637,7 +656,8 @@ const report = (rows: ReadonlyArray<Row>, notes: ReadonlyArray<string>, started:
   const md = [
     `# Benchmark, ${started.toISOString()}`,
     "",
-    `${m.cores} cores (${m.cpu}), ${m.memoryGb} GB, ${m.platform}, Node ${m.node}; database: ${database} PostgreSQL.`,
+    `${m.cores} cores (${m.cpu}), ${m.memoryGb} GB, ${m.platform}, Node ${m.node}; database: ${database} PostgreSQL; ` +
+    `gateway: \`${Path.relative(root, entry)}\`.`,
     `Load generator: autocannon in its own process on the same machine; ${seconds} s per measurement after a ` +
     `${warmupSeconds} s warm-up; closed loop with ${connections} connections; fixed rate ${fixedRate} req/s.` +
     (quick ? " **Quick run: figures are indicative only.**" : ""),

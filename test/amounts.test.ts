@@ -15,7 +15,7 @@ import { expectEnvelope, expectOk } from "./support/assert.js"
 import { TestDatabaseUrl } from "./support/database.js"
 import { books, callTool, dashboard, gatewayLayer, givenMember, givenOrg, request } from "./support/gateway.js"
 
-const BIN = Path.resolve("dist/bin.js")
+const BIN = Path.resolve("dist/bundle/bin.js")
 
 const cli = (args: ReadonlyArray<string>) =>
   Effect.flatMap(TestDatabaseUrl, ({ url }) =>

@@ -16,7 +16,7 @@ import { expectEnvelope, expectOk } from "./support/assert.js"
 import { startUpstream } from "../src/testing/harness.js"
 import { handleOpenMeteo } from "../src/testing/openMeteo.js"
 
-const BIN = Path.resolve("dist/bin.js")
+const BIN = Path.resolve("dist/bundle/bin.js")
 const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 
 interface Run {

@@ -12,7 +12,7 @@ import * as Child from "node:child_process"
 import * as Http from "node:http"
 import * as Path from "node:path"
 
-export const BIN = Path.resolve("dist/bin.js")
+export const BIN = Path.resolve("dist/bundle/bin.js")
 
 /** The test process's environment without what would point a child at another database or log setup. */
 export const baseEnv = () => {

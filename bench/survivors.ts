@@ -10,8 +10,8 @@
  * signal writes the file, so that the runner can wait for it (see `survivorsReport` in run.ts).
  */
 import * as DiagnosticsChannel from "node:diagnostics_channel"
-import * as Fs from "node:fs"
 import * as Inspector from "node:inspector"
+import { writeProbeFile } from "./probeFile.js"
 
 export interface Survivors {
   /** Whether this file closes a sampling (false: the signal started one). */
@@ -24,10 +24,7 @@ export interface Survivors {
 
 const out = process.env["BENCH_SURVIVORS_OUT"]
 
-const write = (file: string, survivors: Survivors) => {
-  Fs.writeFileSync(`${file}.tmp`, JSON.stringify(survivors))
-  Fs.renameSync(`${file}.tmp`, file)
-}
+const write = (file: string, survivors: Survivors) => writeProbeFile(file, survivors)
 
 /** Self bytes (the sampled allocations' sizes) by allocation site, over the profile's tree. */
 const bySite = (profile: Inspector.HeapProfiler.SamplingHeapProfile): Array<readonly [string, number]> => {

@@ -13,9 +13,9 @@
  * runner signals before and after each scenario and reads the file (see `timelineReport` in run.ts).
  */
 import * as DiagnosticsChannel from "node:diagnostics_channel"
-import * as Fs from "node:fs"
 import { performance, PerformanceObserver } from "node:perf_hooks"
 import Pg from "pg"
+import { writeProbeFile } from "./probeFile.js"
 
 export interface Timeline {
   /** [start, end] of each request. */
@@ -98,7 +98,6 @@ if (out !== undefined) {
   process.on("SIGUSR2", () => {
     const written = timeline
     timeline = fresh()
-    Fs.writeFileSync(`${out}.tmp`, JSON.stringify(written))
-    Fs.renameSync(`${out}.tmp`, out)
+    writeProbeFile(out, written)
   })
 }

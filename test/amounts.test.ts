@@ -7,15 +7,14 @@ import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import * as Child from "node:child_process"
-import * as Path from "node:path"
 import { MAX_CREDITS } from "../src/domain/credits.js"
 import { KeyStore } from "../src/services/KeyStore.js"
 import { Orgs } from "../src/services/Orgs.js"
 import { expectEnvelope, expectOk } from "./support/assert.js"
 import { TestDatabaseUrl } from "./support/database.js"
 import { books, callTool, dashboard, gatewayLayer, givenMember, givenOrg, request } from "./support/gateway.js"
+import { BIN } from "./support/processes.js"
 
-const BIN = Path.resolve("dist/bundle/bin.js")
 
 const cli = (args: ReadonlyArray<string>) =>
   Effect.flatMap(TestDatabaseUrl, ({ url }) =>

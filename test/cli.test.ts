@@ -13,10 +13,10 @@ import * as Path from "node:path"
 import { TestDatabaseUrl } from "./support/database.js"
 import { callTool, gatewayLayer, TEST_ENCRYPTION_KEY } from "./support/gateway.js"
 import { expectEnvelope, expectOk } from "./support/assert.js"
+import { BIN } from "./support/processes.js"
 import { startUpstream } from "../src/testing/harness.js"
 import { handleOpenMeteo } from "../src/testing/openMeteo.js"
 
-const BIN = Path.resolve("dist/bundle/bin.js")
 const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 
 interface Run {

@@ -39,9 +39,18 @@ process.on("SIGINT", () => {
 export const script = (name: string) => Path.join(here, `${name}.js`)
 
 /** Start a bench server script; resolves with the port it prints. */
-export const startServer = (name: string, file: string, extra: ReadonlyArray<string> = []) =>
+export const startServer = (
+  name: string,
+  file: string,
+  extra: ReadonlyArray<string> = [],
+  /** Node's options (a probe preloaded with `--import`) and the environment's additions, for this server. */
+  options: { readonly nodeArgs: ReadonlyArray<string>; readonly env: Readonly<Record<string, string>> } = { nodeArgs: [], env: {} }
+) =>
   new Promise<Proc>((resolve, reject) => {
-    const child = ChildProcess.spawn(process.execPath, [file, ...extra], { stdio: ["ignore", "pipe", "inherit"] })
+    const child = ChildProcess.spawn(process.execPath, [...options.nodeArgs, file, ...extra], {
+      stdio: ["ignore", "pipe", "inherit"],
+      env: { ...process.env, ...options.env }
+    })
     children.push(child)
     const lines = Readline.createInterface({ input: child.stdout })
     lines.once("line", (line) => {

@@ -18,6 +18,7 @@
  *                                      slowest calls at the fixed rate ran beside (garbage collections)
  *   npm run bench -- --survivors       each single-process gateway scenario also reports what of its calls' memory
  *                                      no scavenge collected (bench/survivors.ts), by allocation site
+ *   npm run bench -- --allocations     the same probe, counting what scavenges collect too: all a call allocates, by site
  *   npm run bench -- --entry dist/bin.js  the gateway started from another entry (default: dist/bundle/bin.js, the
  *                                      bundle `npm start` runs; dist/bin.js is tsc's output, unbundled)
  */
@@ -59,7 +60,9 @@ const quick = flag("--quick")
 const only = option("--only")
 const profile = flag("--profile")
 const timeline = flag("--timeline")
-const survivors = flag("--survivors")
+const allocations = flag("--allocations")
+// --allocations is the --survivors probe, sampling what scavenges collect as well
+const survivors = flag("--survivors") || allocations
 const seconds = Number(option("--duration") ?? (quick ? "0.6" : "10"))
 const warmupSeconds = quick ? 0.3 : 3
 const connections = Number(option("--connections") ?? "32")
@@ -189,15 +192,18 @@ const readWhenWritten = async (file: string): Promise<string | undefined> => {
   return undefined
 }
 
-/** Signal the gateway's probes and read what each wrote: the timeline since the last signal, the survivors sampled. */
-const takeProbes = async (proc: Proc) => {
+/**
+ * Signal a process's probes and read what each wrote: the timeline since the last signal, the survivors sampled.
+ * The gateway has both; the `HttpApi` ceiling only the survivors' (`withTimeline` false).
+ */
+const takeProbes = async (proc: Proc, withTimeline: boolean) => {
   const files = { timeline: probeFile("timeline", proc.name), survivors: probeFile("survivors", proc.name) }
   Fs.mkdirSync(Path.dirname(files.timeline), { recursive: true })
   Fs.rmSync(files.timeline, { force: true })
   Fs.rmSync(files.survivors, { force: true })
   proc.child.kill("SIGUSR2")
   const [recorded, sampled] = await Promise.all([
-    timeline ? readWhenWritten(files.timeline) : Promise.resolve(undefined),
+    timeline && withTimeline ? readWhenWritten(files.timeline) : Promise.resolve(undefined),
     survivors ? readWhenWritten(files.survivors) : Promise.resolve(undefined)
   ])
   const parsedTimeline: Timeline | undefined = recorded === undefined ? undefined : JSON.parse(recorded)
@@ -205,12 +211,13 @@ const takeProbes = async (proc: Proc) => {
   return { timeline: parsedTimeline, survivors: parsedSurvivors }
 }
 
-/** What no scavenge collected, per call, and its largest allocation sites. */
+/** What no scavenge collected, per call (or, with --allocations, all that was allocated), and its largest allocation sites. */
 const survivorsReport = (name: string, s: Survivors): string => {
   const total = s.sites.reduce((sum, [, bytes]) => sum + bytes, 0)
   const top = s.sites.slice(0, 8).map(([site, bytes]) => `${site} ${((100 * bytes) / Math.max(1, total)).toFixed(1)}%`)
-  return `survivors ${name}: ${(total / 1024 / Math.max(1, s.responses)).toFixed(1)} KB per call was never collected by a ` +
-    `scavenge (${s.responses} calls over the scenario's four phases, sampled every 1 KiB; objects still live at the end ` +
+  const perCall = `${(total / 1024 / Math.max(1, s.responses)).toFixed(1)} KB per call`
+  return (s.all ? `allocations ${name}: ${perCall} was allocated, what scavenges collected included (` : `survivors ${name}: ${perCall} was never collected by a scavenge (`) +
+    `${s.responses} calls over the scenario's four phases, sampled every 1 KiB; objects still live at the end ` +
     `included); the largest sites: ${top.join(", ")}`
 }
 
@@ -373,23 +380,27 @@ const main = async () => {
   const rows: Array<Row> = []
   const notes: Array<string> = []
   // --timeline, --survivors: a single-process gateway gets the probes' output files; each of its scenarios is reported
+  const survivorsEnv = (name: string) => ({
+    ...(survivors ? { BENCH_SURVIVORS_OUT: probeFile("survivors", name) } : {}),
+    ...(allocations ? { BENCH_SURVIVORS_ALL: "1" } : {})
+  })
   const withProbes = (name: string, env: Readonly<Record<string, string>>) => ({
     ...env,
     ...(timeline ? { BENCH_TIMELINE_OUT: probeFile("timeline", name) } : {}),
-    ...(survivors ? { BENCH_SURVIVORS_OUT: probeFile("survivors", name) } : {})
+    ...survivorsEnv(name)
   })
   const note = (line: string) => {
     notes.push(line)
     console.error(`  ${line}`)
   }
-  const probed = async (name: string, proc: Proc, run: () => Promise<Figures>): Promise<Figures> => {
-    if (!timeline && !survivors) return run()
-    await takeProbes(proc)
+  const probed = async (name: string, proc: Proc, run: () => Promise<Figures>, withTimeline = true): Promise<Figures> => {
+    if (!(timeline && withTimeline) && !survivors) return run()
+    await takeProbes(proc, withTimeline)
     const figures = await run()
-    const taken = await takeProbes(proc)
-    if (timeline) note(taken.timeline === undefined ? `timeline ${name}: the probe wrote nothing` : timelineReport(name, taken.timeline))
+    const taken = await takeProbes(proc, withTimeline)
+    if (timeline && withTimeline) note(taken.timeline === undefined ? `timeline ${name}: the probe wrote nothing` : timelineReport(name, taken.timeline))
     if (survivors) {
-      note(taken.survivors?.sampled === true ? survivorsReport(name, taken.survivors) : `survivors ${name}: the probe sampled nothing`)
+      note(taken.survivors?.sampled === true ? survivorsReport(name, taken.survivors) : `${allocations ? "allocations" : "survivors"} ${name}: the probe sampled nothing`)
     }
     return figures
   }
@@ -406,7 +417,11 @@ const main = async () => {
     const [proxy, router, api, gateway] = await Promise.all([
       startServer("proxy", script("proxy"), ["--upstream", String(upstream.port)]),
       startServer("router", script("ceiling"), ["--mode", "router"]),
-      startServer("api", script("ceiling"), ["--mode", "api"]),
+      // under --survivors or --allocations the `HttpApi` ceiling gets the same probe: the framework's own share of a call
+      startServer("api", script("ceiling"), ["--mode", "api"], {
+        nodeArgs: survivors ? ["--import", Url.pathToFileURL(script("survivors")).href] : [],
+        env: survivorsEnv("api")
+      }),
       startGateway("gateway", withProbes("gateway", env), 1, gatewayNodeArgs, entry)
     ])
     const body = JSON.stringify({ query: "notes", limit: 3 })
@@ -499,6 +514,8 @@ const main = async () => {
       if (!selected(s.name)) continue
       const figures = s.pid === gateway.child.pid
         ? await probed(s.name, gateway, () => measure(s.name, s.target, s.pid))
+        : s.name === "ceiling-httpapi"
+        ? await probed(s.name, api, () => measure(s.name, s.target, s.pid), false)
         : await measure(s.name, s.target, s.pid)
       rows.push({ name: s.name, what: s.what, figures })
     }

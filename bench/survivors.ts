@@ -5,6 +5,9 @@
  * was promoted to the old generation (or was still live when the sampling stopped). That is what fills the old
  * generation under load, and what its collections have to mark.
  *
+ * With `BENCH_SURVIVORS_ALL=1` (`npm run bench -- --allocations`) it keeps what scavenges collect too: then it
+ * reports everything a call allocates, by site (the per-call allocation the performance notes cite).
+ *
  * The first `SIGUSR2` starts the sampling, the next stops it and writes `BENCH_SURVIVORS_OUT`: the bytes sampled
  * by allocation site (function, file and line) and the responses finished meanwhile; and so on, in pairs. Each
  * signal writes the file, so that the runner can wait for it (see `survivorsReport` in run.ts).
@@ -16,6 +19,8 @@ import { writeProbeFile } from "./probeFile.js"
 export interface Survivors {
   /** Whether this file closes a sampling (false: the signal started one). */
   readonly sampled: boolean
+  /** Whether what scavenges collected was sampled too (`--allocations`): then the sites are every allocation. */
+  readonly all: boolean
   /** Responses finished while sampling. */
   readonly responses: number
   /** Bytes sampled, by allocation site, largest first. */
@@ -23,6 +28,7 @@ export interface Survivors {
 }
 
 const out = process.env["BENCH_SURVIVORS_OUT"]
+const all = process.env["BENCH_SURVIVORS_ALL"] === "1"
 
 const write = (file: string, survivors: Survivors) => writeProbeFile(file, survivors)
 
@@ -52,18 +58,18 @@ if (out !== undefined) {
   })
   let sampling = false
   // the two options are V8's (Chrome 109 and later); Node's types for the method do not list them yet
-  const start = { samplingInterval: 1024, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: false }
+  const start = { samplingInterval: 1024, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: all }
   process.on("SIGUSR2", () => {
     if (!sampling) {
       sampling = true
       responses = 0
-      session.post("HeapProfiler.startSampling", start, () => write(out, { sampled: false, responses: 0, sites: [] }))
+      session.post("HeapProfiler.startSampling", start, () => write(out, { sampled: false, all, responses: 0, sites: [] }))
       return
     }
     sampling = false
     const finished = responses
     session.post("HeapProfiler.stopSampling", (error, result) => {
-      write(out, { sampled: error === null, responses: finished, sites: error === null ? bySite(result.profile) : [] })
+      write(out, { sampled: error === null, all, responses: finished, sites: error === null ? bySite(result.profile) : [] })
     })
   })
 }

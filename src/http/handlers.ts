@@ -4,13 +4,15 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { InvalidRequest, UnknownTool } from "../domain/errors.js"
 import { isToolName, type ToolInput, type ToolName } from "../domain/tools.js"
 import { Gateway, type Outcome } from "../services/Gateway.js"
-import { Api, CurrentCaller, IDEMPOTENCY_HEADER } from "./Api.js"
+import { Api, ApiKeyAuth, CurrentCaller, IDEMPOTENCY_HEADER, JsonBody } from "./Api.js"
 import { currentRequest } from "./envelope.js"
+import { builtIn } from "./narrowContext.js"
 
 const respond = <A>(outcome: Outcome<A>): HttpServerResponse.HttpServerResponse =>
   outcome._tag === "Fresh"
@@ -26,7 +28,7 @@ const respond = <A>(outcome: Outcome<A>): HttpServerResponse.HttpServerResponse 
       headers: { "idempotent-replayed": "true", "x-credits-charged": "0" }
     })
 
-export const ToolsLive = HttpApiBuilder.group(Api, "tools", (handlers) =>
+export const ToolsLive = builtIn(HttpApiBuilder.group(Api, "tools", (handlers) =>
   Effect.gen(function* () {
     const gateway = yield* Gateway
     const handle = <T extends ToolName>(tool: T) =>
@@ -75,7 +77,7 @@ export const ToolsLive = HttpApiBuilder.group(Api, "tools", (handlers) =>
           })
           return respond(outcome)
         }))
-  }))
+  })), Context.pick(Gateway, ApiKeyAuth, JsonBody))
 
 export const UnknownToolLive = HttpApiBuilder.group(Api, "unknownTool", (handlers) =>
   handlers.handle("unknownTool", ({ path }) =>

@@ -16,6 +16,7 @@ import { ServerConfig } from "../config.js"
 import { Api } from "./Api.js"
 import { EnvelopeMiddlewareLive, newRequestId, socketAnswers } from "./envelope.js"
 import { HandlersLive } from "./handlers.js"
+import { ServeNarrowed } from "./narrowContext.js"
 import { ArtifactsLive } from "./artifacts.js"
 import { CatalogLive } from "./catalog.js"
 import { DashboardHandlersLive } from "./dashboard.js"
@@ -163,7 +164,7 @@ const MaxBodySizeLive = Layer.effect(
   Effect.map(ServerConfig, (config) => Option.some(FileSystem.Size(config.maxBodyBytes)))
 )
 
-export const HttpServerLive = HttpApiBuilder.serve().pipe(
+export const HttpServerLive = ServeNarrowed.pipe(
   Layer.provide(MaxBodySizeLive),
   Layer.provide(DocsLive),
   Layer.provide(Layer.mergeAll(DashboardSiteLive, CorsLive)),

@@ -393,6 +393,7 @@ const main = async () => {
     notes.push(line)
     console.error(`  ${line}`)
   }
+  // the gateway has both probes, the `HttpApi` ceiling only the survivors' (`withTimeline` false)
   const probed = async (name: string, proc: Proc, run: () => Promise<Figures>, withTimeline = true): Promise<Figures> => {
     if (!(timeline && withTimeline) && !survivors) return run()
     await takeProbes(proc, withTimeline)
@@ -448,7 +449,8 @@ const main = async () => {
         : Promise.resolve(undefined)
     await jitWarmup(gateway.port)
     const withKey = (key: string) => ({ "x-api-key": key })
-    const scenarios: ReadonlyArray<{ name: string; what: string; target: Target; pid?: number | undefined }> = [
+    // `pid`: the process whose CPU a call costs; `probe`: a process other than the gateway whose probe samples it
+    const scenarios: ReadonlyArray<{ name: string; what: string; target: Target; pid?: number | undefined; probe?: Proc }> = [
       {
         name: "upstream",
         what: "the fake provider alone (`node:http`, fixed JSON)",
@@ -472,7 +474,8 @@ const main = async () => {
       {
         name: "ceiling-httpapi",
         what: "`HttpApi` endpoint decoding the tool's payload, constant JSON (no upstream)",
-        target: { url: `http://127.0.0.1:${api.port}/v1/mobile_app_search`, body, expectStatus: 200 }
+        target: { url: `http://127.0.0.1:${api.port}/v1/mobile_app_search`, body, expectStatus: 200 },
+        probe: api
       },
       {
         name: "gateway",
@@ -512,11 +515,10 @@ const main = async () => {
     ]
     for (const s of scenarios) {
       if (!selected(s.name)) continue
-      const figures = s.pid === gateway.child.pid
-        ? await probed(s.name, gateway, () => measure(s.name, s.target, s.pid))
-        : s.name === "ceiling-httpapi"
-        ? await probed(s.name, api, () => measure(s.name, s.target, s.pid), false)
-        : await measure(s.name, s.target, s.pid)
+      const probe = s.pid === gateway.child.pid ? gateway : s.probe
+      const figures = probe === undefined
+        ? await measure(s.name, s.target, s.pid)
+        : await probed(s.name, probe, () => measure(s.name, s.target, s.pid), probe === gateway)
       rows.push({ name: s.name, what: s.what, figures })
     }
 

@@ -80,7 +80,7 @@ layer(gatewayLayer({ providers: { ssrfAllow: [PAGES_HOST], htmlConvertTimeoutMs:
       const bold = yield* callTool("read", { url: `${u.pages.url}/hostile/bold-2000` }, { key })
       expectOk(bold)
       expect(bold.body).toMatchObject({ provider: "builtin", content: "x" })
-      const slow = yield* callTool("read", { url: `${u.pages.url}/hostile/combs` }, { key })
+      const slow = yield* callTool("read", { url: `${u.pages.url}/hostile/past-budget` }, { key })
       expect(slow.status).toBe(502)
       expect(slow.body).toMatchObject({ error: { code: "normalization_failed", billable: true, message: expect.stringContaining("/v1/run") } })
       // an ordinary page still reads as before
@@ -97,7 +97,7 @@ layer(gatewayLayer({ providers: { ssrfAllow: [PAGES_HOST], htmlConvertTimeoutMs:
       // ten pages that each take a thread for the whole budget
       const flood = yield* Effect.fork(Effect.forEach(
         Array.from({ length: 10 }),
-        () => callTool("read", { url: `${u.pages.url}/hostile/combs` }, { key: attacker.key }),
+        () => callTool("read", { url: `${u.pages.url}/hostile/past-budget` }, { key: attacker.key }),
         { concurrency: 10 }
       ))
       yield* Effect.sleep("300 millis")

@@ -25,4 +25,5 @@ export const millisToNextMonth = (millis: number): number => {
 }
 
 /** A monotonic-precision Clock reading in milliseconds (fractional), for measuring durations. */
-export const preciseMillis: Effect.Effect<number> = Effect.map(Clock.currentTimeNanos, (ns) => Number(ns) / 1e6)
+export const preciseMillis: Effect.Effect<number> = Effect.clockWith((clock) =>
+  Effect.sync(() => Number(clock.unsafeCurrentTimeNanos()) / 1e6))

@@ -19,6 +19,9 @@
  *   npm run bench -- --survivors       each single-process gateway scenario also reports what of its calls' memory
  *                                      no scavenge collected (bench/survivors.ts), by allocation site
  *   npm run bench -- --allocations     the same probe, counting what scavenges collect too: all a call allocates, by site
+ *   npm run bench -- --steps           each single-process gateway scenario also reports the Effect runtime's steps per
+ *                                      call, by kind and by the code each runs (bench/steps.ts; with --entry dist/bin.js:
+ *                                      the bundle carries its own Effect, which the probe does not reach)
  *   npm run bench -- --entry dist/bin.js  the gateway started from another entry (default: dist/bundle/bin.js, the
  *                                      bundle `npm start` runs; dist/bin.js is tsc's output, unbundled)
  */
@@ -46,6 +49,7 @@ import {
 } from "./harness.js"
 import type { LoadPlan, LoadResult } from "./load.js"
 import type { Survivors } from "./survivors.js"
+import type { Steps } from "./steps.js"
 import type { StatementKind, Timeline } from "./timeline.js"
 
 const resultsDir = Path.join(root, "bench", "results")
@@ -63,6 +67,7 @@ const timeline = flag("--timeline")
 const allocations = flag("--allocations")
 // --allocations is the --survivors probe, sampling what scavenges collect as well
 const survivors = flag("--survivors") || allocations
+const steps = flag("--steps")
 const seconds = Number(option("--duration") ?? (quick ? "0.6" : "10"))
 const warmupSeconds = quick ? 0.3 : 3
 const connections = Number(option("--connections") ?? "32")
@@ -80,7 +85,8 @@ const boundedHeapMb = 128
 const gatewayNodeArgs = [
   ...(profile ? ["--cpu-prof", "--cpu-prof-dir", Path.join(resultsDir, "profiles")] : []),
   ...(timeline ? ["--import", Url.pathToFileURL(script("timeline")).href] : []),
-  ...(survivors ? ["--import", Url.pathToFileURL(script("survivors")).href] : [])
+  ...(survivors ? ["--import", Url.pathToFileURL(script("survivors")).href] : []),
+  ...(steps ? ["--import", Url.pathToFileURL(script("steps")).href] : [])
 ]
 
 // ---------------------------------------------------------------------------------------------------------
@@ -175,9 +181,9 @@ const measure = async (name: string, target: Target, pid?: number | undefined): 
 const r3 = (n: number) => n.toFixed(3)
 
 // ---------------------------------------------------------------------------------------------------------
-// probes (--timeline, --survivors): what the probes in the gateway recorded over one scenario
+// probes (--timeline, --survivors, --steps): what the probes in the gateway recorded over one scenario
 
-const probeFile = (probe: "timeline" | "survivors", name: string) => Path.join(root, "bench", ".data", `${probe}-${name}.json`)
+const probeFile = (probe: "timeline" | "survivors" | "steps", name: string) => Path.join(root, "bench", ".data", `${probe}-${name}.json`)
 
 /** A probe's file, once it is written (each probe writes its own on SIGUSR2), read and removed. */
 const readWhenWritten = async (file: string): Promise<string | undefined> => {
@@ -193,22 +199,33 @@ const readWhenWritten = async (file: string): Promise<string | undefined> => {
 }
 
 /**
- * Signal a process's probes and read what each wrote: the timeline since the last signal, the survivors sampled.
- * The gateway has both; the `HttpApi` ceiling only the survivors' (`withTimeline` false).
+ * Signal a process's probes and read what each wrote: the timeline since the last signal, the survivors sampled,
+ * the steps counted. The gateway has all three; the `HttpApi` ceiling not the timeline (`withTimeline` false).
  */
 const takeProbes = async (proc: Proc, withTimeline: boolean) => {
-  const files = { timeline: probeFile("timeline", proc.name), survivors: probeFile("survivors", proc.name) }
+  const files = { timeline: probeFile("timeline", proc.name), survivors: probeFile("survivors", proc.name), steps: probeFile("steps", proc.name) }
   Fs.mkdirSync(Path.dirname(files.timeline), { recursive: true })
-  Fs.rmSync(files.timeline, { force: true })
-  Fs.rmSync(files.survivors, { force: true })
+  for (const file of Object.values(files)) Fs.rmSync(file, { force: true })
   proc.child.kill("SIGUSR2")
-  const [recorded, sampled] = await Promise.all([
+  const [recorded, sampled, counted] = await Promise.all([
     timeline && withTimeline ? readWhenWritten(files.timeline) : Promise.resolve(undefined),
-    survivors ? readWhenWritten(files.survivors) : Promise.resolve(undefined)
+    survivors ? readWhenWritten(files.survivors) : Promise.resolve(undefined),
+    steps ? readWhenWritten(files.steps) : Promise.resolve(undefined)
   ])
   const parsedTimeline: Timeline | undefined = recorded === undefined ? undefined : JSON.parse(recorded)
   const parsedSurvivors: Survivors | undefined = sampled === undefined ? undefined : JSON.parse(sampled)
-  return { timeline: parsedTimeline, survivors: parsedSurvivors }
+  const parsedSteps: Steps | undefined = counted === undefined ? undefined : JSON.parse(counted)
+  return { timeline: parsedTimeline, survivors: parsedSurvivors, steps: parsedSteps }
+}
+
+/** The Effect runtime's steps per call: by kind, and the code the most frequent run. */
+const stepsReport = (name: string, s: Steps): string => {
+  const calls = Math.max(1, s.responses)
+  const perCall = (n: number) => (n / calls).toFixed(1)
+  const kinds = s.kinds.map(([kind, n]) => `${kind} ${perCall(n)}`).join(", ")
+  const top = s.sites.slice(0, 12).map(([site, n]) => `${perCall(n)} ${site.slice(0, 90)}`)
+  return `steps ${name}: ${perCall(s.steps)} Effect steps per call (${s.responses} calls over the scenario's four phases): ` +
+    `${kinds}; the most run: ${top.join(" | ")}`
 }
 
 /** What no scavenge collected, per call (or, with --allocations, all that was allocated), and its largest allocation sites. */
@@ -379,10 +396,12 @@ const main = async () => {
   const db = await prepareDatabase(scope)
   const rows: Array<Row> = []
   const notes: Array<string> = []
-  // --timeline, --survivors: a single-process gateway gets the probes' output files; each of its scenarios is reported
+  // --timeline, --survivors, --steps: a single-process gateway gets the probes' output files; each of its scenarios
+  // is reported
   const survivorsEnv = (name: string) => ({
     ...(survivors ? { BENCH_SURVIVORS_OUT: probeFile("survivors", name) } : {}),
-    ...(allocations ? { BENCH_SURVIVORS_ALL: "1" } : {})
+    ...(allocations ? { BENCH_SURVIVORS_ALL: "1" } : {}),
+    ...(steps ? { BENCH_STEPS_OUT: probeFile("steps", name) } : {})
   })
   const withProbes = (name: string, env: Readonly<Record<string, string>>) => ({
     ...env,
@@ -395,13 +414,18 @@ const main = async () => {
   }
   // the gateway has both probes, the `HttpApi` ceiling only the survivors' (`withTimeline` false)
   const probed = async (name: string, proc: Proc, run: () => Promise<Figures>, withTimeline = true): Promise<Figures> => {
-    if (!(timeline && withTimeline) && !survivors) return run()
+    if (!(timeline && withTimeline) && !survivors && !steps) return run()
     await takeProbes(proc, withTimeline)
     const figures = await run()
     const taken = await takeProbes(proc, withTimeline)
     if (timeline && withTimeline) note(taken.timeline === undefined ? `timeline ${name}: the probe wrote nothing` : timelineReport(name, taken.timeline))
     if (survivors) {
       note(taken.survivors?.sampled === true ? survivorsReport(name, taken.survivors) : `${allocations ? "allocations" : "survivors"} ${name}: the probe sampled nothing`)
+    }
+    if (steps) {
+      note(taken.steps?.counted === true
+        ? stepsReport(name, taken.steps)
+        : `steps ${name}: the probe counted nothing (a bundled entry carries its own Effect: run with --entry dist/bin.js)`)
     }
     return figures
   }
@@ -418,9 +442,12 @@ const main = async () => {
     const [proxy, router, api, gateway] = await Promise.all([
       startServer("proxy", script("proxy"), ["--upstream", String(upstream.port)]),
       startServer("router", script("ceiling"), ["--mode", "router"]),
-      // under --survivors or --allocations the `HttpApi` ceiling gets the same probe: the framework's own share of a call
+      // under --survivors, --allocations or --steps the `HttpApi` ceiling gets the same probes: the framework's own share of a call
       startServer("api", script("ceiling"), ["--mode", "api"], {
-        nodeArgs: survivors ? ["--import", Url.pathToFileURL(script("survivors")).href] : [],
+        nodeArgs: [
+          ...(survivors ? ["--import", Url.pathToFileURL(script("survivors")).href] : []),
+          ...(steps ? ["--import", Url.pathToFileURL(script("steps")).href] : [])
+        ],
         env: survivorsEnv("api")
       }),
       startGateway("gateway", withProbes("gateway", env), 1, gatewayNodeArgs, entry)

@@ -52,11 +52,9 @@ export interface RequestState {
 /** The request in progress, per fiber (set by the envelope middleware for each request). */
 export const CurrentRequest = FiberRef.unsafeMake<RequestState | undefined>(undefined)
 
-/** The current request's state (outside a request: a fresh one, whose writes go nowhere). */
-export const currentRequest: Effect.Effect<RequestState> = Effect.map(
-  FiberRef.get(CurrentRequest),
-  (state) => state ?? { requestId: newRequestId(), rateLimit: undefined, code: undefined }
-)
+/** The current request's state (outside a request: a fresh one, whose writes go nowhere); read in one step. */
+export const currentRequest: Effect.Effect<RequestState> = Effect.withFiberRuntime((fiber) =>
+  Effect.succeed(fiber.getFiberRef(CurrentRequest) ?? { requestId: newRequestId(), rateLimit: undefined, code: undefined }))
 
 export const newRequestId = () => `req_${base62(20)}`
 
@@ -175,8 +173,10 @@ const logRequest = (
   const routine = ROUTINE_PATHS.has(request.url.split("?")[0] ?? "/")
   const level = status >= 500 ? LogLevel.Error : status >= 400 ? LogLevel.Warning : routine ? LogLevel.Debug : LogLevel.Info
   // below the minimum level (LOG_LEVEL=warn, say), the line's fields are not even built
-  return Effect.flatMap(FiberRef.get(FiberRef.currentMinimumLogLevel), (minimum) =>
-    LogLevel.lessThan(level, minimum) ? Effect.void : requestLine(request, response, state, facts, latencyMs, level, clientClosed))
+  return Effect.withFiberRuntime((fiber) =>
+    LogLevel.lessThan(level, fiber.getFiberRef(FiberRef.currentMinimumLogLevel))
+      ? Effect.void
+      : requestLine(request, response, state, facts, latencyMs, level, clientClosed))
 }
 
 const requestLine = (

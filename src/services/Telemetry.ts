@@ -171,10 +171,14 @@ export const newCallFacts = (): CallFacts => ({
  */
 export const CurrentCallFacts = FiberRef.unsafeMake<CallFacts | undefined>(undefined)
 
-/** The current call's facts (outside a call: a fresh object, whose writes go nowhere). */
-export const callFacts: Effect.Effect<CallFacts> = Effect.map(FiberRef.get(CurrentCallFacts), (facts) => facts ?? newCallFacts())
+/**
+ * The current call's facts (outside a call: a fresh object, whose writes go nowhere), read from the fiber in one
+ * step (`FiberRef.get` and then `map` are three): a call reads them several times.
+ */
+export const callFacts: Effect.Effect<CallFacts> = Effect.withFiberRuntime((fiber) =>
+  Effect.succeed(fiber.getFiberRef(CurrentCallFacts) ?? newCallFacts()))
 
 /** Run `effect` with facts of its own unless the fiber already has a call's (a request's). */
 export const withCallFacts = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Effect.flatMap(FiberRef.get(CurrentCallFacts), (facts) =>
-    facts !== undefined ? effect : Effect.locally(effect, CurrentCallFacts, newCallFacts()))
+  Effect.withFiberRuntime((fiber) =>
+    fiber.getFiberRef(CurrentCallFacts) !== undefined ? effect : Effect.locally(effect, CurrentCallFacts, newCallFacts()))

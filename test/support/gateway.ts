@@ -309,19 +309,19 @@ export const givenOrg = (options: { readonly credits?: number; readonly cap?: nu
     return { orgId: org.id, key: Redacted.value(key.key), keyId: key.id } satisfies GivenOrg
   })
 
-/** The org as the ledger sees it, plus the journal sum and the pending holds, for invariant checks. */
 /**
- * An org's books, read in one snapshot (a repeatable-read transaction): read statement by statement, a sweep or a
- * settlement committing between two reads showed the org's `held` from before it beside its holds from after.
+ * The org as the ledger sees it, plus the journal sum and the pending holds, for invariant checks: read in one
+ * snapshot (a repeatable-read transaction). Read statement by statement, a sweep or a settlement committing
+ * between two reads showed the org's `held` from before it beside its holds from after.
  */
 export const books = (orgId: OrgId) =>
   Effect.gen(function* () {
     const orgs = yield* Orgs
     const sql = yield* SqlClient.SqlClient
-    return yield* sql.withTransaction(read(orgs, sql, orgId)).pipe(Effect.orDie)
+    return yield* sql.withTransaction(readBooks(orgs, sql, orgId)).pipe(Effect.orDie)
   })
 
-const read = (orgs: Context.Tag.Service<typeof Orgs>, sql: SqlClient.SqlClient, orgId: OrgId) =>
+const readBooks = (orgs: Context.Tag.Service<typeof Orgs>, sql: SqlClient.SqlClient, orgId: OrgId) =>
   Effect.gen(function* () {
     yield* sql`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ`
     const org = yield* orgs.get(orgId).pipe(Effect.orDie)

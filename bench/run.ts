@@ -398,7 +398,7 @@ const main = async () => {
   const notes: Array<string> = []
   // --timeline, --survivors, --steps: a single-process gateway gets the probes' output files; each of its scenarios
   // is reported
-  const survivorsEnv = (name: string) => ({
+  const probesEnv = (name: string) => ({
     ...(survivors ? { BENCH_SURVIVORS_OUT: probeFile("survivors", name) } : {}),
     ...(allocations ? { BENCH_SURVIVORS_ALL: "1" } : {}),
     ...(steps ? { BENCH_STEPS_OUT: probeFile("steps", name) } : {})
@@ -406,13 +406,13 @@ const main = async () => {
   const withProbes = (name: string, env: Readonly<Record<string, string>>) => ({
     ...env,
     ...(timeline ? { BENCH_TIMELINE_OUT: probeFile("timeline", name) } : {}),
-    ...survivorsEnv(name)
+    ...probesEnv(name)
   })
   const note = (line: string) => {
     notes.push(line)
     console.error(`  ${line}`)
   }
-  // the gateway has both probes, the `HttpApi` ceiling only the survivors' (`withTimeline` false)
+  // the gateway has every probe asked for, the `HttpApi` ceiling all but the timeline (`withTimeline` false)
   const probed = async (name: string, proc: Proc, run: () => Promise<Figures>, withTimeline = true): Promise<Figures> => {
     if (!(timeline && withTimeline) && !survivors && !steps) return run()
     await takeProbes(proc, withTimeline)
@@ -425,7 +425,8 @@ const main = async () => {
     if (steps) {
       note(taken.steps?.counted === true
         ? stepsReport(name, taken.steps)
-        : `steps ${name}: the probe counted nothing (a bundled entry carries its own Effect: run with --entry dist/bin.js)`)
+        : `steps ${name}: the probe counted nothing (a bundled entry carries its own Effect: run with --entry dist/bin.js; ` +
+          "or the probe could not load the runtime's module)")
     }
     return figures
   }
@@ -448,7 +449,7 @@ const main = async () => {
           ...(survivors ? ["--import", Url.pathToFileURL(script("survivors")).href] : []),
           ...(steps ? ["--import", Url.pathToFileURL(script("steps")).href] : [])
         ],
-        env: survivorsEnv("api")
+        env: probesEnv("api")
       }),
       startGateway("gateway", withProbes("gateway", env), 1, gatewayNodeArgs, entry)
     ])

@@ -13,13 +13,18 @@
  * own (the report then says the probe counted nothing).
  *
  * The first `SIGUSR2` starts counting, the next stops it and writes `BENCH_STEPS_OUT`: the steps counted, the
- * responses finished meanwhile, and the counts by kind and by site; and so on, in pairs.
+ * responses finished meanwhile, and the counts by kind and by site; and so on, in pairs. Counting costs the process
+ * CPU and allocation (a map update per step): the other figures of a run with the probe are not comparable to any
+ * other's, nor are `--allocations` figures taken in the same run.
  */
 import * as DiagnosticsChannel from "node:diagnostics_channel"
 import { writeProbeFile } from "./probeFile.js"
 
 export interface Steps {
-  /** Whether the probe found the runtime's fiber class (false: the process runs a copy of Effect of its own). */
+  /**
+   * Whether the probe counted any step (false: the process runs a copy of Effect of its own, or the probe could not
+   * load the runtime's module; false too in the file the first signal writes, when counting starts).
+   */
   readonly counted: boolean
   readonly responses: number
   readonly steps: number
@@ -31,11 +36,11 @@ export interface Steps {
 
 const out = process.env["BENCH_STEPS_OUT"]
 
-/** The operations whose methods the fiber's loop calls (`this[op._op](op)`), as the runtime names them. */
-const KINDS = [
-  "Sync", "OnSuccess", "OnFailure", "OnSuccessAndFailure", "WithRuntime", "Iterator", "Commit", "Tag", "Success",
-  "Failure", "Async", "While", "UpdateRuntimeFlags", "Yield", "RevertFlags"
-]
+/**
+ * The operations whose methods the fiber's loop calls (`this[op._op](op)`): the class's methods named by the runtime's
+ * op codes, which alone among its methods start with a capital ("Sync", "OnSuccess", "Iterator", "Right", "Some", …).
+ */
+const kindsOf = (prototype: object) => Object.getOwnPropertyNames(prototype).filter((name) => /^[A-Z]/.test(name))
 
 /** The function a step of this kind runs, where one names it (the operation's fields as the runtime lays them out). */
 const FIELD: Readonly<Record<string, string>> = {
@@ -47,8 +52,17 @@ const FIELD: Readonly<Record<string, string>> = {
   Commit: "commit"
 }
 
-const sourceOf = (f: unknown): string =>
-  typeof f === "function" ? Function.prototype.toString.call(f).replace(/\s+/g, " ").slice(0, 110) : ""
+// the start of a function's source, once per function (a step's function is often a whole generator's body)
+const sources = new WeakMap<object, string>()
+const sourceOf = (f: unknown): string => {
+  if (typeof f !== "function") return ""
+  let source = sources.get(f)
+  if (source === undefined) {
+    source = Function.prototype.toString.call(f).slice(0, 400).replace(/\s+/g, " ").slice(0, 110)
+    sources.set(f, source)
+  }
+  return source
+}
 
 const fiberClass = async (): Promise<object | undefined> => {
   try {
@@ -70,14 +84,12 @@ if (out !== undefined) {
   const kinds = new Map<string, number>()
   const sites = new Map<string, number>()
   const bump = (map: Map<string, number>, key: string) => map.set(key, (map.get(key) ?? 0) + 1)
-  let seen = false
   if (prototype !== undefined) {
-    for (const kind of KINDS) {
+    for (const kind of kindsOf(prototype)) {
       const original: unknown = Reflect.get(prototype, kind)
       if (typeof original !== "function") continue
       const field = FIELD[kind]
       Reflect.set(prototype, kind, function(this: unknown, op: unknown) {
-        seen = true
         if (counting) {
           steps++
           bump(kinds, kind)
@@ -104,7 +116,7 @@ if (out !== undefined) {
     }
     counting = false
     writeProbeFile(out, {
-      counted: seen && steps > 0,
+      counted: steps > 0,
       responses,
       steps,
       kinds: sorted(kinds),

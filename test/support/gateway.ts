@@ -312,7 +312,8 @@ export const givenOrg = (options: { readonly credits?: number; readonly cap?: nu
 /**
  * The org as the ledger sees it, plus the journal sum and the pending holds, for invariant checks: read in one
  * snapshot (a repeatable-read transaction). Read statement by statement, a sweep or a settlement committing
- * between two reads showed the org's `held` from before it beside its holds from after.
+ * between two reads showed the org's `held` from before it beside its holds from after. Not for use inside another
+ * transaction (`SET TRANSACTION` must be its transaction's first statement).
  */
 export const books = (orgId: OrgId) =>
   Effect.gen(function* () {

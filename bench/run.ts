@@ -82,11 +82,15 @@ const entry = Path.resolve(root, option("--entry") ?? gatewayEntry)
 const jitWarmupSeconds = Number(option("--jit-warmup") ?? (quick ? "0" : "15"))
 // The V8 heap limit of the bounded-heap scenario (`NODE_OPTIONS=--max-old-space-size=…`).
 const boundedHeapMb = 128
+// the probes that both the gateway and the `HttpApi` ceiling get (the timeline is the gateway's only)
+const probeImports = [
+  ...(survivors ? ["--import", Url.pathToFileURL(script("survivors")).href] : []),
+  ...(steps ? ["--import", Url.pathToFileURL(script("steps")).href] : [])
+]
 const gatewayNodeArgs = [
   ...(profile ? ["--cpu-prof", "--cpu-prof-dir", Path.join(resultsDir, "profiles")] : []),
   ...(timeline ? ["--import", Url.pathToFileURL(script("timeline")).href] : []),
-  ...(survivors ? ["--import", Url.pathToFileURL(script("survivors")).href] : []),
-  ...(steps ? ["--import", Url.pathToFileURL(script("steps")).href] : [])
+  ...probeImports
 ]
 
 // ---------------------------------------------------------------------------------------------------------
@@ -445,10 +449,7 @@ const main = async () => {
       startServer("router", script("ceiling"), ["--mode", "router"]),
       // under --survivors, --allocations or --steps the `HttpApi` ceiling gets the same probes: the framework's own share of a call
       startServer("api", script("ceiling"), ["--mode", "api"], {
-        nodeArgs: [
-          ...(survivors ? ["--import", Url.pathToFileURL(script("survivors")).href] : []),
-          ...(steps ? ["--import", Url.pathToFileURL(script("steps")).href] : [])
-        ],
+        nodeArgs: probeImports,
         env: probesEnv("api")
       }),
       startGateway("gateway", withProbes("gateway", env), 1, gatewayNodeArgs, entry)

@@ -52,16 +52,18 @@ const FIELD: Readonly<Record<string, string>> = {
   Commit: "commit"
 }
 
-// the start of a function's source, once per function (a step's function is often a whole generator's body)
-const sources = new WeakMap<object, string>()
-const sourceOf = (f: unknown): string => {
-  if (typeof f !== "function") return ""
-  let source = sources.get(f)
-  if (source === undefined) {
-    source = Function.prototype.toString.call(f).slice(0, 400).replace(/\s+/g, " ").slice(0, 110)
-    sources.set(f, source)
+/**
+ * A step's site: its kind and the start of its function's source, made once per kind and function (a step's
+ * function is often a whole generator's body), so that counting a step builds no string.
+ */
+const siteOf = (sites: WeakMap<object, string>, kind: string, f: unknown): string => {
+  if (typeof f !== "function") return kind
+  let site = sites.get(f)
+  if (site === undefined) {
+    site = `${kind} ${Function.prototype.toString.call(f).slice(0, 400).replace(/\s+/g, " ").slice(0, 110)}`
+    sites.set(f, site)
   }
-  return source
+  return site
 }
 
 const fiberClass = async (): Promise<object | undefined> => {
@@ -89,12 +91,12 @@ if (out !== undefined) {
       const original: unknown = Reflect.get(prototype, kind)
       if (typeof original !== "function") continue
       const field = FIELD[kind]
+      const known = new WeakMap<object, string>()
       Reflect.set(prototype, kind, function(this: unknown, op: unknown) {
         if (counting) {
           steps++
           bump(kinds, kind)
-          const site = field === undefined || typeof op !== "object" || op === null ? "" : sourceOf(Reflect.get(op, field))
-          bump(sites, site === "" ? kind : `${kind} ${site}`)
+          bump(sites, field === undefined || typeof op !== "object" || op === null ? kind : siteOf(known, kind, Reflect.get(op, field)))
         }
         return Reflect.apply(original, this, [op])
       })

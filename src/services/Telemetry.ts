@@ -7,7 +7,7 @@ import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
 import * as Metric from "effect/Metric"
 import * as MetricBoundaries from "effect/MetricBoundaries"
-import type * as MetricLabel from "effect/MetricLabel"
+import * as MetricLabel from "effect/MetricLabel"
 import type { Caller } from "./KeyStore.js"
 
 /** Seconds, from 0.5 ms to about 33 s: covers the gateway's own overhead and slow providers alike. */
@@ -96,9 +96,12 @@ const tagCache = <M>(tag: (labels: string) => M) => {
   }
 }
 
+// Both labels in one `taggedWithLabels`: two nested `Metric.tagged` join their labels into a new array on every
+// update, which misses the metric's cache of hooks (kept by that array) and looks the key up in the registry
+// again — about 3 µs and a new key per update, against 30 ns.
 const callsBy = tagCache((labels) => {
   const [tool = "", code = ""] = labels.split("\u0000")
-  return toolCalls.pipe(Metric.tagged("tool", tool), Metric.tagged("code", code))
+  return Metric.taggedWithLabels(toolCalls, [MetricLabel.make("tool", tool), MetricLabel.make("code", code)])
 })
 const durationBy = tagCache((tool) => Metric.tagged(toolCallDuration, "tool", tool))
 const providerBy = tagCache((tool) => Metric.tagged(providerDuration, "tool", tool))

@@ -1,7 +1,8 @@
 /**
  * What a tool call does not use is not loaded: a served gateway that answers tool calls, /metrics and
  * /healthz has not loaded the `/docs` page's bundle (Scalar, several MB in memory), Swagger UI, the OTLP
- * exporter and its HTTP client, the Redis client, or the MCP SDK; asking for `/docs` loads Scalar then. The
+ * exporter and its HTTP client, the Redis client, or the MCP SDK, nor read the dashboard's files; asking for
+ * `/docs` loads Scalar then, and `/dashboard` reads its files. The
  * Prometheus exporter waits for the first scrape of /metrics, which still reports the calls made before it.
  * And an idle gateway does no work: nothing polls while no call comes.
  * Observed the only way a module load can be: a Node module hook in the child process that writes every
@@ -32,6 +33,27 @@ export async function resolve(specifier, context, next) {
   return register
 }
 
+/**
+ * A preload that appends each path the process reads with `fs/promises.readFile` to `log` (the gateway imports
+ * `node:fs/promises`; `syncBuiltinESMExports` gives its importers the wrapped function).
+ */
+const reads = (dir: string, log: string) => {
+  const file = Path.join(dir, "reads.mjs")
+  Fs.writeFileSync(file, `import { appendFileSync } from "node:fs"
+import { createRequire, syncBuiltinESMExports } from "node:module"
+const fsp = createRequire(import.meta.url)("node:fs/promises")
+const readFile = fsp.readFile
+fsp.readFile = function (path, ...rest) {
+  appendFileSync(${JSON.stringify(log)}, String(path) + "\\n")
+  return readFile.call(this, path, ...rest)
+}
+syncBuiltinESMExports()
+`)
+  return file
+}
+
+const DASHBOARD_FILES = /\/dist\/dashboard\//
+
 const BUNDLE = Path.resolve("dist/bundle")
 const bundled: Readonly<Record<string, ReadonlyArray<string>>> = JSON.parse(Fs.readFileSync(Path.join(BUNDLE, "modules.json"), "utf8"))
 
@@ -59,12 +81,14 @@ const NOT_FOR_A_TOOL_CALL = [
 ]
 
 layer(gatewayLayer(), { excludeTestServices: true })("modules loaded on demand", (it) => {
-  it.effect("a gateway that serves tool calls and /metrics has not loaded /docs, OTLP, Redis or MCP; /metrics loads its exporter and /docs Scalar when asked", () =>
+  it.effect("a gateway that serves tool calls and /metrics has not loaded /docs, OTLP, Redis or MCP nor read the dashboard; /metrics loads its exporter, /docs Scalar and /dashboard its files when asked", () =>
     Effect.gen(function* () {
       const dir = Fs.mkdtempSync(Path.join(Os.tmpdir(), "lazy-"))
       const log = Path.join(dir, "modules.log")
       const env = yield* envFor
-      const served = yield* serve([], { ...env, NODE_OPTIONS: `--import=${hooks(dir, log)}` })
+      const readLog = Path.join(dir, "reads.log")
+      Fs.writeFileSync(readLog, "")
+      const served = yield* serve([], { ...env, NODE_OPTIONS: `--import=${hooks(dir, log)} --import=${reads(dir, readLog)}` })
       const { key } = yield* givenOrg({ credits: 10 })
       const answer = yield* post(served.base, "/v1/weather", key, { q: "Berlin" })
       expect(answer.status).toBe(200)
@@ -78,6 +102,12 @@ layer(gatewayLayer(), { excludeTestServices: true })("modules loaded on demand",
       const loaded = loadedModules(log)
       expect(loaded).toMatch(METRICS_EXPORTER)
       for (const module of NOT_FOR_A_TOOL_CALL) expect(loaded).not.toMatch(module)
+      // the dashboard's files are read when the dashboard is first asked for, not by a process serving tool calls
+      expect(Fs.readFileSync(readLog, "utf8")).not.toMatch(DASHBOARD_FILES)
+      const page = yield* Effect.promise(() => fetch(`${served.base}/dashboard`).then(async (r) => ({ status: r.status, text: await r.text() })))
+      expect(page.status).toBe(200)
+      expect(page.text).toContain("<html")
+      expect(Fs.readFileSync(readLog, "utf8")).toMatch(DASHBOARD_FILES)
       const docs = yield* Effect.promise(() => fetch(`${served.base}/docs`).then(async (r) => ({ status: r.status, text: await r.text() })))
       expect(docs.status).toBe(200)
       expect(docs.text).toContain("api-reference")

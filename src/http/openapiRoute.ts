@@ -29,11 +29,15 @@ const servedApi = Effect.gen(function* () {
   })
 })
 
-/** Built once, at start-up. */
+/**
+ * Built once, when first asked for: a process that only serves tool calls never holds the document (about 360 KB
+ * of JSON) nor spends its start-up making it.
+ */
 const OpenApiLive = HttpApiBuilder.Router.use((router) =>
   Effect.gen(function* () {
-    const response = yield* HttpServerResponse.json(OpenApi.fromApi(yield* servedApi)).pipe(Effect.orDie)
-    yield* router.get("/openapi.json", Effect.succeed(response))
+    const api = yield* servedApi
+    const response = yield* Effect.cached(Effect.suspend(() => HttpServerResponse.json(OpenApi.fromApi(api))).pipe(Effect.orDie))
+    yield* router.get("/openapi.json", response)
   })
 )
 

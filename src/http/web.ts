@@ -1,7 +1,7 @@
 /**
  * The dashboard: a single-page app built into `dist/dashboard/` at install time (`npm run build`, from
- * web/), served by the gateway itself at `/dashboard` — `/` leads there. Every file is read once at start-up
- * and served from memory; a path under `/dashboard` that names no file is the app's own route and gets its
+ * web/), served by the gateway itself at `/dashboard` — `/` leads there. Every file is read when the dashboard is
+ * first asked for (a process that only serves tool calls never holds them) and served from memory; a path under `/dashboard` that names no file is the app's own route and gets its
  * page. `/dashboard/config.json` tells the page how users sign in here. The page loads nothing from another
  * host: its Content-Security-Policy allows only this origin (and Firebase's hosts when Firebase sign-in is on,
  * with the Auth emulator's origin when `FIREBASE_AUTH_EMULATOR_HOST` names one).
@@ -63,7 +63,7 @@ const FIREBASE_HOSTS = [
 
 export const DashboardSiteLive = HttpApiBuilder.Router.use((router) =>
   Effect.gen(function* () {
-    const assets = yield* readAssets(DASHBOARD_DIR)
+    const assets = yield* Effect.cached(readAssets(DASHBOARD_DIR))
     const identity = yield* IdentityConfig
     const firebase = Option.map(identity.firebaseProjectId, (projectId) => ({
       project_id: projectId,
@@ -98,7 +98,8 @@ export const DashboardSiteLive = HttpApiBuilder.Router.use((router) =>
 
     const notBuilt = new NotFound({ message: "The dashboard is not built: run npm run build (npm ci does) and restart." })
 
-    const serve = (name: string) => {
+    const serve = (name: string) => Effect.flatMap(assets, (assets) => serveFrom(assets, name))
+    const serveFrom = (assets: ReadonlyMap<string, Asset>, name: string) => {
       const asset = assets.get(name)
       if (asset !== undefined) {
         // names under assets/ carry their content hash: they never change

@@ -94,17 +94,20 @@ export const startGateway = async (
   env: Readonly<Record<string, string>>,
   workers = 1,
   nodeArgs: ReadonlyArray<string> = [],
-  entry = gatewayEntry
+  entry = gatewayEntry,
+  // each line the process writes to stdout (its log lines, and what V8's --trace-gc prints); ignored without it
+  onStdout?: (line: string) => void
 ): Promise<Proc> => {
   const port = await freePort()
   const child = ChildProcess.spawn(
     process.execPath,
     [...nodeArgs, entry, "serve", ...(workers > 1 ? ["--workers", String(workers)] : [])],
     {
-      stdio: ["ignore", "ignore", "inherit"],
+      stdio: ["ignore", onStdout === undefined ? "ignore" : "pipe", "inherit"],
       env: { ...process.env, ...env, PORT: String(port), HOST: "127.0.0.1", GATEWAY_BOOTSTRAP: "false" }
     }
   )
+  if (onStdout !== undefined && child.stdout !== null) Readline.createInterface({ input: child.stdout }).on("line", onStdout)
   children.push(child)
   await waitReady(port, child, name)
   return { name, child, port }

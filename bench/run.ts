@@ -22,6 +22,9 @@
  *   npm run bench -- --steps           each single-process gateway scenario also reports the Effect runtime's steps per
  *                                      call, by kind and by the code each runs (bench/steps.ts; with --entry dist/bin.js:
  *                                      the bundle carries its own Effect, which the probe does not reach)
+ *   npm run bench -- --gc              each single-process gateway scenario also reports, from V8's --trace-gc, its
+ *                                      collections of the old generation: what each left live, where the next began,
+ *                                      and the growing factor V8 chose (with the gc/mutator speed ratio it chose it by)
  *   npm run bench -- --entry dist/bin.js  the gateway started from another entry (default: dist/bundle/bin.js, the
  *                                      bundle `npm start` runs; dist/bin.js is tsc's output, unbundled)
  */
@@ -68,6 +71,7 @@ const allocations = flag("--allocations")
 // --allocations is the --survivors probe, sampling what scavenges collect as well
 const survivors = flag("--survivors") || allocations
 const steps = flag("--steps")
+const gc = flag("--gc")
 const seconds = Number(option("--duration") ?? (quick ? "0.6" : "10"))
 const warmupSeconds = quick ? 0.3 : 3
 const connections = Number(option("--connections") ?? "32")
@@ -90,8 +94,20 @@ const probeImports = [
 const gatewayNodeArgs = [
   ...(profile ? ["--cpu-prof", "--cpu-prof-dir", Path.join(resultsDir, "profiles")] : []),
   ...(timeline ? ["--import", Url.pathToFileURL(script("timeline")).href] : []),
-  ...probeImports
+  ...probeImports,
+  ...(gc ? ["--trace-gc", "--trace-gc-verbose"] : [])
 ]
+
+/**
+ * --gc: V8's lines about collections of the old generation, as the single-process gateway prints them (the
+ * scenarios run one after the other, so a scenario's lines are those printed while it ran).
+ */
+const gcLines: Array<string> = []
+const onGatewayStdout = gc
+  ? (line: string) => {
+    if (line.includes("Mark-Compact") || line.includes("[HeapController] factor") || line.includes("New space,")) gcLines.push(line)
+  }
+  : undefined
 
 // ---------------------------------------------------------------------------------------------------------
 // load
@@ -240,6 +256,36 @@ const survivorsReport = (name: string, s: Survivors): string => {
   return (s.all ? `allocations ${name}: ${perCall} was allocated, what scavenges collected included (` : `survivors ${name}: ${perCall} was never collected by a scavenge (`) +
     `${s.responses} calls over the scenario's four phases, sampled every 1 KiB; objects still live at the end ` +
     `included); the largest sites: ${top.join(", ")}`
+}
+
+/**
+ * The old generation's collections during a scenario: what each left live, the size at which the next began,
+ * and the factor V8 grew the limit by. V8 (heap-controller.cc) takes factor = r(1 - mu) / (r(1 - mu) - mu) with
+ * mu = 0.97 and r the speed of its collector over the speed the program fills the old generation, at most 4
+ * (a heap limit of several GB): below 4 only when r is above about 43.
+ */
+const gcReport = (name: string, lines: ReadonlyArray<string>): string => {
+  const numbers = (re: RegExp) => lines.flatMap((l) => {
+    const m = l.match(re)
+    return m === null ? [] : [m.slice(1).map(Number)]
+  })
+  const compacts = numbers(/Mark-Compact ([\d.]+) \([\d.]+\) -> ([\d.]+) \(/)
+  const factors = numbers(/factor ([\d.]+) based on mu=[\d.]+, speed_ratio=([\d.]+) \(gc=([\d.]+), mutator=([\d.]+)\)/)
+  if (compacts.length === 0) return `gc ${name}: no collection of the old generation while it ran`
+  const range = (xs: ReadonlyArray<number>, digits = 1) => {
+    const sorted = [...xs].sort((a, b) => a - b)
+    return `${(sorted[0] ?? 0).toFixed(digits)}–${(sorted[sorted.length - 1] ?? 0).toFixed(digits)}`
+  }
+  // after each collection, what the young generation has committed (its two semi-spaces)
+  const young = numbers(/New space,\s+used:\s+\d+ KB, available:\s+\d+ KB.*committed:\s+(\d+) KB/).map(([kb]) => (kb ?? 0) / 1024)
+  const live = compacts.map(([, after]) => after ?? 0)
+  const began = compacts.map(([before]) => before ?? 0)
+  return `gc ${name}: ${compacts.length} collections of the old generation; each left ${range(live)} MB live ` +
+    `(median ${quantile([...live].sort((a, b) => a - b), 0.5).toFixed(1)}), each began at ${range(began)} MB of objects; ` +
+    `growing factor ${range(factors.map(([f]) => f ?? 0))} by a gc/mutator speed ratio of ${range(factors.map(([, r]) => r ?? 0), 0)} ` +
+    `(gc ${range(factors.map(([, , g]) => (g ?? 0) / 1024), 0)} KB/ms, the program filling the old generation at ` +
+    `${range(factors.map(([, , , m]) => (m ?? 0) / 1024), 0)} KB/ms); the young generation committed at most ` +
+    `${Math.max(0, ...young).toFixed(1)} MB`
 }
 
 const quantile = (sorted: ReadonlyArray<number>, q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0
@@ -418,9 +464,15 @@ const main = async () => {
   }
   // the gateway has every probe asked for, the `HttpApi` ceiling all but the timeline (`withTimeline` false)
   const probed = async (name: string, proc: Proc, run: () => Promise<Figures>, withTimeline = true): Promise<Figures> => {
-    if (!(timeline && withTimeline) && !survivors && !steps) return run()
-    await takeProbes(proc, withTimeline)
+    // the preloaded probes are signalled (SIGUSR2) around the scenario; --gc only reads what V8 printed meanwhile
+    const signalled = (timeline && withTimeline) || survivors || steps
+    const traced = gc && withTimeline
+    if (!signalled && !traced) return run()
+    if (signalled) await takeProbes(proc, withTimeline)
+    const gcFrom = gcLines.length
     const figures = await run()
+    if (traced) note(gcReport(name, gcLines.slice(gcFrom)))
+    if (!signalled) return figures
     const taken = await takeProbes(proc, withTimeline)
     if (timeline && withTimeline) note(taken.timeline === undefined ? `timeline ${name}: the probe wrote nothing` : timelineReport(name, taken.timeline))
     if (survivors) {
@@ -452,7 +504,7 @@ const main = async () => {
         nodeArgs: probeImports,
         env: probesEnv("api")
       }),
-      startGateway("gateway", withProbes("gateway", env), 1, gatewayNodeArgs, entry)
+      startGateway("gateway", withProbes("gateway", env), 1, gatewayNodeArgs, entry, onGatewayStdout)
     ])
     const body = JSON.stringify({ query: "notes", limit: 3 })
     const tool = `http://127.0.0.1:${gateway.port}/v1/mobile_app_search`
@@ -590,7 +642,8 @@ const main = async () => {
         withProbes("gateway-heap", { ...env, NODE_OPTIONS: `--max-old-space-size=${boundedHeapMb}` }),
         1,
         gatewayNodeArgs,
-        entry
+        entry,
+        onGatewayStdout
       )
       await jitWarmup(bounded.port)
       rows.push({

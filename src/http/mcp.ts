@@ -53,6 +53,7 @@ import { callFacts, CurrentCallFacts } from "../services/Telemetry.js"
 import { currentRequest, type RequestState } from "./envelope.js"
 import { jsonSchemaOf } from "./jsonSchema.js"
 import { readJsonObject } from "./security.js"
+import { cachedSuccess } from "../services/cachedSuccess.js"
 
 export const MCP_PATH = "/mcp"
 const VERSION = "0.1.0"
@@ -374,7 +375,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
 
     // The MCP SDK (and the schemas it brings) is loaded on the first MCP request: a gateway that serves
     // only the REST API does not carry it (about 25 MB of a process's memory).
-    const sdk = yield* Effect.cached(Effect.promise(async () => {
+    const sdk = yield* cachedSuccess(Effect.promise(async () => {
       const [server, transport, types] = await Promise.all([
         import("@modelcontextprotocol/sdk/server/index.js"),
         import("@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js"),

@@ -15,6 +15,7 @@ import { ServerConfig } from "../config.js"
 import { Pricing } from "../services/Pricing.js"
 import { Api } from "./Api.js"
 import { cleanSpec, withPrices } from "./openapi.js"
+import { cachedSuccess } from "../services/cachedSuccess.js"
 
 /** The API annotated to produce the served document (one transform: it replaces `Api.ts`'s `cleanSpec`). */
 const servedApi = Effect.gen(function* () {
@@ -36,7 +37,7 @@ const servedApi = Effect.gen(function* () {
 const OpenApiLive = HttpApiBuilder.Router.use((router) =>
   Effect.gen(function* () {
     const api = yield* servedApi
-    const response = yield* Effect.cached(Effect.suspend(() => HttpServerResponse.json(OpenApi.fromApi(api))).pipe(Effect.orDie))
+    const response = yield* cachedSuccess(Effect.suspend(() => HttpServerResponse.json(OpenApi.fromApi(api))).pipe(Effect.orDie))
     yield* router.get("/openapi.json", response)
   })
 )
@@ -75,7 +76,7 @@ const docsPage: ScalarPageConfig = {
 const ScalarLive = HttpApiBuilder.Router.use((router) =>
   Effect.gen(function* () {
     const api = yield* servedApi
-    const page = yield* Effect.cached(
+    const page = yield* cachedSuccess(
       Effect.promise(() => Promise.all([import("@effect/platform/HttpApiScalar"), import("@effect/platform/HttpLayerRouter")])).pipe(
         Effect.flatMap(([Scalar, LayerRouter]) =>
           LayerRouter.toHttpEffect(Scalar.layerHttpLayerRouter({ api, path: "/docs", scalar: docsPage }))

@@ -19,6 +19,7 @@ import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import { NotFound } from "../domain/errors.js"
 import { IdentityConfig, ServerConfig } from "../config.js"
+import { cachedSuccess } from "../services/cachedSuccess.js"
 
 /** Where the build puts the app: dist/dashboard/ of the package, from src/http/ or dist/http/ alike. */
 export const DASHBOARD_DIR = Path.resolve(fileURLToPath(new URL("../../dist/dashboard/", import.meta.url)))
@@ -63,7 +64,7 @@ const FIREBASE_HOSTS = [
 
 export const DashboardSiteLive = HttpApiBuilder.Router.use((router) =>
   Effect.gen(function* () {
-    const assets = yield* Effect.cached(readAssets(DASHBOARD_DIR))
+    const assets = yield* cachedSuccess(readAssets(DASHBOARD_DIR))
     const identity = yield* IdentityConfig
     const firebase = Option.map(identity.firebaseProjectId, (projectId) => ({
       project_id: projectId,

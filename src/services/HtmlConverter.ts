@@ -24,6 +24,7 @@ import type { ConvertTask } from "../providers/html/worker.js"
 import { ProvidersConfig } from "../config.js"
 import { CallDeadline } from "./ProviderClient.js"
 import { nowMillis } from "./time.js"
+import { cachedSuccess } from "./cachedSuccess.js"
 
 /**
  * Whose page is being converted (the call's org): the pool serves owners in turn, so that one org's pages
@@ -138,7 +139,7 @@ export const make = Effect.gen(function* () {
   const threads = Math.max(1, Os.availableParallelism() - 1)
   const slots = makeSlots(threads)
   const scope = yield* Effect.scope
-  const pool = yield* Effect.cached(
+  const pool = yield* cachedSuccess(
     Effect.acquireRelease(
       Effect.sync(() =>
         new Piscina<ConvertTask, Extracted>({

@@ -11,6 +11,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
 import { ServerConfig } from "../config.js"
+import { cachedSuccess } from "./cachedSuccess.js"
 
 export const SERVICE_VERSION = "0.1.0"
 
@@ -31,7 +32,7 @@ export const MetricsExporterLive = Layer.scoped(
     const config = yield* ServerConfig
     // the producer is registered in the layer's scope: it ends with the service, however late it began
     const scope = yield* Effect.scope
-    const loaded = yield* Effect.cached(
+    const loaded = yield* cachedSuccess(
       Effect.promise(() =>
         Promise.all([
           import("@effect/opentelemetry/Metrics"),

@@ -98,7 +98,7 @@ const tagCache = <M>(tag: (labels: string) => M) => {
 
 // Both labels in one `taggedWithLabels`: two nested `Metric.tagged` join their labels into a new array on every
 // update, which misses the metric's cache of hooks (kept by that array) and looks the key up in the registry
-// again — about 3 µs and a new key per update, against 30 ns.
+// again — about 3 µs and a new key per update, against about 20 ns.
 const callsBy = tagCache((labels) => {
   const [tool = "", code = ""] = labels.split("\u0000")
   return Metric.taggedWithLabels(toolCalls, [MetricLabel.make("tool", tool), MetricLabel.make("code", code)])

@@ -99,13 +99,16 @@ const gatewayNodeArgs = [
 ]
 
 /**
- * --gc: V8's lines about collections of the old generation, as the single-process gateway prints them (the
- * scenarios run one after the other, so a scenario's lines are those printed while it ran).
+ * --gc: V8's lines about collections of the old generation, as the single-process gateway prints them while a
+ * scenario runs (the scenarios run one after the other; between them the lines are not kept).
  */
 const gcLines: Array<string> = []
+let gcTracing = false
 const onGatewayStdout = gc
   ? (line: string) => {
-    if (line.includes("Mark-Compact") || line.includes("[HeapController] factor") || line.includes("New space,")) gcLines.push(line)
+    if (gcTracing && (line.includes("Mark-Compact") || line.includes("[HeapController] factor") || line.includes("New space,"))) {
+      gcLines.push(line)
+    }
   }
   : undefined
 
@@ -471,9 +474,11 @@ const main = async () => {
     const traced = gc && withTimeline
     if (!signalled && !traced) return run()
     if (signalled) await takeProbes(proc, withTimeline)
-    const gcFrom = gcLines.length
+    gcLines.length = 0
+    gcTracing = traced
     const figures = await run()
-    if (traced) note(gcReport(name, gcLines.slice(gcFrom)))
+    gcTracing = false
+    if (traced) note(gcReport(name, gcLines))
     if (!signalled) return figures
     const taken = await takeProbes(proc, withTimeline)
     if (timeline && withTimeline) note(taken.timeline === undefined ? `timeline ${name}: the probe wrote nothing` : timelineReport(name, taken.timeline))

@@ -1,10 +1,11 @@
 /**
  * The dashboard: a single-page app built into `dist/dashboard/` at install time (`npm run build`, from
  * web/), served by the gateway itself at `/dashboard` — `/` leads there. Every file is read when the dashboard is
- * first asked for (a process that only serves tool calls never holds them) and served from memory; a path under `/dashboard` that names no file is the app's own route and gets its
- * page. `/dashboard/config.json` tells the page how users sign in here. The page loads nothing from another
- * host: its Content-Security-Policy allows only this origin (and Firebase's hosts when Firebase sign-in is on,
- * with the Auth emulator's origin when `FIREBASE_AUTH_EMULATOR_HOST` names one).
+ * first asked for (a process that only serves tool calls never holds them) and served from memory; a path under
+ * `/dashboard` that names no file is the app's own route and gets its page. `/dashboard/config.json` tells the
+ * page how users sign in here. The page loads nothing from another host: its Content-Security-Policy allows only
+ * this origin (and Firebase's hosts when Firebase sign-in is on, with the Auth emulator's origin when
+ * `FIREBASE_AUTH_EMULATOR_HOST` names one).
  *
  * Also the CORS middleware, for dashboards served elsewhere (`CORS_ORIGINS`; none by default).
  */

@@ -16,6 +16,30 @@ import { fileURLToPath } from "node:url"
 const here = Path.dirname(fileURLToPath(import.meta.url))
 const out = Path.join(here, "dist", "bundle")
 
+/**
+ * `@effect/platform-node`'s HTTP server module imports its HTTP client module for one export, `layerTest` (a
+ * server with a client for tests), which the gateway does not use and the bundle leaves out. The import itself
+ * stays, and with it undici (the client's transport, 112 modules): in the chunk the server loads at start,
+ * evaluated there, about 2 MB of live heap for nothing (the provider client is Node's own `http`). Resolved here
+ * to a module that has only what `layerTest` names; the client module itself is bundled as it is for whoever
+ * imports it (the OTLP exporter, loaded when configured). test/lazy.test.ts checks that a gateway serving tool
+ * calls has not loaded undici.
+ */
+const serverWithoutTestClient = {
+  name: "server-without-test-client",
+  setup(build) {
+    build.onResolve({ filter: /^\.\.\/NodeHttpClient\.js$/ }, (args) =>
+      args.importer.endsWith(Path.join("@effect", "platform-node", "dist", "esm", "internal", "httpServer.js"))
+        ? { path: "NodeHttpClient (layerTest only)", namespace: "server-test-client" }
+        : undefined)
+    build.onLoad({ filter: /.*/, namespace: "server-test-client" }, () => ({
+      contents: "const absent = () => { throw new Error(\"NodeHttpServer.layerTest is not in the bundle\") }\n" +
+        "export const layerWithoutAgent = undefined\nexport const makeAgentLayer = absent\n",
+      loader: "js"
+    }))
+  }
+}
+
 await Fs.rm(out, { recursive: true, force: true })
 const built = await esbuild.build({
   absWorkingDir: here,
@@ -57,6 +81,7 @@ const built = await esbuild.build({
   ],
   // CommonJS modules in the bundle require Node's built-in modules
   banner: { js: "import { createRequire as __bundleRequire } from \"node:module\"; const require = __bundleRequire(import.meta.url);" },
+  plugins: [serverWithoutTestClient],
   metafile: true,
   logLevel: "warning"
 })

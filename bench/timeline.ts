@@ -4,7 +4,8 @@
  *
  * - each HTTP request, from its start to its response's end (`node:diagnostics_channel`, `http.server.*`);
  * - each statement, from `pg`'s `Query.submit` to its `end` event (the database's answer, as the gateway reads it);
- * - each upstream request, from its creation to its trailers (`undici:request:*`);
+ * - each upstream request, from its start to its answer's headers (`http.client.request.start`,
+ *   `http.client.response.finish`);
  * - each garbage collection (`PerformanceObserver`, `gc` entries);
  * - each turn of a 5 ms timer that came more than `GAP_MS` late: a stretch in which the event loop did not get to
  *   its timers (busy with the gateway's work, paused by a collection, or the process waiting for a core).
@@ -68,7 +69,7 @@ if (out !== undefined) {
     })
   }
   span("http.server.request.start", "http.server.response.finish", "response", (start, end) => timeline.requests.push([start, end]))
-  span("undici:request:create", "undici:request:trailers", "request", (start, end) => timeline.upstream.push([start, end]))
+  span("http.client.request.start", "http.client.response.finish", "request", (start, end) => timeline.upstream.push([start, end]))
 
   // pg emits `end` on a query right after handing its rows to the caller's callback
   const submit = Pg.Query.prototype.submit

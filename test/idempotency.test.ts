@@ -293,6 +293,25 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.1"], timeoutMs: 400 } }),
       expect(u.rest.hits("/items")).toBe(1)
     }))
 
+  it.effect("a write whose TLS handshake never ended was never sent: the deadline frees its key as a provider_timeout", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      // takes the TCP connection and never answers the client's hello: the request cannot have been sent
+      const silent = yield* Effect.promise(() => silentServer())
+      yield* Effect.gen(function* () {
+        const { key, orgId } = yield* writer(`https://127.0.0.1:${silent.port}`)
+        const item = { method: "POST", path: "/items", body: { n: 1 } }
+        const stalled = yield* callTool("epsilon_request", item, { key, idempotencyKey: "tls-1" })
+        expectEnvelope(stalled, { status: 504, type: "timeout", code: "provider_timeout", retryable: true, billable: false })
+        expect(silent.accepted()).toBe(1)
+        const connections = yield* Connections
+        yield* Effect.orDie(connections.connect(orgId, "epsilon", { base_url: u.rest.url, token: EPSILON_TOKEN }, null))
+        expectOk(yield* callTool("epsilon_request", item, { key, idempotencyKey: "tls-1" }), 1)
+        expect(u.rest.hits("/items")).toBe(1)
+      }).pipe(Effect.ensuring(Effect.promise(() => silent.close())))
+    }))
+
   it.effect("Resend receives an Idempotency-Key of the gateway's, derived from the org and the caller's key", () =>
     Effect.gen(function* () {
       const u = yield* TestUpstreams
@@ -346,6 +365,27 @@ const closedPort = () =>
       const address = server.address()
       const port = typeof address === "object" && address !== null ? address.port : 0
       server.close(() => resolve(port))
+    })
+  })
+
+/** A TCP server that takes connections and never writes a byte (nor reads one). */
+const silentServer = () =>
+  new Promise<{ readonly port: number; readonly accepted: () => number; readonly close: () => Promise<void> }>((resolve) => {
+    const sockets: Array<Net.Socket> = []
+    const server = Net.createServer((socket) => {
+      sockets.push(socket)
+    })
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address()
+      resolve({
+        port: typeof address === "object" && address !== null ? address.port : 0,
+        accepted: () => sockets.length,
+        close: () =>
+          new Promise<void>((done) => {
+            for (const socket of sockets) socket.destroy()
+            server.close(() => done())
+          })
+      })
     })
   })
 

@@ -1,7 +1,7 @@
 /**
  * What a tool call does not use is not loaded: a served gateway that answers tool calls, /metrics and
  * /healthz has not loaded the `/docs` page's bundle (Scalar, several MB in memory), Swagger UI, the OTLP
- * exporter and its HTTP client, the Redis client, or the MCP SDK, nor read the dashboard's files; asking for
+ * exporter and its HTTP client (undici), the Redis client, or the MCP SDK, nor read the dashboard's files; asking for
  * `/docs` loads Scalar then, and `/dashboard` reads its files. The
  * Prometheus exporter waits for the first scrape of /metrics, which still reports the calls made before it.
  * And an idle gateway does no work: nothing polls while no call comes.
@@ -77,7 +77,9 @@ const NOT_FOR_A_TOOL_CALL = [
   /@effect\/platform\/dist\/esm\/HttpApiSwagger\.js/,
   /@effect\/opentelemetry\/dist\/esm\/OtlpTracer\.js/,
   /\/node_modules\/ioredis\//,
-  /\/node_modules\/@modelcontextprotocol\//
+  /\/node_modules\/@modelcontextprotocol\//,
+  // a second HTTP client (the OTLP exporter's): the provider client is Node's own
+  /\/node_modules\/undici\//
 ]
 
 layer(gatewayLayer(), { excludeTestServices: true })("modules loaded on demand", (it) => {

@@ -434,6 +434,20 @@ layer(gatewayLayer(), { excludeTestServices: true })("the built server", (it) =>
       for (const secret of [rich.key, broke.key, "tg_doesnotexistdoesnotexistdoesnot"]) expect(output()).not.toContain(secret)
     }).pipe(Effect.scoped), 60_000)
 
+  // the bundle loads the exporter's HTTP client (undici) when an endpoint is set: bundle.mjs keeps it out of the
+  // chunks a gateway loads at start, and this is the check that the chunk it is in still works
+  it.effect("the built server exports its traces over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set", () =>
+    Effect.gen(function* () {
+      const env = yield* envFor
+      const before = collected.length
+      const served = yield* serve([], { ...env, LOG_LEVEL: "warning", OTEL_EXPORTER_OTLP_ENDPOINT: collectorUrl })
+      const { key } = yield* givenOrg({ credits: 10 })
+      expect((yield* post(served.base, "/v1/weather", key, { q: "Berlin" })).status).toBe(200)
+      const exported = () => collected.slice(before).some((s) => s.name === "Gateway.run")
+      for (let i = 0; i < 50 && !exported(); i++) yield* Effect.sleep("100 millis")
+      expect(exported()).toBe(true)
+    }).pipe(Effect.scoped), 60_000)
+
   it.effect("LOG_LEVEL=warning drops the INFO lines, LOG_FORMAT=pretty is for people", () =>
     Effect.gen(function* () {
       const env = yield* envFor

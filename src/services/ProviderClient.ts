@@ -1,20 +1,23 @@
 /**
- * Every upstream HTTP call goes through here: keep-alive pooled connections (undici), a deadline, a cap
- * on the answer's size, retries with jittered backoff for safe reads only, and one mapping of upstream
- * failures onto the gateway's provider errors. Caller-supplied URLs go through a second agent whose
- * connections pass the SSRF guard and whose redirects are followed one hop at a time, each hop checked.
+ * Every upstream HTTP call goes through here: keep-alive pooled connections (Node's own `http` and `https`
+ * agents), a deadline, a cap on the answer's size, retries with jittered backoff for safe reads only, and one
+ * mapping of upstream failures onto the gateway's provider errors. Caller-supplied URLs go through a second
+ * pair of agents whose connections pass the SSRF guard and whose redirects are followed one hop at a time, each
+ * hop checked.
  *
- * The transport is undici's dispatcher API, wrapped in `Effect.tryPromise` (interruption aborts the
- * request). It sits on every billed call, and it costs a fifth of the CPU of `@effect/platform`'s
- * `HttpClient` over the same undici agent with the body read as a stream (docs/performance.md).
+ * The transport is `node:http`'s client, wrapped in `Effect.tryPromise` (interruption destroys the request).
+ * It sits on every billed call; it costs a fifth of the CPU of `@effect/platform`'s `HttpClient`, and it keeps
+ * undici (a second HTTP client, 2 MB of live heap and about 25 MB of RSS under load, loaded at start for every
+ * process) out of the gateway (docs/performance.md, fifteenth round).
  */
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
-import type { IncomingHttpHeaders } from "node:http"
-import { Agent, type Dispatcher } from "undici"
+import * as Http from "node:http"
+import * as Https from "node:https"
+import type * as Net from "node:net"
 import {
   type ProviderError,
   ProviderRateLimited,
@@ -218,7 +221,8 @@ const NOT_SENT: ReadonlySet<string> = new Set([
   "EAI_AGAIN",
   "EHOSTUNREACH",
   "ENETUNREACH",
-  "UND_ERR_CONNECT_TIMEOUT",
+  // no connection within CONNECT_TIMEOUT_MS (ConnectTimeout below)
+  "ECONNECT_TIMEOUT",
   "CERT_HAS_EXPIRED",
   "DEPTH_ZERO_SELF_SIGNED_CERT",
   "SELF_SIGNED_CERT_IN_CHAIN",
@@ -227,8 +231,13 @@ const NOT_SENT: ReadonlySet<string> = new Set([
   "ERR_TLS_CERT_ALTNAME_INVALID"
 ])
 
+/** Failures of an exchange that ended before its connection was made (the deadline passed while connecting). */
+const unsent = new WeakSet<object>()
+
 const neverSent = (cause: unknown): boolean =>
-  causeChain(cause).some((c) => c instanceof Error && "code" in c && typeof c.code === "string" && NOT_SENT.has(c.code))
+  causeChain(cause).some((c) =>
+    c instanceof Error && (unsent.has(c) || ("code" in c && typeof c.code === "string" && NOT_SENT.has(c.code)))
+  )
 
 /** A write that may have been carried out: what happened, and what the caller should do. */
 const writeOutcomeUnknown = (request: UpstreamRequest, what: string) =>
@@ -237,13 +246,21 @@ const writeOutcomeUnknown = (request: UpstreamRequest, what: string) =>
       "Check there before sending it again (the same Idempotency-Key replays this answer instead of sending it)."
   })
 
-/** Thrown inside the body reader when the answer passes the size cap. */
+/** The answer passed the size cap (the request is destroyed). */
 class TooLarge extends Error {}
 
-const isTimeout = (error: unknown) =>
-  causeChain(error).some((c) => c instanceof Error && (c.name === "TimeoutError" || c.name === "HeadersTimeoutError"))
+/** No connection was made within `CONNECT_TIMEOUT_MS`: nothing was sent. */
+class ConnectTimeout extends Error {
+  readonly code = "ECONNECT_TIMEOUT"
+}
 
-const flatHeaders = (headers: IncomingHttpHeaders): Record<string, string> => {
+/** How long a new connection (its TLS handshake included) may take before the provider counts as unreachable. */
+const CONNECT_TIMEOUT_MS = 10_000
+
+const isTimeout = (error: unknown) =>
+  causeChain(error).some((c) => c instanceof Error && c.name === "TimeoutError")
+
+const flatHeaders = (headers: Http.IncomingHttpHeaders): Record<string, string> => {
   const out: Record<string, string> = {}
   for (const [name, value] of Object.entries(headers)) {
     if (value !== undefined) out[name] = Array.isArray(value) ? value.join(", ") : value
@@ -251,33 +268,35 @@ const flatHeaders = (headers: IncomingHttpHeaders): Record<string, string> => {
   return out
 }
 
-/** The body, whole, unless it passes `max` bytes (then the stream is destroyed and `TooLarge` thrown). */
-const readCapped = async (body: Dispatcher.ResponseData["body"], max: number): Promise<Uint8Array> => {
-  const chunks: Array<Buffer> = []
-  let size = 0
-  for await (const chunk of body) {
-    const buffer: Buffer = chunk
-    size += buffer.length
-    if (size > max) {
-      body.destroy()
-      throw new TooLarge()
-    }
-    chunks.push(buffer)
-  }
-  return chunks.length === 1 && chunks[0] !== undefined ? chunks[0] : Buffer.concat(chunks, size)
+/** Keep-alive connections, pooled per origin, for `http:` and for `https:` URLs. */
+interface Agents {
+  readonly http: Http.Agent
+  readonly https: Https.Agent
 }
 
 export const make = Effect.gen(function* () {
   const config = yield* ProvidersConfig
   const policy = makePolicy(config.ssrfAllow)
-  const agent = (options: Agent.Options) =>
-    Effect.acquireRelease(Effect.sync(() => new Agent(options)), (a) => Effect.promise(() => a.close()))
-  const trusted = yield* agent({ keepAliveTimeout: 4_000, connections: 256 })
-  const guarded = yield* agent({ connect: { lookup: guardedLookup(policy) }, keepAliveTimeout: 4_000 })
+  // An idle connection is closed after 4 s, before the 5 s after which Node's servers (and many others) close
+  // theirs, so that a request is rarely sent on a connection its server is closing; one whose server announces a
+  // shorter time (`Keep-Alive: timeout=N`) is closed a second before that.
+  const agents = (options: Http.AgentOptions) =>
+    Effect.acquireRelease(
+      Effect.sync((): Agents => ({
+        http: new Http.Agent({ keepAlive: true, timeout: 4_000, ...options }),
+        https: new Https.Agent({ keepAlive: true, timeout: 4_000, ...options })
+      })),
+      (a) => Effect.sync(() => {
+        a.http.destroy()
+        a.https.destroy()
+      })
+    )
+  const trusted = yield* agents({ maxSockets: 256 })
+  const guarded = yield* agents({ lookup: guardedLookup(policy) })
 
   /**
-   * One HTTP exchange, ended by `deadline` through an abort signal (cheaper than racing a timer fiber,
-   * and it runs in the caller's fiber: the pipeline's uninterruptible region does not stop it).
+   * One HTTP exchange, ended at `deadline` by a timer that destroys the request (cheaper than racing a timer
+   * fiber, and it runs in the caller's fiber: the pipeline's uninterruptible region does not stop it).
    */
   const once = (request: UpstreamRequest, hop: Hop, deadline: Deadline) =>
     Effect.flatMap(nowMillis, (now) => {
@@ -289,47 +308,104 @@ export const make = Effect.gen(function* () {
   const exchange = (request: UpstreamRequest, hop: Hop, deadline: Deadline, remainingMs: number) => {
     const max = request.maxBytes ?? config.maxResponseBytes
     const url = hop.url
-    const parsed = new URL(url)
     const body = hop.json === undefined ? undefined : JSON.stringify(hop.json)
-    const headers: Record<string, string> = {
+    const headers: Record<string, string | number> = {
       accept: "application/json",
       "user-agent": "tool-gateway/1",
-      ...(body !== undefined ? { "content-type": "application/json" } : {}),
+      ...(body !== undefined ? { "content-type": "application/json", "content-length": Buffer.byteLength(body) } : {}),
       ...hop.headers
     }
     return Effect.tryPromise({
-      try: async (signal): Promise<UpstreamResponse> => {
-        // The deadline is a timer of our own that aborts the exchange (headers and body alike). Not
-        // `AbortSignal.any([signal, AbortSignal.timeout(ms)])`: Node holds the sources of `any` weakly, and a
-        // collected timeout signal never fires — a call to an upstream that stalls would then hang for good.
-        const controller = new AbortController()
-        const timer = setTimeout(
-          () => controller.abort(new DOMException(deadline.describe, "TimeoutError")),
-          Math.min(remainingMs, MAX_TIMER_MS)
-        )
-        const onAbort = () => controller.abort(signal.reason)
-        signal.addEventListener("abort", onAbort, { once: true })
-        try {
-          const response = await (request.guarded === true ? guarded : trusted).request({
-            origin: parsed.origin,
-            path: parsed.pathname + parsed.search,
-            method: hop.method,
-            headers,
-            body: body ?? null,
-            signal: controller.signal
-          })
-          const declared = Number(response.headers["content-length"] ?? "NaN")
-          if (Number.isFinite(declared) && declared > max) {
-            response.body.destroy()
-            throw new TooLarge()
+      try: (signal) =>
+        new Promise<UpstreamResponse>((resolve, reject) => {
+          const parsed = new URL(url)
+          const secure = parsed.protocol === "https:"
+          const pool = request.guarded === true ? guarded : trusted
+          // Why the gateway ended the exchange (the deadline, the size cap, the caller gone): what the promise
+          // rejects with, whatever error the destroyed request then reports.
+          let reason: Error | undefined
+          let connected = false
+          let finished = false
+          let connectTimer: ReturnType<typeof setTimeout> | undefined
+          const end = () => {
+            finished = true
+            clearTimeout(deadlineTimer)
+            clearTimeout(connectTimer)
+            signal.removeEventListener("abort", onAbort)
           }
-          const bytes = await readCapped(response.body, max)
-          return { status: response.statusCode, headers: flatHeaders(response.headers), url, body: bytes }
-        } finally {
-          clearTimeout(timer)
-          signal.removeEventListener("abort", onAbort)
-        }
-      },
+          const fail = (error: unknown) => {
+            if (finished) return
+            end()
+            reject(reason ?? error)
+          }
+          let req: Http.ClientRequest | undefined
+          const stop = (why: Error) => {
+            if (reason === undefined) reason = why
+            if (req !== undefined) req.destroy()
+            fail(why)
+          }
+          // The deadline is a timer of our own that ends the exchange (headers and body alike). Not
+          // `AbortSignal.timeout(ms)`: Node holds such a signal weakly, and a collected one never fires — a call
+          // to an upstream that stalls would then hang for good.
+          const deadlineTimer = setTimeout(() => {
+            const timeout = new DOMException(deadline.describe, "TimeoutError")
+            if (!connected) unsent.add(timeout)
+            stop(timeout)
+          }, Math.min(remainingMs, MAX_TIMER_MS))
+          const onAbort = () => stop(signal.reason instanceof Error ? signal.reason : new Error("interrupted"))
+          signal.addEventListener("abort", onAbort, { once: true })
+          try {
+            req = (secure ? Https : Http).request({
+              agent: secure ? pool.https : pool.http,
+              protocol: parsed.protocol,
+              hostname: parsed.hostname.startsWith("[") ? parsed.hostname.slice(1, -1) : parsed.hostname,
+              port: parsed.port === "" ? undefined : Number(parsed.port),
+              path: parsed.pathname + parsed.search,
+              method: hop.method,
+              headers
+            })
+          } catch (error) {
+            // refused before anything was sent (a header value Node will not write, say)
+            if (error instanceof Error) unsent.add(error)
+            return fail(error)
+          }
+          req.once("socket", (socket: Net.Socket) => {
+            if (!socket.connecting) {
+              connected = true
+              return
+            }
+            connectTimer = setTimeout(
+              () => stop(new ConnectTimeout(`no connection within ${CONNECT_TIMEOUT_MS} ms`)),
+              CONNECT_TIMEOUT_MS
+            )
+            socket.once(secure ? "secureConnect" : "connect", () => {
+              connected = true
+              clearTimeout(connectTimer)
+            })
+          })
+          req.once("response", (res: Http.IncomingMessage) => {
+            const declared = Number(res.headers["content-length"] ?? "NaN")
+            if (Number.isFinite(declared) && declared > max) return stop(new TooLarge())
+            const chunks: Array<Buffer> = []
+            let size = 0
+            res.on("data", (chunk: Buffer) => {
+              size += chunk.length
+              if (size > max) return stop(new TooLarge())
+              chunks.push(chunk)
+            })
+            res.once("end", () => {
+              if (finished) return
+              end()
+              const bytes = chunks.length === 1 && chunks[0] !== undefined ? chunks[0] : Buffer.concat(chunks, size)
+              resolve({ status: res.statusCode ?? 0, headers: flatHeaders(res.headers), url, body: bytes })
+            })
+            res.on("error", fail)
+            res.once("close", () => fail(new Error("the connection closed before the answer ended")))
+          })
+          req.on("error", fail)
+          req.once("close", () => fail(new Error("the connection closed before an answer")))
+          req.end(body)
+        }),
       catch: (error): ProviderError => {
         const reason = ssrfReason(error)
         if (reason !== undefined) return new UrlNotAllowed({ message: `The URL is not allowed: ${reason}.` })

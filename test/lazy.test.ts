@@ -1,8 +1,8 @@
 /**
  * What a tool call does not use is not loaded: a served gateway that answers tool calls, /metrics and
  * /healthz has not loaded the `/docs` page's bundle (Scalar, several MB in memory), Swagger UI, the OTLP
- * exporter and its HTTP client (undici), the Redis client, or the MCP SDK, nor read the dashboard's files; asking for
- * `/docs` loads Scalar then, and `/dashboard` reads its files. The
+ * exporter and its HTTP client (undici), the Redis client, the page converter's pool (piscina) or the MCP SDK,
+ * nor read the dashboard's files; asking for `/docs` loads Scalar then, and `/dashboard` reads its files. The
  * Prometheus exporter waits for the first scrape of /metrics, which still reports the calls made before it.
  * And an idle gateway does no work: nothing polls while no call comes.
  * Observed the only way a module load can be: a Node module hook in the child process that writes every
@@ -79,7 +79,9 @@ const NOT_FOR_A_TOOL_CALL = [
   /\/node_modules\/ioredis\//,
   /\/node_modules\/@modelcontextprotocol\//,
   // a second HTTP client (the OTLP exporter's): the provider client is Node's own
-  /\/node_modules\/undici\//
+  /\/node_modules\/undici\//,
+  // the page converter's thread pool, made on the first page read
+  /\/node_modules\/piscina\//
 ]
 
 layer(gatewayLayer(), { excludeTestServices: true })("modules loaded on demand", (it) => {

@@ -6,8 +6,8 @@
  * `normalization_failed` — the page was fetched, and `POST /v1/run` still answers it raw. One hostile page
  * therefore costs one thread for a bounded time, never the process.
  *
- * The pool is made on the first page: a gateway that never reads a page does not carry it. Then it keeps one
- * thread, and lets the others go when idle.
+ * The pool is made on the first page, and piscina loaded then: a gateway that never reads a page carries
+ * neither. Then it keeps one thread, and lets the others go when idle.
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -17,7 +17,6 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import { fileURLToPath } from "node:url"
 import { MessageChannel } from "node:worker_threads"
-import { Piscina } from "piscina"
 import { NormalizationFailed } from "../domain/errors.js"
 import type { Extracted } from "../providers/html/extract.js"
 import type { ConvertTask } from "../providers/html/worker.js"
@@ -141,8 +140,9 @@ export const make = Effect.gen(function* () {
   const scope = yield* Effect.scope
   const pool = yield* cachedSuccess(
     Effect.acquireRelease(
-      Effect.sync(() =>
-        new Piscina<ConvertTask, Extracted>({
+      // piscina itself is imported with the pool: a process that reads no page does not load it either
+      Effect.promise(() => import("piscina")).pipe(Effect.map((module) =>
+        new module.Piscina<ConvertTask, Extracted>({
           filename: workerFile(),
           minThreads: 1,
           maxThreads: threads,
@@ -150,7 +150,7 @@ export const make = Effect.gen(function* () {
           // a conversion gets a stack of its own, and no more heap than a page is worth
           resourceLimits: { maxOldGenerationSizeMb: 256, stackSizeMb: 4 }
         })
-      ),
+      )),
       (pool) => Effect.promise(() => pool.destroy())
     ).pipe(Scope.extend(scope))
   )

@@ -4,8 +4,9 @@
  *
  * - each HTTP request, from its start to its response's end (`node:diagnostics_channel`, `http.server.*`);
  * - each statement, from `pg`'s `Query.submit` to its `end` event (the database's answer, as the gateway reads it);
- * - each upstream request, from its start to its answer's headers (`http.client.request.start`,
- *   `http.client.response.finish`);
+ * - each upstream request, from the moment it is all handed to its socket to its answer's headers
+ *   (`http.client.request.start`, published when the request is finished, and `http.client.response.finish`,
+ *   when the answer's headers are parsed): the wait for the provider, not the client's own work before it;
  * - each garbage collection (`PerformanceObserver`, `gc` entries);
  * - each turn of a 5 ms timer that came more than `GAP_MS` late: a stretch in which the event loop did not get to
  *   its timers (busy with the gateway's work, paused by a collection, or the process waiting for a core).

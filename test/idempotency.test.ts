@@ -312,6 +312,24 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.1"], timeoutMs: 400 } }),
       }).pipe(Effect.ensuring(Effect.promise(() => silent.close())))
     }))
 
+  it.effect("a write whose TLS handshake was cut was never sent: provider_unavailable, and its key is free", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      const cut = yield* Effect.promise(() => silentServer(true))
+      yield* Effect.gen(function* () {
+        const { key } = yield* writer(`https://127.0.0.1:${cut.port}`)
+        const item = { method: "POST", path: "/items", body: { n: 2 } }
+        const failed = yield* callTool("epsilon_request", item, { key, idempotencyKey: "tls-2" })
+        expectEnvelope(failed, { status: 502, type: "provider", code: "provider_unavailable", retryable: true, billable: false })
+        expect(cut.accepted()).toBe(1)
+        // not kept: the retry with the same key runs again (and fails again the same way)
+        const again = yield* callTool("epsilon_request", item, { key, idempotencyKey: "tls-2" })
+        expect(again.headers.get("idempotent-replayed")).toBeNull()
+        expect(cut.accepted()).toBe(2)
+      }).pipe(Effect.ensuring(Effect.promise(() => cut.close())))
+    }))
+
   it.effect("Resend receives an Idempotency-Key of the gateway's, derived from the org and the caller's key", () =>
     Effect.gen(function* () {
       const u = yield* TestUpstreams
@@ -368,12 +386,16 @@ const closedPort = () =>
     })
   })
 
-/** A TCP server that takes connections and never writes a byte (nor reads one). */
-const silentServer = () =>
+/**
+ * A TCP server that takes connections and never writes a byte; with `reset`, it closes a connection at its first
+ * byte (a TLS client's hello) instead of waiting.
+ */
+const silentServer = (reset = false) =>
   new Promise<{ readonly port: number; readonly accepted: () => number; readonly close: () => Promise<void> }>((resolve) => {
     const sockets: Array<Net.Socket> = []
     const server = Net.createServer((socket) => {
       sockets.push(socket)
+      if (reset) socket.once("data", () => socket.resetAndDestroy())
     })
     server.listen(0, "127.0.0.1", () => {
       const address = server.address()

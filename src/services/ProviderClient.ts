@@ -318,7 +318,14 @@ export const make = Effect.gen(function* () {
     return Effect.tryPromise({
       try: (signal) =>
         new Promise<UpstreamResponse>((resolve, reject) => {
-          const parsed = new URL(url)
+          let parsed: URL
+          try {
+            parsed = new URL(url)
+          } catch (error) {
+            // a base URL that is not one: nothing was sent
+            if (error instanceof Error) unsent.add(error)
+            return reject(error)
+          }
           const secure = parsed.protocol === "https:"
           const pool = request.guarded === true ? guarded : trusted
           // Why the gateway ended the exchange (the deadline, the size cap, the caller gone): what the promise
@@ -402,7 +409,12 @@ export const make = Effect.gen(function* () {
             res.on("error", fail)
             res.once("close", () => fail(new Error("the connection closed before the answer ended")))
           })
-          req.on("error", fail)
+          // Before the connection is made (its TLS handshake included) nothing has been written: whatever fails
+          // then (a reset during the handshake, a protocol error, every address unreachable) was never sent.
+          req.on("error", (error: Error) => {
+            if (!connected) unsent.add(error)
+            fail(error)
+          })
           req.once("close", () => fail(new Error("the connection closed before an answer")))
           req.end(body)
         }),

@@ -212,32 +212,14 @@ const ssrfReason = (cause: unknown): string | undefined => {
 }
 
 /**
- * Failures that prove the request never left: nothing was connected to (refused, unresolvable, unreachable,
- * the connection timed out) or the TLS handshake failed. Anything else may have reached the provider.
+ * What an exchange failed with before its connection was made, its TLS handshake included (refused, unresolvable,
+ * unreachable, a certificate refused, a handshake cut off, no connection within the connect timeout or the
+ * deadline): Node writes nothing of a request before then, so such a request never left. Anything else may have
+ * reached the provider.
  */
-const NOT_SENT: ReadonlySet<string> = new Set([
-  "ECONNREFUSED",
-  "ENOTFOUND",
-  "EAI_AGAIN",
-  "EHOSTUNREACH",
-  "ENETUNREACH",
-  // no connection within CONNECT_TIMEOUT_MS (ConnectTimeout below)
-  "ECONNECT_TIMEOUT",
-  "CERT_HAS_EXPIRED",
-  "DEPTH_ZERO_SELF_SIGNED_CERT",
-  "SELF_SIGNED_CERT_IN_CHAIN",
-  "UNABLE_TO_VERIFY_LEAF_SIGNATURE",
-  "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
-  "ERR_TLS_CERT_ALTNAME_INVALID"
-])
-
-/** Failures of an exchange that ended before its connection was made (the deadline passed while connecting). */
 const unsent = new WeakSet<object>()
 
-const neverSent = (cause: unknown): boolean =>
-  causeChain(cause).some((c) =>
-    c instanceof Error && (unsent.has(c) || ("code" in c && typeof c.code === "string" && NOT_SENT.has(c.code)))
-  )
+const neverSent = (error: unknown): boolean => typeof error === "object" && error !== null && unsent.has(error)
 
 /** A write that may have been carried out: what happened, and what the caller should do. */
 const writeOutcomeUnknown = (request: UpstreamRequest, what: string) =>
@@ -249,7 +231,7 @@ const writeOutcomeUnknown = (request: UpstreamRequest, what: string) =>
 /** The answer passed the size cap (the request is destroyed). */
 class TooLarge extends Error {}
 
-/** No connection was made within `CONNECT_TIMEOUT_MS`: nothing was sent. */
+/** No connection was made within `CONNECT_TIMEOUT_MS` (its code is what the error message shows). */
 class ConnectTimeout extends Error {
   readonly code = "ECONNECT_TIMEOUT"
 }
@@ -309,6 +291,8 @@ export const make = Effect.gen(function* () {
     const max = request.maxBytes ?? config.maxResponseBytes
     const url = hop.url
     const body = hop.json === undefined ? undefined : JSON.stringify(hop.json)
+    // Content-Length set here: Node sets it from `end(body)` only for the methods it would otherwise send chunked
+    // (POST, PUT, PATCH); a DELETE's body would go out with neither, and the server read it as the next request
     const headers: Record<string, string | number> = {
       accept: "application/json",
       "user-agent": "tool-gateway/1",
@@ -318,16 +302,8 @@ export const make = Effect.gen(function* () {
     return Effect.tryPromise({
       try: (signal) =>
         new Promise<UpstreamResponse>((resolve, reject) => {
-          let parsed: URL
-          try {
-            parsed = new URL(url)
-          } catch (error) {
-            // a base URL that is not one: nothing was sent
-            if (error instanceof Error) unsent.add(error)
-            return reject(error)
-          }
-          const secure = parsed.protocol === "https:"
           const pool = request.guarded === true ? guarded : trusted
+          let secure = false
           // Why the gateway ended the exchange (the deadline, the size cap, the caller gone): what the promise
           // rejects with, whatever error the destroyed request then reports.
           let reason: Error | undefined
@@ -343,7 +319,9 @@ export const make = Effect.gen(function* () {
           const fail = (error: unknown) => {
             if (finished) return
             end()
-            reject(reason ?? error)
+            const failure = reason ?? error
+            if (!connected && typeof failure === "object" && failure !== null) unsent.add(failure)
+            reject(failure)
           }
           let req: Http.ClientRequest | undefined
           const stop = (why: Error) => {
@@ -354,14 +332,15 @@ export const make = Effect.gen(function* () {
           // The deadline is a timer of our own that ends the exchange (headers and body alike). Not
           // `AbortSignal.timeout(ms)`: Node holds such a signal weakly, and a collected one never fires — a call
           // to an upstream that stalls would then hang for good.
-          const deadlineTimer = setTimeout(() => {
-            const timeout = new DOMException(deadline.describe, "TimeoutError")
-            if (!connected) unsent.add(timeout)
-            stop(timeout)
-          }, Math.min(remainingMs, MAX_TIMER_MS))
+          const deadlineTimer = setTimeout(
+            () => stop(new DOMException(deadline.describe, "TimeoutError")),
+            Math.min(remainingMs, MAX_TIMER_MS)
+          )
           const onAbort = () => stop(signal.reason instanceof Error ? signal.reason : new Error("interrupted"))
           signal.addEventListener("abort", onAbort, { once: true })
           try {
+            const parsed = new URL(url)
+            secure = parsed.protocol === "https:"
             req = (secure ? Https : Http).request({
               agent: secure ? pool.https : pool.http,
               protocol: parsed.protocol,
@@ -372,8 +351,7 @@ export const make = Effect.gen(function* () {
               headers
             })
           } catch (error) {
-            // refused before anything was sent (a header value Node will not write, say)
-            if (error instanceof Error) unsent.add(error)
+            // refused before anything was sent (a URL that is not one, a header value Node will not write)
             return fail(error)
           }
           req.once("socket", (socket: Net.Socket) => {
@@ -409,12 +387,7 @@ export const make = Effect.gen(function* () {
             res.on("error", fail)
             res.once("close", () => fail(new Error("the connection closed before the answer ended")))
           })
-          // Before the connection is made (its TLS handshake included) nothing has been written: whatever fails
-          // then (a reset during the handshake, a protocol error, every address unreachable) was never sent.
-          req.on("error", (error: Error) => {
-            if (!connected) unsent.add(error)
-            fail(error)
-          })
+          req.on("error", fail)
           req.once("close", () => fail(new Error("the connection closed before an answer")))
           req.end(body)
         }),

@@ -151,6 +151,37 @@ export const cpuOf = (pid: number): number => {
   return (ticks * 1000) / ticksPerSecond
 }
 
+/** CPU time (user + system) one process's main thread has used so far, in ms: for Node, the JavaScript thread. */
+export const mainThreadCpuOf = (pid: number): number => {
+  try {
+    const fields = Fs.readFileSync(`/proc/${pid}/task/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? []
+    return ((Number(fields[11] ?? "0") + Number(fields[12] ?? "0")) * 1000) / 100
+  } catch {
+    return 0
+  }
+}
+
+/**
+ * The postmaster of the PostgreSQL server behind `url`, when it runs on this machine: its pid, read from the
+ * `postmaster.pid` of the data directory the server reports (its backends and background processes are its
+ * children, so `cpuOf` of it is the database's CPU). Undefined when the server cannot tell or is elsewhere.
+ */
+export const postmasterOf = async (url: string): Promise<number | undefined> => {
+  const client = new Pg.Client({ connectionString: url })
+  try {
+    await client.connect()
+    const result = await client.query<{ data_directory: string }>("SHOW data_directory")
+    const dir = result.rows[0]?.data_directory
+    if (dir === undefined) return undefined
+    const pid = Number(Fs.readFileSync(Path.join(dir, "postmaster.pid"), "utf8").split("\n")[0])
+    return Number.isInteger(pid) && pid > 0 && Fs.existsSync(`/proc/${pid}`) ? pid : undefined
+  } catch {
+    return undefined
+  } finally {
+    await client.end().catch(() => undefined)
+  }
+}
+
 export const childPids = (pid: number): ReadonlyArray<number> => {
   try {
     return Fs.readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim().split(/\s+/).filter((s) => s !== "")

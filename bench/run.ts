@@ -38,6 +38,8 @@ import * as Url from "node:url"
 import {
   cpuOf,
   gatewayEntry,
+  mainThreadCpuOf,
+  postmasterOf,
   prepareDatabase,
   type Proc,
   provision,
@@ -116,13 +118,19 @@ const onGatewayStdout = gc
 // load
 
 /** Load plans run one after the other in one load-generator process; a result per plan. */
-const loadAll = (plans: ReadonlyArray<LoadPlan>) =>
+const loadAll = (plans: ReadonlyArray<LoadPlan>, onResult?: (index: number) => void) =>
   new Promise<ReadonlyArray<LoadResult>>((resolve, reject) => {
     const child = ChildProcess.spawn(process.execPath, [script("load"), JSON.stringify(plans)], {
       stdio: ["ignore", "pipe", "inherit"]
     })
     let out = ""
-    child.stdout.on("data", (chunk: Buffer) => (out += chunk.toString("utf8")))
+    let lines = 0
+    child.stdout.on("data", (chunk: Buffer) => {
+      out += chunk.toString("utf8")
+      // a plan's result is written as it ends, and the next plan starts at once: `onResult` marks the moment
+      const complete = out.split("\n").length - 1
+      for (; lines < complete; lines++) onResult?.(lines)
+    })
     child.once("exit", (code) => {
       if (code !== 0) return reject(new Error(`load generator exited with ${code}`))
       const results: Array<LoadResult> = out.trim().split("\n").filter((l) => l !== "").map((l) => JSON.parse(l))
@@ -159,9 +167,93 @@ interface Figures {
    * cores — steadier from run to run than the throughput on a shared machine.
    */
   readonly cpuMsPerCall?: number
+  /** What the closed loop used of the machine (single-process gateway scenarios). */
+  readonly closedLoop?: ClosedLoop
 }
 
-const measure = async (name: string, target: Target, pid?: number | undefined): Promise<Figures> => {
+/**
+ * Read at the closed loop's start and end: what the gateway's process, its main (JavaScript) thread and the
+ * database's processes used of the cores meanwhile, and the ledger's statements by kind (the
+ * `tool_gateway_ledger_batch_size` histogram): statements per second and calls per statement. Whatever of
+ * these nears its limit (a thread at 1.0 core; the cores of the machine all in use) is what bounds the calls/s.
+ */
+interface ClosedLoop {
+  readonly seconds: number
+  readonly gatewayCores: number
+  /** Undefined for workers: each has its own. */
+  readonly mainThreadCores?: number
+  readonly databaseCores?: number
+  readonly statements: Readonly<Record<string, { readonly perSecond: number; readonly callsEach: number }>>
+}
+
+/**
+ * What the closed loop is read from: the gateway's process, the database's postmaster, and for a single process
+ * (not workers, whose main threads and metrics are each their own) its main thread and its port for the metrics.
+ */
+interface Inside {
+  readonly pid: number
+  readonly databasePid: number | undefined
+  readonly single?: { readonly port: number }
+}
+
+interface Reading {
+  readonly at: number
+  readonly gateway: number
+  readonly mainThread: number | undefined
+  readonly database: number | undefined
+  readonly batches: Promise<Readonly<Record<string, { readonly count: number; readonly sum: number }>>>
+}
+
+/** The ledger's batch-size histogram, by kind: how many statements, and how many calls in all. */
+const batchesOf = async (port: number) => {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text()
+  const kinds: Record<string, { count: number; sum: number }> = {}
+  for (const l of text.split("\n")) {
+    const m = /^tool_gateway_ledger_batch_size_(count|sum)\{[^}]*kind="([a-z]+)"[^}]*\} (\S+)/.exec(l)
+    if (m === null) continue
+    const [, field, kind, value] = m
+    if (field === undefined || kind === undefined) continue
+    const k = (kinds[kind] ??= { count: 0, sum: 0 })
+    k[field === "count" ? "count" : "sum"] = Number(value)
+  }
+  return kinds
+}
+
+const readInside = (inside: Inside): Reading => ({
+  at: performance.now(),
+  gateway: cpuOf(inside.pid),
+  mainThread: inside.single === undefined ? undefined : mainThreadCpuOf(inside.pid),
+  database: inside.databasePid === undefined ? undefined : cpuOf(inside.databasePid),
+  batches: inside.single === undefined ? Promise.resolve({}) : batchesOf(inside.single.port)
+})
+
+const closedLoopOf = async (start: Reading, end: Reading): Promise<ClosedLoop> => {
+  const ms = end.at - start.at
+  const cores = (a: number, b: number) => Math.round((100 * (b - a)) / ms) / 100
+  const [before, after] = await Promise.all([start.batches, end.batches])
+  const statements: Record<string, { perSecond: number; callsEach: number }> = {}
+  for (const [kind, b] of Object.entries(after)) {
+    const a = before[kind] ?? { count: 0, sum: 0 }
+    const count = b.count - a.count
+    if (count > 0) {
+      statements[kind] = { perSecond: Math.round((1000 * count) / ms), callsEach: Math.round((10 * (b.sum - a.sum)) / count) / 10 }
+    }
+  }
+  return {
+    seconds: Math.round(ms / 100) / 10,
+    gatewayCores: cores(start.gateway, end.gateway),
+    ...(start.mainThread !== undefined && end.mainThread !== undefined
+      ? { mainThreadCores: cores(start.mainThread, end.mainThread) }
+      : {}),
+    ...(start.database !== undefined && end.database !== undefined ? { databaseCores: cores(start.database, end.database) } : {}),
+    statements
+  }
+}
+
+const describeStatements = (c: ClosedLoop) =>
+  Object.entries(c.statements).map(([kind, s]) => `${kind} ${s.perSecond}/s × ${s.callsEach}`).join(" · ")
+
+const measure = async (name: string, target: Target, pid?: number | undefined, inside?: Inside): Promise<Figures> => {
   const plan = (c: number, durationSec: number, rate?: number): LoadPlan => ({
     url: target.url,
     connections: c,
@@ -178,12 +270,18 @@ const measure = async (name: string, target: Target, pid?: number | undefined): 
   let rssMb = 0
   const sampler = pid === undefined ? undefined : setInterval(() => (rssMb = Math.max(rssMb, rssOf(pid))), 250)
   const cpuBefore = pid === undefined ? 0 : cpuOf(pid)
+  // the closed loop runs between the second plan's result and the third's
+  const readings: Array<Reading> = []
   const [warmup, sequential, max, rate] = await loadAll([
     plan(connections, warmupSeconds),
     plan(1, seconds),
     plan(connections, seconds),
     plan(64, seconds, fixedRate)
-  ])
+  ], (index) => {
+    if (inside !== undefined && (index === 1 || index === 2)) readings.push(readInside(inside))
+  })
+  const [start, end] = readings
+  const closedLoop = start !== undefined && end !== undefined ? await closedLoopOf(start, end) : undefined
   if (sampler !== undefined) clearInterval(sampler)
   if (warmup === undefined || sequential === undefined || max === undefined || rate === undefined) throw new Error("missing load results")
   const answered = warmup.requests + sequential.requests + max.requests + rate.requests
@@ -198,7 +296,21 @@ const measure = async (name: string, target: Target, pid?: number | undefined): 
       r3(rate.p50)
     } p99 ${r3(rate.p99)} ms${pid !== undefined ? ` · rss ${rssMb} MB · cpu ${cpuMsPerCall} ms/call` : ""}`
   )
-  return { sequential, max, rate, ...(pid !== undefined ? { rssMb } : {}), ...(cpuMsPerCall !== undefined ? { cpuMsPerCall } : {}) }
+  if (closedLoop !== undefined) {
+    console.error(
+      `  ${"".padEnd(28)} closed loop: gateway ${closedLoop.gatewayCores} cores` +
+        `${closedLoop.mainThreadCores !== undefined ? ` (main thread ${closedLoop.mainThreadCores})` : ""}` +
+        `${closedLoop.databaseCores !== undefined ? ` · PostgreSQL ${closedLoop.databaseCores} cores` : ""} · ${describeStatements(closedLoop)}`
+    )
+  }
+  return {
+    sequential,
+    max,
+    rate,
+    ...(pid !== undefined ? { rssMb } : {}),
+    ...(cpuMsPerCall !== undefined ? { cpuMsPerCall } : {}),
+    ...(closedLoop !== undefined ? { closedLoop } : {})
+  }
 }
 
 const r3 = (n: number) => n.toFixed(3)
@@ -449,6 +561,8 @@ const main = async () => {
     words === undefined || words.some((w) => (w.startsWith("=") ? name === w.slice(1) : name.includes(w)))
   console.error(`bench: ${quick ? "quick" : "full"} run, ${seconds} s per measurement, ${connections} connections`)
   const db = await prepareDatabase(scope)
+  // the database's processes, for the closed loop's reading of the cores (when the server runs on this machine)
+  const databasePid = await postmasterOf(db.url)
   const rows: Array<Row> = []
   const notes: Array<string> = []
   // --timeline, --survivors, --steps: a single-process gateway gets the probes' output files; each of its scenarios
@@ -605,9 +719,12 @@ const main = async () => {
     for (const s of scenarios) {
       if (!selected(s.name)) continue
       const probe = s.pid === gateway.child.pid ? gateway : s.probe
+      const inside = s.pid !== undefined && s.pid === gateway.child.pid
+        ? { pid: s.pid, databasePid, single: { port: gateway.port } }
+        : undefined
       const figures = probe === undefined
-        ? await measure(s.name, s.target, s.pid)
-        : await probed(s.name, probe, () => measure(s.name, s.target, s.pid), probe === gateway)
+        ? await measure(s.name, s.target, s.pid, inside)
+        : await probed(s.name, probe, () => measure(s.name, s.target, s.pid, inside), probe === gateway)
       rows.push({ name: s.name, what: s.what, figures })
     }
 
@@ -661,7 +778,8 @@ const main = async () => {
           measure(
             "gateway-heap-128",
             { url: `http://127.0.0.1:${bounded.port}/v1/mobile_app_search`, body, keys: keys.spreadKeys, expectStatus: 200 },
-            bounded.child.pid
+            bounded.child.pid,
+            bounded.child.pid === undefined ? undefined : { pid: bounded.child.pid, databasePid, single: { port: bounded.port } }
           ))
       })
       if (rssSeconds > 0) await rssRun(bounded, ` with the heap limited to ${boundedHeapMb} MB`)
@@ -683,7 +801,8 @@ const main = async () => {
             keys: keys.spreadKeys,
             expectStatus: 200
           },
-          two.child.pid
+          two.child.pid,
+          two.child.pid === undefined ? undefined : { pid: two.child.pid, databasePid }
         )
       })
       await stop(two)
@@ -782,6 +901,32 @@ const report = (rows: ReadonlyArray<Row>, notes: ReadonlyArray<string>, started:
       ])
     ),
     "",
+    ...(rows.some((r) => r.figures.closedLoop !== undefined)
+      ? [
+        `In the closed loop (${connections} connections): what the gateway's process, its main (JavaScript) thread and ` +
+        `PostgreSQL's processes used of the ${m.cores} cores, per second and per call, and the ledger's statements ` +
+        "(per second × calls in each):",
+        "",
+        line(["scenario", "calls/s", "gateway cores", "main thread cores", "PostgreSQL cores", "gateway ms/call", "PostgreSQL ms/call", "statements"]),
+        line(["---", "---:", "---:", "---:", "---:", "---:", "---:", "---"]),
+        ...rows.flatMap((r) => {
+          const c = r.figures.closedLoop
+          if (c === undefined) return []
+          const perCall = (cores: number | undefined) => cores === undefined ? "" : r3(cores * 1000 / Math.max(1, r.figures.max.rps))
+          return [line([
+            r.name,
+            r.figures.max.rps,
+            c.gatewayCores.toFixed(2),
+            c.mainThreadCores?.toFixed(2) ?? "",
+            c.databaseCores?.toFixed(2) ?? "",
+            perCall(c.gatewayCores),
+            perCall(c.databaseCores),
+            describeStatements(c)
+          ])]
+        }),
+        ""
+      ]
+      : []),
     ...(proxy !== undefined
       ? [
         "Overhead (gateway − bare proxy, same run):",

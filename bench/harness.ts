@@ -135,15 +135,21 @@ export const rssOf = (pid: number): number => {
   return Math.round(kb / 1024)
 }
 
-/** CPU time (user + system) a process and its children (cluster workers) have used so far, in ms. */
+/**
+ * CPU time (user + system) a process and its children (cluster workers; a PostgreSQL server's backends) have used
+ * so far, in ms: the process's own, its live children's, and that of its children that ended (and were waited
+ * for), which Linux adds to the parent's — a backend that closes mid-measurement does not take its time with it.
+ */
 export const cpuOf = (pid: number): number => {
   const ticksPerSecond = 100 // USER_HZ on Linux
   let ticks = 0
   for (const p of [pid, ...childPids(pid)]) {
     try {
-      // fields after the command name (which may hold spaces): utime and stime are the 12th and 13th
+      // fields after the command name (which may hold spaces): utime and stime are the 12th and 13th, the
+      // waited-for children's cutime and cstime the 14th and 15th
       const fields = Fs.readFileSync(`/proc/${p}/stat`, "utf8").split(") ")[1]?.split(" ") ?? []
       ticks += Number(fields[11] ?? "0") + Number(fields[12] ?? "0")
+      if (p === pid) ticks += Number(fields[13] ?? "0") + Number(fields[14] ?? "0")
     } catch {
       // the process ended
     }
@@ -156,6 +162,18 @@ export const mainThreadCpuOf = (pid: number): number => {
   try {
     const fields = Fs.readFileSync(`/proc/${pid}/task/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? []
     return ((Number(fields[11] ?? "0") + Number(fields[12] ?? "0")) * 1000) / 100
+  } catch {
+    return 0
+  }
+}
+
+/**
+ * How long one process's main thread has waited, runnable, for a core so far, in ms (`schedstat`'s second field):
+ * time it would have run had the machine had a core free.
+ */
+export const mainThreadWaitOf = (pid: number): number => {
+  try {
+    return Number(Fs.readFileSync(`/proc/${pid}/task/${pid}/schedstat`, "utf8").split(" ")[1] ?? "0") / 1e6
   } catch {
     return 0
   }

@@ -39,6 +39,7 @@ import {
   cpuOf,
   gatewayEntry,
   mainThreadCpuOf,
+  mainThreadWaitOf,
   postmasterOf,
   prepareDatabase,
   type Proc,
@@ -167,7 +168,7 @@ interface Figures {
    * cores — steadier from run to run than the throughput on a shared machine.
    */
   readonly cpuMsPerCall?: number
-  /** What the closed loop used of the machine (single-process gateway scenarios). */
+  /** What the closed loop used of the machine (the gateway's scenarios, the proxy's and the ceilings'). */
   readonly closedLoop?: ClosedLoop
 }
 
@@ -179,27 +180,32 @@ interface Figures {
  */
 interface ClosedLoop {
   readonly seconds: number
-  readonly gatewayCores: number
+  /** The server's process: the gateway (its workers included), or the proxy or ceiling measured. */
+  readonly processCores: number
   /** Undefined for workers: each has its own. */
   readonly mainThreadCores?: number
+  /** The share of the time the main thread waited, runnable, for a core (the machine's other processes had them). */
+  readonly mainThreadWaiting?: number
   readonly databaseCores?: number
   readonly statements: Readonly<Record<string, { readonly perSecond: number; readonly callsEach: number }>>
 }
 
 /**
- * What the closed loop is read from: the gateway's process, the database's postmaster, and for a single process
- * (not workers, whose main threads and metrics are each their own) its main thread and its port for the metrics.
+ * What the closed loop is read from: the server's process, the database's postmaster, and for a single process
+ * (not workers, whose main threads and metrics are each their own) its main thread and, for the gateway, its port
+ * for the metrics.
  */
 interface Inside {
   readonly pid: number
   readonly databasePid: number | undefined
-  readonly single?: { readonly port: number }
+  readonly single?: { readonly metricsPort?: number }
 }
 
 interface Reading {
   readonly at: number
   readonly gateway: number
   readonly mainThread: number | undefined
+  readonly mainThreadWait: number | undefined
   readonly database: number | undefined
   readonly batches: Promise<Readonly<Record<string, { readonly count: number; readonly sum: number }>>>
 }
@@ -223,8 +229,9 @@ const readInside = (inside: Inside): Reading => ({
   at: performance.now(),
   gateway: cpuOf(inside.pid),
   mainThread: inside.single === undefined ? undefined : mainThreadCpuOf(inside.pid),
+  mainThreadWait: inside.single === undefined ? undefined : mainThreadWaitOf(inside.pid),
   database: inside.databasePid === undefined ? undefined : cpuOf(inside.databasePid),
-  batches: inside.single === undefined ? Promise.resolve({}) : batchesOf(inside.single.port)
+  batches: inside.single?.metricsPort === undefined ? Promise.resolve({}) : batchesOf(inside.single.metricsPort)
 })
 
 const closedLoopOf = async (start: Reading, end: Reading): Promise<ClosedLoop> => {
@@ -241,9 +248,12 @@ const closedLoopOf = async (start: Reading, end: Reading): Promise<ClosedLoop> =
   }
   return {
     seconds: Math.round(ms / 100) / 10,
-    gatewayCores: cores(start.gateway, end.gateway),
+    processCores: cores(start.gateway, end.gateway),
     ...(start.mainThread !== undefined && end.mainThread !== undefined
       ? { mainThreadCores: cores(start.mainThread, end.mainThread) }
+      : {}),
+    ...(start.mainThreadWait !== undefined && end.mainThreadWait !== undefined
+      ? { mainThreadWaiting: cores(start.mainThreadWait, end.mainThreadWait) }
       : {}),
     ...(start.database !== undefined && end.database !== undefined ? { databaseCores: cores(start.database, end.database) } : {}),
     statements
@@ -298,8 +308,8 @@ const measure = async (name: string, target: Target, pid?: number | undefined, i
   )
   if (closedLoop !== undefined) {
     console.error(
-      `  ${"".padEnd(28)} closed loop: gateway ${closedLoop.gatewayCores} cores` +
-        `${closedLoop.mainThreadCores !== undefined ? ` (main thread ${closedLoop.mainThreadCores})` : ""}` +
+      `  ${"".padEnd(28)} closed loop: process ${closedLoop.processCores} cores` +
+        `${closedLoop.mainThreadCores !== undefined ? ` (main thread ${closedLoop.mainThreadCores}, waited for a core ${closedLoop.mainThreadWaiting})` : ""}` +
         `${closedLoop.databaseCores !== undefined ? ` · PostgreSQL ${closedLoop.databaseCores} cores` : ""} · ${describeStatements(closedLoop)}`
     )
   }
@@ -652,8 +662,11 @@ const main = async () => {
         : Promise.resolve(undefined)
     await jitWarmup(gateway.port)
     const withKey = (key: string) => ({ "x-api-key": key })
-    // `pid`: the process whose CPU a call costs; `probe`: a process other than the gateway whose probe samples it
-    const scenarios: ReadonlyArray<{ name: string; what: string; target: Target; pid?: number | undefined; probe?: Proc }> = [
+    // `pid`: the process whose CPU a call costs; `probe`: a process other than the gateway whose probe samples it;
+    // `server`: a process other than the gateway whose use of the cores the closed loop reads
+    const scenarios: ReadonlyArray<
+      { name: string; what: string; target: Target; pid?: number | undefined; probe?: Proc; server?: Proc }
+    > = [
       {
         name: "upstream",
         what: "the fake provider alone (`node:http`, fixed JSON)",
@@ -667,18 +680,21 @@ const main = async () => {
           body,
           headers: { "x-api-key": "bench-key" },
           expectStatus: 200
-        }
+        },
+        server: proxy
       },
       {
         name: "ceiling-router",
         what: "`HttpRouter` on `NodeHttpServer`, constant JSON (no upstream)",
-        target: { url: `http://127.0.0.1:${router.port}/v1/mobile_app_search`, body, expectStatus: 200 }
+        target: { url: `http://127.0.0.1:${router.port}/v1/mobile_app_search`, body, expectStatus: 200 },
+        server: router
       },
       {
         name: "ceiling-httpapi",
         what: "`HttpApi` endpoint decoding the tool's payload, constant JSON (no upstream)",
         target: { url: `http://127.0.0.1:${api.port}/v1/mobile_app_search`, body, expectStatus: 200 },
-        probe: api
+        probe: api,
+        server: api
       },
       {
         name: "gateway",
@@ -720,7 +736,9 @@ const main = async () => {
       if (!selected(s.name)) continue
       const probe = s.pid === gateway.child.pid ? gateway : s.probe
       const inside = s.pid !== undefined && s.pid === gateway.child.pid
-        ? { pid: s.pid, databasePid, single: { port: gateway.port } }
+        ? { pid: s.pid, databasePid, single: { metricsPort: gateway.port } }
+        : s.server?.child.pid !== undefined
+        ? { pid: s.server.child.pid, databasePid: undefined, single: {} }
         : undefined
       const figures = probe === undefined
         ? await measure(s.name, s.target, s.pid, inside)
@@ -779,7 +797,7 @@ const main = async () => {
             "gateway-heap-128",
             { url: `http://127.0.0.1:${bounded.port}/v1/mobile_app_search`, body, keys: keys.spreadKeys, expectStatus: 200 },
             bounded.child.pid,
-            bounded.child.pid === undefined ? undefined : { pid: bounded.child.pid, databasePid, single: { port: bounded.port } }
+            bounded.child.pid === undefined ? undefined : { pid: bounded.child.pid, databasePid, single: { metricsPort: bounded.port } }
           ))
       })
       if (rssSeconds > 0) await rssRun(bounded, ` with the heap limited to ${boundedHeapMb} MB`)
@@ -903,12 +921,23 @@ const report = (rows: ReadonlyArray<Row>, notes: ReadonlyArray<string>, started:
     "",
     ...(rows.some((r) => r.figures.closedLoop !== undefined)
       ? [
-        `In the closed loop (${connections} connections): what the gateway's process, its main (JavaScript) thread and ` +
-        `PostgreSQL's processes used of the ${m.cores} cores, per second and per call, and the ledger's statements ` +
-        "(per second × calls in each):",
+        `In the closed loop (${connections} connections): what the server's process (the gateway, or the proxy or ceiling ` +
+        `measured), its main (JavaScript) thread and PostgreSQL's processes used of the ${m.cores} cores, how much of ` +
+        "the time the main thread waited for a core, the CPU per call, and the ledger's statements (per second × calls in each):",
         "",
-        line(["scenario", "calls/s", "gateway cores", "main thread cores", "PostgreSQL cores", "gateway ms/call", "PostgreSQL ms/call", "statements"]),
-        line(["---", "---:", "---:", "---:", "---:", "---:", "---:", "---"]),
+        line([
+          "scenario",
+          "calls/s",
+          "process cores",
+          "main thread cores",
+          "main thread waiting",
+          "PostgreSQL cores",
+          "process ms/call",
+          "main thread ms/call",
+          "PostgreSQL ms/call",
+          "statements"
+        ]),
+        line(["---", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---:", "---"]),
         ...rows.flatMap((r) => {
           const c = r.figures.closedLoop
           if (c === undefined) return []
@@ -916,10 +945,12 @@ const report = (rows: ReadonlyArray<Row>, notes: ReadonlyArray<string>, started:
           return [line([
             r.name,
             r.figures.max.rps,
-            c.gatewayCores.toFixed(2),
+            c.processCores.toFixed(2),
             c.mainThreadCores?.toFixed(2) ?? "",
+            c.mainThreadWaiting?.toFixed(2) ?? "",
             c.databaseCores?.toFixed(2) ?? "",
-            perCall(c.gatewayCores),
+            perCall(c.processCores),
+            perCall(c.mainThreadCores),
             perCall(c.databaseCores),
             describeStatements(c)
           ])]

@@ -173,10 +173,11 @@ interface Figures {
 }
 
 /**
- * Read at the closed loop's start and end: what the gateway's process, its main (JavaScript) thread and the
- * database's processes used of the cores meanwhile, and the ledger's statements by kind (the
- * `tool_gateway_ledger_batch_size` histogram): statements per second and calls per statement. Whatever of
- * these nears its limit (a thread at 1.0 core; the cores of the machine all in use) is what bounds the calls/s.
+ * Read at the closed loop's start and end: what the server's process, its main (JavaScript) thread and the
+ * database's processes used of the cores meanwhile, how long that thread waited for a core, and the gateway's
+ * ledger statements by kind (the `tool_gateway_ledger_batch_size` histogram): statements per second and calls
+ * per statement. Whatever of these nears its limit (a thread running or waiting 1.0 of the time; the cores of the
+ * machine all in use) is what bounds the calls/s.
  */
 interface ClosedLoop {
   readonly seconds: number
@@ -203,7 +204,7 @@ interface Inside {
 
 interface Reading {
   readonly at: number
-  readonly gateway: number
+  readonly process: number
   readonly mainThread: number | undefined
   readonly mainThreadWait: number | undefined
   readonly database: number | undefined
@@ -227,11 +228,14 @@ const batchesOf = async (port: number) => {
 
 const readInside = (inside: Inside): Reading => ({
   at: performance.now(),
-  gateway: cpuOf(inside.pid),
+  process: cpuOf(inside.pid),
   mainThread: inside.single === undefined ? undefined : mainThreadCpuOf(inside.pid),
   mainThreadWait: inside.single === undefined ? undefined : mainThreadWaitOf(inside.pid),
   database: inside.databasePid === undefined ? undefined : cpuOf(inside.databasePid),
-  batches: inside.single?.metricsPort === undefined ? Promise.resolve({}) : batchesOf(inside.single.metricsPort)
+  // a scrape that fails leaves the statements out, not the run (and is caught at once: it is awaited only later)
+  batches: inside.single?.metricsPort === undefined
+    ? Promise.resolve({})
+    : batchesOf(inside.single.metricsPort).catch(() => ({}))
 })
 
 const closedLoopOf = async (start: Reading, end: Reading): Promise<ClosedLoop> => {
@@ -248,7 +252,7 @@ const closedLoopOf = async (start: Reading, end: Reading): Promise<ClosedLoop> =
   }
   return {
     seconds: Math.round(ms / 100) / 10,
-    processCores: cores(start.gateway, end.gateway),
+    processCores: cores(start.process, end.process),
     ...(start.mainThread !== undefined && end.mainThread !== undefined
       ? { mainThreadCores: cores(start.mainThread, end.mainThread) }
       : {}),

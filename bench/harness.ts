@@ -135,37 +135,33 @@ export const rssOf = (pid: number): number => {
   return Math.round(kb / 1024)
 }
 
+/** A `/proc/.../stat` file's fields after the command name (which may hold spaces); none once the task ended. */
+const statFields = (file: string): ReadonlyArray<string> => {
+  try {
+    return Fs.readFileSync(file, "utf8").split(") ")[1]?.split(" ") ?? []
+  } catch {
+    return []
+  }
+}
+
+/** Clock ticks (USER_HZ, 100 a second on Linux) to ms, of the `stat` fields at `from` and the one after it. */
+const ticksMs = (fields: ReadonlyArray<string>, from: number) => (Number(fields[from] ?? "0") + Number(fields[from + 1] ?? "0")) * 10
+
 /**
  * CPU time (user + system) a process and its children (cluster workers; a PostgreSQL server's backends) have used
  * so far, in ms: the process's own, its live children's, and that of its children that ended (and were waited
  * for), which Linux adds to the parent's — a backend that closes mid-measurement does not take its time with it.
  */
 export const cpuOf = (pid: number): number => {
-  const ticksPerSecond = 100 // USER_HZ on Linux
-  let ticks = 0
-  for (const p of [pid, ...childPids(pid)]) {
-    try {
-      // fields after the command name (which may hold spaces): utime and stime are the 12th and 13th, the
-      // waited-for children's cutime and cstime the 14th and 15th
-      const fields = Fs.readFileSync(`/proc/${p}/stat`, "utf8").split(") ")[1]?.split(" ") ?? []
-      ticks += Number(fields[11] ?? "0") + Number(fields[12] ?? "0")
-      if (p === pid) ticks += Number(fields[13] ?? "0") + Number(fields[14] ?? "0")
-    } catch {
-      // the process ended
-    }
-  }
-  return (ticks * 1000) / ticksPerSecond
+  const own = statFields(`/proc/${pid}/stat`)
+  // utime and stime are the 12th and 13th fields, the waited-for children's cutime and cstime the 14th and 15th
+  let ms = ticksMs(own, 11) + ticksMs(own, 13)
+  for (const child of childPids(pid)) ms += ticksMs(statFields(`/proc/${child}/stat`), 11)
+  return ms
 }
 
 /** CPU time (user + system) one process's main thread has used so far, in ms: for Node, the JavaScript thread. */
-export const mainThreadCpuOf = (pid: number): number => {
-  try {
-    const fields = Fs.readFileSync(`/proc/${pid}/task/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? []
-    return ((Number(fields[11] ?? "0") + Number(fields[12] ?? "0")) * 1000) / 100
-  } catch {
-    return 0
-  }
-}
+export const mainThreadCpuOf = (pid: number): number => ticksMs(statFields(`/proc/${pid}/task/${pid}/stat`), 11)
 
 /**
  * How long one process's main thread has waited, runnable, for a core so far, in ms (`schedstat`'s second field):

@@ -127,10 +127,14 @@ const loadAll = (plans: ReadonlyArray<LoadPlan>, onResult?: (index: number) => v
     let out = ""
     let lines = 0
     child.stdout.on("data", (chunk: Buffer) => {
-      out += chunk.toString("utf8")
-      // a plan's result is written as it ends, and the next plan starts at once: `onResult` marks the moment
-      const complete = out.split("\n").length - 1
-      for (; lines < complete; lines++) onResult?.(lines)
+      const text = chunk.toString("utf8")
+      out += text
+      // a plan's result is written as it ends (a line), and the next plan starts at once: `onResult` marks the moment
+      for (const c of text) {
+        if (c !== "\n") continue
+        onResult?.(lines)
+        lines += 1
+      }
     })
     child.once("exit", (code) => {
       if (code !== 0) return reject(new Error(`load generator exited with ${code}`))

@@ -231,6 +231,9 @@ const writeOutcomeUnknown = (request: UpstreamRequest, what: string) =>
 /** The answer passed the size cap (the request is destroyed). */
 class TooLarge extends Error {}
 
+/** The exchange's deadline passed (the request is destroyed). */
+class DeadlinePassed extends Error {}
+
 /** No connection was made within `CONNECT_TIMEOUT_MS` (its code is what the error message shows). */
 class ConnectTimeout extends Error {
   readonly code = "ECONNECT_TIMEOUT"
@@ -238,9 +241,6 @@ class ConnectTimeout extends Error {
 
 /** How long a new connection (its TLS handshake included) may take before the provider counts as unreachable. */
 const CONNECT_TIMEOUT_MS = 10_000
-
-const isTimeout = (error: unknown) =>
-  causeChain(error).some((c) => c instanceof Error && c.name === "TimeoutError")
 
 const flatHeaders = (headers: Http.IncomingHttpHeaders): Record<string, string> => {
   const out: Record<string, string> = {}
@@ -304,9 +304,6 @@ export const make = Effect.gen(function* () {
         new Promise<UpstreamResponse>((resolve, reject) => {
           const pool = request.guarded === true ? guarded : trusted
           let secure = false
-          // Why the gateway ended the exchange (the deadline, the size cap, the caller gone): what the promise
-          // rejects with, whatever error the destroyed request then reports.
-          let reason: Error | undefined
           let connected = false
           let finished = false
           let connectTimer: ReturnType<typeof setTimeout> | undefined
@@ -319,21 +316,21 @@ export const make = Effect.gen(function* () {
           const fail = (error: unknown) => {
             if (finished) return
             end()
-            const failure = reason ?? error
-            if (!connected && typeof failure === "object" && failure !== null) unsent.add(failure)
-            reject(failure)
+            if (!connected && typeof error === "object" && error !== null) unsent.add(error)
+            reject(error)
           }
           let req: Http.ClientRequest | undefined
+          // The gateway ends the exchange (the deadline, the size cap, the caller gone): the promise rejects with
+          // why, first; whatever error the destroyed request then reports comes after it and is ignored.
           const stop = (why: Error) => {
-            if (reason === undefined) reason = why
-            if (req !== undefined) req.destroy()
             fail(why)
+            req?.destroy()
           }
           // The deadline is a timer of our own that ends the exchange (headers and body alike). Not
           // `AbortSignal.timeout(ms)`: Node holds such a signal weakly, and a collected one never fires — a call
           // to an upstream that stalls would then hang for good.
           const deadlineTimer = setTimeout(
-            () => stop(new DOMException(deadline.describe, "TimeoutError")),
+            () => stop(new DeadlinePassed(deadline.describe)),
             Math.min(remainingMs, MAX_TIMER_MS)
           )
           const onAbort = () => stop(signal.reason instanceof Error ? signal.reason : new Error("interrupted"))
@@ -395,7 +392,7 @@ export const make = Effect.gen(function* () {
         const reason = ssrfReason(error)
         if (reason !== undefined) return new UrlNotAllowed({ message: `The URL is not allowed: ${reason}.` })
         const write = !request.idempotent && !neverSent(error)
-        if (isTimeout(error)) {
+        if (error instanceof DeadlinePassed) {
           return write ? writeOutcomeUnknown(request, deadline.describe.replace(/\.$/, "")) : new ProviderTimeout({ message: deadline.describe })
         }
         if (error instanceof TooLarge) {

@@ -382,10 +382,15 @@ export const make = Effect.gen(function* () {
               resolve({ status: res.statusCode ?? 0, headers: flatHeaders(res.headers), url, body: bytes })
             })
             res.on("error", fail)
-            res.once("close", () => fail(new Error("the connection closed before the answer ended")))
+            // (an Error is made only when it is one: it captures a stack, and every exchange ends with these events)
+            res.once("close", () => {
+              if (!finished) fail(new Error("the connection closed before the answer ended"))
+            })
           })
           req.on("error", fail)
-          req.once("close", () => fail(new Error("the connection closed before an answer")))
+          req.once("close", () => {
+            if (!finished) fail(new Error("the connection closed before an answer"))
+          })
           req.end(body)
         }),
       catch: (error): ProviderError => {

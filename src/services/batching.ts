@@ -18,10 +18,8 @@
  */
 import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
-import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as FiberId from "effect/FiberId"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
@@ -42,7 +40,9 @@ export const batched = <I, O>(options: {
   readonly kind: string
 }) =>
   Effect.gen(function* () {
-    const queue = yield* Queue.unbounded<readonly [I, Deferred.Deferred<O>]>()
+    // each item with how to resume its caller (`Effect.async`'s callback: a `Deferred` per call cost more, its
+    // making copies the properties of an Effect into each one; docs/performance.md, seventeenth round)
+    const queue = yield* Queue.unbounded<readonly [I, (exit: Exit.Exit<O>) => void]>()
     const batchSize = Metric.tagged(ledgerBatchSize, "kind", options.kind)
     // the one statement of this kind in flight, whoever sends it: a caller alone, or the worker
     const statement = yield* Effect.makeSemaphore(1)
@@ -74,9 +74,7 @@ export const batched = <I, O>(options: {
               yield* Metric.update(batchSize, taken.length)
               const exit = yield* send(taken.map(([item]) => item))
               yield* statement.release(1)
-              yield* Effect.forEach(taken, ([, deferred], n) => Deferred.done(deferred, answer(exit, n, taken.length)), {
-                discard: true
-              })
+              taken.forEach(([, resume], n) => resume(answer(exit, n, taken.length)))
             })
           })
         ))
@@ -85,16 +83,17 @@ export const batched = <I, O>(options: {
 
     yield* Effect.addFinalizer(() =>
       Effect.flatMap(Queue.takeAll(queue), (left) =>
-        Effect.forEach(left, ([, deferred]) =>
-          Deferred.failCause(deferred, Cause.die(new Error("the service closed before this call's turn"))), { discard: true })))
+        Effect.sync(() => {
+          const closed = Exit.failCause(Cause.die(new Error("the service closed before this call's turn")))
+          for (const [, resume] of left) resume(closed)
+        })))
 
+    // queued in the step that registers the caller, so that the count of items waiting is never off; a caller
+    // interrupted while it waits leaves its item to run, and its result is dropped
     const queued = (item: I): Effect.Effect<O> =>
-      Effect.suspend(() => {
-        // queued in this same step, so that the count of items waiting is never off
-        const deferred = Deferred.unsafeMake<O>(FiberId.none)
+      Effect.async<O>((resume) => {
         waiting += 1
-        queue.unsafeOffer([item, deferred])
-        return Deferred.await(deferred)
+        queue.unsafeOffer([item, resume])
       })
 
     // a caller alone sends its own statement, uninterruptibly, if none is in flight; otherwise it queues (what does

@@ -15,6 +15,7 @@ import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as FiberRef from "effect/FiberRef"
+import * as HashMap from "effect/HashMap"
 import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
 import {
@@ -190,23 +191,29 @@ const requestLine = (
 ) => {
   const status = response.status
   const path = request.url.split("?")[0] ?? "/"
-  return Effect.logWithLevel(level, "request").pipe(
-    Effect.annotateLogs({
-      request_id: state.requestId,
-      method: request.method,
-      path: path.length > 200 ? `${path.slice(0, 200)}…` : path,
-      status,
-      code: state.code ?? (response.headers["idempotent-replayed"] === "true" ? "replayed" : "ok"),
-      org_id: facts.orgId ?? null,
-      key_id: facts.keyId ?? null,
-      tool: facts.tool ?? null,
-      credits: facts.credits,
-      provider: facts.provider ?? null,
-      latency_ms: round(latencyMs),
-      provider_latency_ms: facts.providerMs === undefined ? null : round(facts.providerMs),
-      // the client was gone before the answer was written
-      client_closed: clientClosed
-    })
+  const fields = {
+    request_id: state.requestId,
+    method: request.method,
+    path: path.length > 200 ? `${path.slice(0, 200)}…` : path,
+    status,
+    code: state.code ?? (response.headers["idempotent-replayed"] === "true" ? "replayed" : "ok"),
+    org_id: facts.orgId ?? null,
+    key_id: facts.keyId ?? null,
+    tool: facts.tool ?? null,
+    credits: facts.credits,
+    provider: facts.provider ?? null,
+    latency_ms: round(latencyMs),
+    provider_latency_ms: facts.providerMs === undefined ? null : round(facts.providerMs),
+    // the client was gone before the answer was written
+    client_closed: clientClosed
+  }
+  // Set on the request's fiber, not scoped with `Effect.annotateLogs`: the line is the request's last log and the
+  // fiber is the request's own (see the middleware); a scope would copy the fiber's refs twice more and run an
+  // uninterruptible acquire/release around the one line.
+  return Effect.zipRight(
+    FiberRef.update(FiberRef.currentLogAnnotations, (annotations) =>
+      Object.entries(fields).reduce((all, [key, value]) => HashMap.set(all, key, value), annotations)),
+    Effect.logWithLevel(level, "request")
   )
 }
 

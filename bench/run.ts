@@ -196,14 +196,14 @@ interface ClosedLoop {
 }
 
 /**
- * What the closed loop is read from: the server's process, the database's postmaster, and for a single process
- * (not workers, whose main threads and metrics are each their own) its main thread and, for the gateway, its port
- * for the metrics.
+ * What the closed loop is read from: the server's process, the database's postmaster, whether to read its main
+ * thread (a single process: workers each have their own), and a single gateway's port for its metrics.
  */
 interface Inside {
   readonly pid: number
-  readonly databasePid: number | undefined
-  readonly single?: { readonly metricsPort?: number }
+  readonly databasePid?: number | undefined
+  readonly mainThread: boolean
+  readonly metricsPort?: number
 }
 
 interface Reading {
@@ -215,17 +215,27 @@ interface Reading {
   readonly batches: Promise<Readonly<Record<string, { readonly count: number; readonly sum: number }>>>
 }
 
+/** The gateway's metrics, as `/metrics` writes them (Prometheus' text format). */
+const scrape = async (port: number) => (await fetch(`http://127.0.0.1:${port}/metrics`)).text()
+
+/** The samples of one metric in a scrape: each line's labels and value. */
+const samplesOf = (text: string, metric: string) =>
+  text.split("\n").flatMap((l) => {
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{([^}]*)\})? (\S+)/.exec(l)
+    if (m === null || m[1] !== metric) return []
+    const labels = new Map([...(m[2] ?? "").matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="([^"]*)"/g)].map(([, k, v]) => [k, v]))
+    return [{ labels, value: Number(m[3]) }]
+  })
+
 /** The ledger's batch-size histogram, by kind: how many statements, and how many calls in all. */
 const batchesOf = async (port: number) => {
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text()
+  const text = await scrape(port)
   const kinds: Record<string, { count: number; sum: number }> = {}
-  for (const l of text.split("\n")) {
-    const m = /^tool_gateway_ledger_batch_size_(count|sum)\{[^}]*kind="([a-z]+)"[^}]*\} (\S+)/.exec(l)
-    if (m === null) continue
-    const [, field, kind, value] = m
-    if (field === undefined || kind === undefined) continue
-    const k = (kinds[kind] ??= { count: 0, sum: 0 })
-    k[field === "count" ? "count" : "sum"] = Number(value)
+  for (const field of ["count", "sum"] as const) {
+    for (const { labels, value } of samplesOf(text, `tool_gateway_ledger_batch_size_${field}`)) {
+      const kind = labels.get("kind")
+      if (kind !== undefined) (kinds[kind] ??= { count: 0, sum: 0 })[field] = value
+    }
   }
   return kinds
 }
@@ -233,13 +243,11 @@ const batchesOf = async (port: number) => {
 const readInside = (inside: Inside): Reading => ({
   at: performance.now(),
   process: cpuOf(inside.pid),
-  mainThread: inside.single === undefined ? undefined : mainThreadCpuOf(inside.pid),
-  mainThreadWait: inside.single === undefined ? undefined : mainThreadWaitOf(inside.pid),
+  mainThread: inside.mainThread ? mainThreadCpuOf(inside.pid) : undefined,
+  mainThreadWait: inside.mainThread ? mainThreadWaitOf(inside.pid) : undefined,
   database: inside.databasePid === undefined ? undefined : cpuOf(inside.databasePid),
   // a scrape that fails leaves the statements out, not the run (and is caught at once: it is awaited only later)
-  batches: inside.single?.metricsPort === undefined
-    ? Promise.resolve({})
-    : batchesOf(inside.single.metricsPort).catch(() => ({}))
+  batches: inside.metricsPort === undefined ? Promise.resolve({}) : batchesOf(inside.metricsPort).catch(() => ({}))
 })
 
 const closedLoopOf = async (start: Reading, end: Reading): Promise<ClosedLoop> => {
@@ -519,11 +527,8 @@ interface Memory {
  */
 const memoryOf = async (port: number, pid: number | undefined): Promise<Memory> => {
   const rss = pid === undefined ? undefined : rssOf(pid)
-  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text()
-  const mb = (kind: string) => {
-    const line = text.split("\n").find((l) => l.startsWith(`tool_gateway_process_memory_bytes{kind="${kind}"`))
-    return Math.round(Number(line?.split(" ").pop() ?? "0") / 2 ** 20)
-  }
+  const memory = samplesOf(await scrape(port), "tool_gateway_process_memory_bytes")
+  const mb = (kind: string) => Math.round((memory.find((m) => m.labels.get("kind") === kind)?.value ?? 0) / 2 ** 20)
   return { rssMb: rss ?? mb("rss"), heapUsedMb: mb("heap_used"), heapTotalMb: mb("heap_total") }
 }
 
@@ -744,9 +749,9 @@ const main = async () => {
       if (!selected(s.name)) continue
       const probe = s.pid === gateway.child.pid ? gateway : s.probe
       const inside = s.pid !== undefined && s.pid === gateway.child.pid
-        ? { pid: s.pid, databasePid, single: { metricsPort: gateway.port } }
+        ? { pid: s.pid, databasePid, mainThread: true, metricsPort: gateway.port }
         : s.server?.child.pid !== undefined
-        ? { pid: s.server.child.pid, databasePid: undefined, single: {} }
+        ? { pid: s.server.child.pid, mainThread: true }
         : undefined
       const figures = probe === undefined
         ? await measure(s.name, s.target, s.pid, inside)
@@ -805,7 +810,7 @@ const main = async () => {
             "gateway-heap-128",
             { url: `http://127.0.0.1:${bounded.port}/v1/mobile_app_search`, body, keys: keys.spreadKeys, expectStatus: 200 },
             bounded.child.pid,
-            bounded.child.pid === undefined ? undefined : { pid: bounded.child.pid, databasePid, single: { metricsPort: bounded.port } }
+            bounded.child.pid === undefined ? undefined : { pid: bounded.child.pid, databasePid, mainThread: true, metricsPort: bounded.port }
           ))
       })
       if (rssSeconds > 0) await rssRun(bounded, ` with the heap limited to ${boundedHeapMb} MB`)
@@ -828,7 +833,7 @@ const main = async () => {
             expectStatus: 200
           },
           two.child.pid,
-          two.child.pid === undefined ? undefined : { pid: two.child.pid, databasePid }
+          two.child.pid === undefined ? undefined : { pid: two.child.pid, databasePid, mainThread: false }
         )
       })
       await stop(two)

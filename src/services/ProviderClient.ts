@@ -319,6 +319,11 @@ export const make = Effect.gen(function* () {
             if (!connected && typeof error === "object" && error !== null) unsent.add(error)
             reject(error)
           }
+          // the connection closed before the exchange ended: every exchange ends with its `close` events, so the Error
+          // (which captures a stack) is made only when the exchange is still open
+          const closedEarly = (message: string) => () => {
+            if (!finished) fail(new Error(message))
+          }
           let req: Http.ClientRequest | undefined
           // The gateway ends the exchange (the deadline, the size cap, the caller gone): the promise rejects with
           // why, first; whatever error the destroyed request then reports comes after it and is ignored.
@@ -382,15 +387,10 @@ export const make = Effect.gen(function* () {
               resolve({ status: res.statusCode ?? 0, headers: flatHeaders(res.headers), url, body: bytes })
             })
             res.on("error", fail)
-            // (an Error is made only when it is one: it captures a stack, and every exchange ends with these events)
-            res.once("close", () => {
-              if (!finished) fail(new Error("the connection closed before the answer ended"))
-            })
+            res.once("close", closedEarly("the connection closed before the answer ended"))
           })
           req.on("error", fail)
-          req.once("close", () => {
-            if (!finished) fail(new Error("the connection closed before an answer"))
-          })
+          req.once("close", closedEarly("the connection closed before an answer"))
           req.end(body)
         }),
       catch: (error): ProviderError => {

@@ -218,24 +218,26 @@ interface Reading {
 /** The gateway's metrics, as `/metrics` writes them (Prometheus' text format). */
 const scrape = async (port: number) => (await fetch(`http://127.0.0.1:${port}/metrics`)).text()
 
-/** The samples of one metric in a scrape: each line's labels and value. */
-const samplesOf = (text: string, metric: string) =>
+/** The samples of a scrape, each line's metric, labels and value, read in one pass. */
+const samplesOf = (text: string) =>
   text.split("\n").flatMap((l) => {
     const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{([^}]*)\})? (\S+)/.exec(l)
-    if (m === null || m[1] !== metric) return []
+    if (m === null || m[1] === undefined) return []
     const labels = new Map([...(m[2] ?? "").matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="([^"]*)"/g)].map(([, k, v]) => [k, v]))
-    return [{ labels, value: Number(m[3]) }]
+    return [{ metric: m[1], labels, value: Number(m[3]) }]
   })
 
 /** The ledger's batch-size histogram, by kind: how many statements, and how many calls in all. */
 const batchesOf = async (port: number) => {
-  const text = await scrape(port)
   const kinds: Record<string, { count: number; sum: number }> = {}
-  for (const field of ["count", "sum"] as const) {
-    for (const { labels, value } of samplesOf(text, `tool_gateway_ledger_batch_size_${field}`)) {
-      const kind = labels.get("kind")
-      if (kind !== undefined) (kinds[kind] ??= { count: 0, sum: 0 })[field] = value
-    }
+  for (const { metric, labels, value } of samplesOf(await scrape(port))) {
+    const field = metric === "tool_gateway_ledger_batch_size_count"
+      ? "count"
+      : metric === "tool_gateway_ledger_batch_size_sum"
+      ? "sum"
+      : undefined
+    const kind = labels.get("kind")
+    if (field !== undefined && kind !== undefined) (kinds[kind] ??= { count: 0, sum: 0 })[field] = value
   }
   return kinds
 }
@@ -517,8 +519,8 @@ const timelineReport = (name: string, t: Timeline): string => {
 
 interface Memory {
   readonly rssMb: number
-  readonly heapUsedMb: number
-  readonly heapTotalMb: number
+  /** Undefined for a gateway whose `/metrics` has no heap gauges (a build older than them, measured with `--entry`). */
+  readonly heap: { readonly usedMb: number; readonly totalMb: number } | undefined
 }
 
 /**
@@ -527,12 +529,20 @@ interface Memory {
  */
 const memoryOf = async (port: number, pid: number | undefined): Promise<Memory> => {
   const rss = pid === undefined ? undefined : rssOf(pid)
-  const memory = samplesOf(await scrape(port), "tool_gateway_process_memory_bytes")
-  const mb = (kind: string) => Math.round((memory.find((m) => m.labels.get("kind") === kind)?.value ?? 0) / 2 ** 20)
-  return { rssMb: rss ?? mb("rss"), heapUsedMb: mb("heap_used"), heapTotalMb: mb("heap_total") }
+  const memory = samplesOf(await scrape(port)).filter((s) => s.metric === "tool_gateway_process_memory_bytes")
+  const mb = (kind: string) => {
+    const sample = memory.find((m) => m.labels.get("kind") === kind)
+    return sample === undefined ? undefined : Math.round(sample.value / 2 ** 20)
+  }
+  const [used, total] = [mb("heap_used"), mb("heap_total")]
+  return {
+    rssMb: rss ?? mb("rss") ?? 0,
+    heap: used === undefined || total === undefined ? undefined : { usedMb: used, totalMb: total }
+  }
 }
 
-const describeMemory = (m: Memory) => `RSS ${m.rssMb} MB, V8 heap ${m.heapUsedMb} MB used of ${m.heapTotalMb} MB`
+const describeMemory = (m: Memory) =>
+  `RSS ${m.rssMb} MB, ${m.heap === undefined ? "no V8 heap gauges in its /metrics" : `V8 heap ${m.heap.usedMb} MB used of ${m.heap.totalMb} MB`}`
 
 /**
  * The gateway left without calls for `idleSeconds`, its RSS sampled every second: what it holds at the end, and

@@ -34,6 +34,7 @@ import artifactsByOrg from "./0010_artifacts_by_org.js"
 import ledgerBatches from "./0011_ledger_batches.js"
 import claimingReservations from "./0012_claiming_reservations.js"
 import ledgerBatchOfOne from "./0013_ledger_batch_of_one.js"
+import pendingHoldIndexes from "./0014_pending_hold_indexes.js"
 
 /** Each migration under its file's name, which is its id and name in `gateway_migrations`. */
 export const migrations = {
@@ -49,7 +50,8 @@ export const migrations = {
   "0010_artifacts_by_org": artifactsByOrg,
   "0011_ledger_batches": ledgerBatches,
   "0012_claiming_reservations": claimingReservations,
-  "0013_ledger_batch_of_one": ledgerBatchOfOne
+  "0013_ledger_batch_of_one": ledgerBatchOfOne,
+  "0014_pending_hold_indexes": pendingHoldIndexes
 }
 
 export const loader = Migrator.fromRecord(migrations)

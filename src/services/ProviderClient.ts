@@ -118,6 +118,8 @@ export class ProviderClient extends Context.Tag("ProviderClient")<ProviderClient
 const MAX_REDIRECTS = 5
 const REDIRECTS: ReadonlySet<number> = new Set([301, 302, 303, 307, 308])
 
+const isSuccess = (response: UpstreamResponse) => response.status >= 200 && response.status < 300
+
 /** One request of a redirect chain. */
 interface Hop {
   readonly url: string
@@ -412,9 +414,9 @@ export const make = Effect.gen(function* () {
     })
   }
 
-  const classify = (request: UpstreamRequest, response: UpstreamResponse, now: number): Effect.Effect<UpstreamResponse, ProviderError> => {
+  /** What an answer other than a 2xx means: the provider's own reading of it first, then its HTTP status. */
+  const refusal = (request: UpstreamRequest, response: UpstreamResponse, now: number): Effect.Effect<never, ProviderError> => {
     const status = response.status
-    if (status >= 200 && status < 300) return Effect.succeed(response)
     const own = request.classify?.(response, now)
     if (own !== undefined) return Effect.fail(own)
     const name = request.provider
@@ -469,7 +471,10 @@ export const make = Effect.gen(function* () {
         const response = yield* once(request, hop, deadline)
         const location = response.headers["location"]
         const isRedirect = REDIRECTS.has(response.status) && location !== undefined && URL.canParse(location, hop.url)
-        if (request.guarded !== true || !isRedirect) return yield* classify(request, response, yield* nowMillis)
+        if (request.guarded !== true || !isRedirect) {
+          // a 2xx, nearly every answer, needs nothing more (nor the clock, which only a refusal's Retry-After reads)
+          return isSuccess(response) ? response : yield* refusal(request, response, yield* nowMillis)
+        }
         if (hops >= MAX_REDIRECTS) {
           return yield* new ProviderRejected({ message: `Too many redirects (more than ${MAX_REDIRECTS}).` })
         }

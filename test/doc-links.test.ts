@@ -1,13 +1,15 @@
 /**
  * The documentation holds together: every relative link of the README, CONTRIBUTING.md and docs/ leads to a
  * file that exists and, with an anchor, to a heading of it; and docs/configuration.md documents exactly the
- * variables the configuration reads (each name recorded by a config provider as `ConfigFromEnv` asks for it).
+ * variables the configuration reads (each name recorded by a config provider as `ConfigFromEnv` asks for it);
+ * docs/operations.md's `/readyz` example names as many migrations as this build applies.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { ConfigError, ConfigProvider, ConfigProviderPathPatch, Effect, HashSet } from "effect"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
 import { ConfigFromEnv, IdentityConfig, LedgerConfig, ProvidersConfig, ServerConfig } from "../src/config.js"
+import { migrationCount } from "../src/db/migrations/index.js"
 
 const documents = ["README.md", "CONTRIBUTING.md", ...Fs.readdirSync("docs").filter((f) => f.endsWith(".md")).map((f) => `docs/${f}`)]
 
@@ -81,4 +83,11 @@ describe("docs/configuration.md", () => {
       expect([...read].filter((name) => !documented.has(name)).sort()).toEqual([])
       expect([...documented].filter((name) => !read.has(name) && !readByBin.includes(name)).sort()).toEqual([])
     }))
+})
+
+describe("docs/operations.md", () => {
+  it("its /readyz example names as many migrations as this build applies", () => {
+    const counts = [...Fs.readFileSync("docs/operations.md", "utf8").matchAll(/"migrations":"(\d+) applied"/g)].map((m) => Number(m[1]))
+    expect(counts).toEqual([migrationCount])
+  })
 })

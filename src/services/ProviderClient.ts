@@ -5,7 +5,7 @@
  * pair of agents whose connections pass the SSRF guard and whose redirects are followed one hop at a time, each
  * hop checked.
  *
- * The transport is `node:http`'s client, wrapped in `Effect.tryPromise` (interruption destroys the request).
+ * The transport is `node:http`'s client, wrapped in `Effect.async` (interruption destroys the request).
  * It sits on every billed call; it costs a fifth of the CPU of `@effect/platform`'s `HttpClient`, and it keeps
  * undici (a second HTTP client, 2 MB of live heap and about 25 MB of RSS under load, loaded at start for every
  * process) out of the gateway (docs/performance.md, fifteenth round).
@@ -301,116 +301,120 @@ export const make = Effect.gen(function* () {
       ...(body !== undefined ? { "content-type": "application/json", "content-length": Buffer.byteLength(body) } : {}),
       ...hop.headers
     }
-    return Effect.tryPromise({
-      try: (signal) =>
-        new Promise<UpstreamResponse>((resolve, reject) => {
-          const pool = request.guarded === true ? guarded : trusted
-          let secure = false
-          let connected = false
-          let finished = false
-          let connectTimer: ReturnType<typeof setTimeout> | undefined
-          const end = () => {
-            finished = true
-            clearTimeout(deadlineTimer)
-            clearTimeout(connectTimer)
-            signal.removeEventListener("abort", onAbort)
-          }
-          const fail = (error: unknown) => {
-            if (finished) return
-            end()
-            if (!connected && typeof error === "object" && error !== null) unsent.add(error)
-            reject(error)
-          }
-          // the connection closed before the exchange ended: every exchange ends with its `close` events, so the Error
-          // (which captures a stack) is made only when the exchange is still open
-          const closedEarly = (message: string) => () => {
-            if (!finished) fail(new Error(message))
-          }
-          let req: Http.ClientRequest | undefined
-          // The gateway ends the exchange (the deadline, the size cap, the caller gone): the promise rejects with
-          // why, first; whatever error the destroyed request then reports comes after it and is ignored.
-          const stop = (why: Error) => {
-            fail(why)
-            req?.destroy()
-          }
-          // The deadline is a timer of our own that ends the exchange (headers and body alike). Not
-          // `AbortSignal.timeout(ms)`: Node holds such a signal weakly, and a collected one never fires — a call
-          // to an upstream that stalls would then hang for good.
-          const deadlineTimer = setTimeout(
-            () => stop(new DeadlinePassed(deadline.describe)),
-            Math.min(remainingMs, MAX_TIMER_MS)
-          )
-          const onAbort = () => stop(signal.reason instanceof Error ? signal.reason : new Error("interrupted"))
-          signal.addEventListener("abort", onAbort, { once: true })
-          try {
-            const parsed = new URL(url)
-            secure = parsed.protocol === "https:"
-            req = (secure ? Https : Http).request({
-              agent: secure ? pool.https : pool.http,
-              protocol: parsed.protocol,
-              hostname: parsed.hostname.startsWith("[") ? parsed.hostname.slice(1, -1) : parsed.hostname,
-              port: parsed.port === "" ? undefined : Number(parsed.port),
-              path: parsed.pathname + parsed.search,
-              method: hop.method,
-              headers
-            })
-          } catch (error) {
-            // refused before anything was sent (a URL that is not one, a header value Node will not write)
-            return fail(error)
-          }
-          req.once("socket", (socket: Net.Socket) => {
-            if (!socket.connecting) {
-              connected = true
-              return
-            }
-            connectTimer = setTimeout(
-              () => stop(new ConnectTimeout(`no connection within ${CONNECT_TIMEOUT_MS} ms`)),
-              CONNECT_TIMEOUT_MS
-            )
-            socket.once(secure ? "secureConnect" : "connect", () => {
-              connected = true
-              clearTimeout(connectTimer)
-            })
-          })
-          req.once("response", (res: Http.IncomingMessage) => {
-            const declared = Number(res.headers["content-length"] ?? "NaN")
-            if (Number.isFinite(declared) && declared > max) return stop(new TooLarge())
-            const chunks: Array<Buffer> = []
-            let size = 0
-            res.on("data", (chunk: Buffer) => {
-              size += chunk.length
-              if (size > max) return stop(new TooLarge())
-              chunks.push(chunk)
-            })
-            res.once("end", () => {
-              if (finished) return
-              end()
-              const bytes = chunks.length === 1 && chunks[0] !== undefined ? chunks[0] : Buffer.concat(chunks, size)
-              resolve({ status: res.statusCode ?? 0, headers: flatHeaders(res.headers), url, body: bytes })
-            })
-            res.on("error", fail)
-            res.once("close", closedEarly("the connection closed before the answer ended"))
-          })
-          req.on("error", fail)
-          req.once("close", closedEarly("the connection closed before an answer"))
-          req.end(body)
-        }),
-      catch: (error): ProviderError => {
-        const reason = ssrfReason(error)
-        if (reason !== undefined) return new UrlNotAllowed({ message: `The URL is not allowed: ${reason}.` })
-        const write = !request.idempotent && !neverSent(error)
-        if (error instanceof DeadlinePassed) {
-          return write ? writeOutcomeUnknown(request, deadline.describe.replace(/\.$/, "")) : new ProviderTimeout({ message: deadline.describe })
-        }
-        if (error instanceof TooLarge) {
-          return write
-            ? writeOutcomeUnknown(request, `${request.provider} answered with more than ${max} bytes`)
-            : new ProviderResponseTooLarge({ message: `The ${request.provider} answer is larger than the ${max}-byte limit.` })
-        }
-        return write
-          ? writeOutcomeUnknown(request, `The connection to ${request.provider} broke (${connectionMessage(error)})`)
-          : new ProviderUnavailable({ message: `Could not reach ${request.provider}: ${connectionMessage(error)}` })
+    /** What a failed exchange means for the caller: whether anything may have reached the provider decides it. */
+    const failure = (error: unknown): ProviderError => {
+      const reason = ssrfReason(error)
+      if (reason !== undefined) return new UrlNotAllowed({ message: `The URL is not allowed: ${reason}.` })
+      const write = !request.idempotent && !neverSent(error)
+      if (error instanceof DeadlinePassed) {
+        return write ? writeOutcomeUnknown(request, deadline.describe.replace(/\.$/, "")) : new ProviderTimeout({ message: deadline.describe })
       }
+      if (error instanceof TooLarge) {
+        return write
+          ? writeOutcomeUnknown(request, `${request.provider} answered with more than ${max} bytes`)
+          : new ProviderResponseTooLarge({ message: `The ${request.provider} answer is larger than the ${max}-byte limit.` })
+      }
+      return write
+        ? writeOutcomeUnknown(request, `The connection to ${request.provider} broke (${connectionMessage(error)})`)
+        : new ProviderUnavailable({ message: `Could not reach ${request.provider}: ${connectionMessage(error)}` })
+    }
+    // `Effect.async` with a canceler, not `Effect.tryPromise`: no promise, no `AbortController` and no listener
+    // on its signal for each exchange (the exchange is on every billed call)
+    return Effect.async<UpstreamResponse, ProviderError>((resume) => {
+      const pool = request.guarded === true ? guarded : trusted
+      let secure = false
+      let connected = false
+      let finished = false
+      let connectTimer: ReturnType<typeof setTimeout> | undefined
+      const end = () => {
+        finished = true
+        clearTimeout(deadlineTimer)
+        clearTimeout(connectTimer)
+      }
+      const fail = (error: unknown) => {
+        if (finished) return
+        end()
+        if (!connected && typeof error === "object" && error !== null) unsent.add(error)
+        resume(Effect.fail(failure(error)))
+      }
+      // the connection closed before the exchange ended: every exchange ends with its `close` events, so the Error
+      // (which captures a stack) is made only when the exchange is still open
+      const closedEarly = (message: string) => () => {
+        if (!finished) fail(new Error(message))
+      }
+      let req: Http.ClientRequest | undefined
+      // The gateway ends the exchange (the deadline, the size cap, the caller gone): the call fails with why,
+      // first; whatever error the destroyed request then reports comes after it and is ignored.
+      const stop = (why: Error) => {
+        fail(why)
+        req?.destroy()
+      }
+      // The deadline is a timer of our own that ends the exchange (headers and body alike). Not
+      // `AbortSignal.timeout(ms)`: Node holds such a signal weakly, and a collected one never fires — a call
+      // to an upstream that stalls would then hang for good.
+      const deadlineTimer = setTimeout(
+        () => stop(new DeadlinePassed(deadline.describe)),
+        Math.min(remainingMs, MAX_TIMER_MS)
+      )
+      try {
+        const parsed = new URL(url)
+        secure = parsed.protocol === "https:"
+        req = (secure ? Https : Http).request({
+          agent: secure ? pool.https : pool.http,
+          protocol: parsed.protocol,
+          hostname: parsed.hostname.startsWith("[") ? parsed.hostname.slice(1, -1) : parsed.hostname,
+          port: parsed.port === "" ? undefined : Number(parsed.port),
+          path: parsed.pathname + parsed.search,
+          method: hop.method,
+          headers
+        })
+      } catch (error) {
+        // refused before anything was sent (a URL that is not one, a header value Node will not write)
+        return fail(error)
+      }
+      req.once("socket", (socket: Net.Socket) => {
+        if (!socket.connecting) {
+          connected = true
+          return
+        }
+        connectTimer = setTimeout(
+          () => stop(new ConnectTimeout(`no connection within ${CONNECT_TIMEOUT_MS} ms`)),
+          CONNECT_TIMEOUT_MS
+        )
+        socket.once(secure ? "secureConnect" : "connect", () => {
+          connected = true
+          clearTimeout(connectTimer)
+        })
+      })
+      req.once("response", (res: Http.IncomingMessage) => {
+        const declared = Number(res.headers["content-length"] ?? "NaN")
+        if (Number.isFinite(declared) && declared > max) return stop(new TooLarge())
+        const chunks: Array<Buffer> = []
+        let size = 0
+        res.on("data", (chunk: Buffer) => {
+          size += chunk.length
+          if (size > max) return stop(new TooLarge())
+          chunks.push(chunk)
+        })
+        res.once("end", () => {
+          if (finished) return
+          end()
+          const bytes = chunks.length === 1 && chunks[0] !== undefined ? chunks[0] : Buffer.concat(chunks, size)
+          resume(Effect.succeed({ status: res.statusCode ?? 0, headers: flatHeaders(res.headers), url, body: bytes }))
+        })
+        res.on("error", fail)
+        res.once("close", closedEarly("the connection closed before the answer ended"))
+      })
+      req.on("error", fail)
+      req.once("close", closedEarly("the connection closed before an answer"))
+      try {
+        req.end(body)
+      } catch (error) {
+        fail(error)
+        req.destroy()
+      }
+      // the caller gone (interrupted): the request is destroyed
+      return Effect.sync(() => stop(new Error("interrupted")))
     })
   }
 

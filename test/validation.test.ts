@@ -4,8 +4,10 @@
  * the field and costs nothing; valid input gets past validation.
  */
 import { describe, expect, layer } from "@effect/vitest"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { Effect } from "effect"
 import { type ToolName, toolNames } from "../src/domain/tools.js"
+import { withBody } from "../src/http/security.js"
 import { errorOf, expectEnvelope } from "./support/assert.js"
 import { books, callTool, gatewayLayer, givenOrg, request, requestChunked, TestUpstreams } from "./support/gateway.js"
 
@@ -236,6 +238,43 @@ layer(gatewayLayer(), { excludeTestServices: true })("validation", (it) => {
           yield* request("/v1/weather", { body: "q=Berlin", headers: { "x-api-key": key, "content-type": "text/plain" } }),
           { status: 415, type: "validation", code: "unsupported_media_type", retryable: false, billable: false }
         )
+      }))
+
+    it.effect("the body's bytes are read whole as UTF-8; a byte order mark before the JSON is not JSON", () =>
+      Effect.gen(function* () {
+        const { key } = yield* givenOrg()
+        const headers = { "content-type": "application/json", "x-api-key": key }
+        // "ü" is two bytes: the provider is asked for the name as sent (the fake geocoder knows no Zürich), whether
+        // the body is small (read as bytes), large (read as text) or sent without a length (chunked)
+        const body = JSON.stringify({ q: "Zürich ✓" })
+        for (const sent of [body, `${body}${" ".repeat(200_000)}`]) {
+          expectEnvelope(yield* request("/v1/weather", { body: sent, headers }), { ...invalid, message: "No place named \"Zürich ✓\" was found" })
+        }
+        expectEnvelope(yield* requestChunked("/v1/weather", [body.slice(0, 5), body.slice(5)], headers), {
+          ...invalid,
+          message: "No place named \"Zürich ✓\" was found"
+        })
+        expectEnvelope(yield* request("/v1/weather", { body: `\uFEFF${JSON.stringify({ q: "Berlin" })}`, headers }), {
+          status: 400,
+          type: "validation",
+          code: "malformed_json",
+          retryable: false,
+          billable: false
+        })
+      }))
+
+    it.effect("the payload decoder is handed the request with the body the checks read: its JSON, not a second parse", () =>
+      Effect.gen(function* () {
+        const original = HttpServerRequest.fromWeb(
+          new Request("http://gateway.test/v1/weather?x=1", { method: "POST", body: "{\"q\":\"Berlin\"}", headers: { "x-api-key": "k" } })
+        )
+        const parsed = { q: "Berlin" }
+        const request = withBody(original, { text: "{\"q\":\"Berlin\"}", parsed })
+        expect(yield* request.json).toBe(parsed)
+        expect(yield* request.text).toBe("{\"q\":\"Berlin\"}")
+        expect(request.method).toBe("POST")
+        expect(request.url).toBe(original.url)
+        expect(request.headers["x-api-key"]).toBe("k")
       }))
 
     it.effect("the key is checked before the body", () =>

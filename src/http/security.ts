@@ -2,6 +2,7 @@
  * The tool routes' middlewares: the API key (with the rate limit), then the body checks that must run
  * before the payload is decoded.
  */
+import type { RequestError } from "@effect/platform/HttpServerError"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -83,11 +84,25 @@ const isJsonMediaType = (contentType: string) => {
 const isJsonObject = (u: unknown): u is Readonly<Record<string, unknown>> =>
   typeof u === "object" && u !== null && !Array.isArray(u)
 
+/** A request body as UTF-8 text, invalid sequences replaced (as Node's string decoder does), a byte order mark kept. */
+const utf8 = new TextDecoder("utf-8", { ignoreBOM: true })
+
+/**
+ * Bodies declared this small (nearly every tool call's) are read as bytes: the platform's `arrayBuffer` joins a
+ * body's chunks by copying what it has so far for each one, nothing for a body of one or a few chunks, but
+ * quadratic in their number (a 1 MiB body in 16 KiB chunks: 6 ms); a larger or chunked body is read as `text`.
+ */
+const SMALL_BODY_BYTES = 64 * 1024
+
 /**
  * The checks every JSON request body passes before anything decodes it: media type, declared and actual
- * size, valid JSON, an object (not an array or a scalar), and a sane depth. Answers the parsed object.
+ * size, valid JSON, an object (not an array or a scalar), and a sane depth. Answers the text and the parsed object.
+ *
+ * A small body is read as bytes (`arrayBuffer`), with the body size limit in force, not as `text`: the platform's
+ * `text` is `Effect.cached` (its first read forks a fiber, diffs the fiber's refs and waits on a `Deferred`; every
+ * read patches the refs back), about 20 µs of a request. `withBody` hands the payload decoder what was read here.
  */
-export const readJsonObject = (maxBodyBytes: number, arrayMessage = "The request body must be a JSON object.") =>
+export const readJsonBody = (maxBodyBytes: number, arrayMessage = "The request body must be a JSON object.") =>
   Effect.gen(function* () {
     const request = yield* HttpServerRequest.HttpServerRequest
     const contentType = request.headers["content-type"]
@@ -100,8 +115,10 @@ export const readJsonObject = (maxBodyBytes: number, arrayMessage = "The request
     if (Number.isFinite(declared) && declared > maxBodyBytes) {
       return yield* new PayloadTooLarge({ message: `The request body is larger than ${maxBodyBytes} bytes.` })
     }
-    // Read once here (the text is cached for the payload decoder), with the body size limit in force.
-    const text = yield* request.text.pipe(Effect.mapError((error) => unreadableBody(error, maxBodyBytes)))
+    const unreadable = (error: RequestError) => unreadableBody(error, maxBodyBytes)
+    const text = request.headers["content-length"] !== undefined && declared <= SMALL_BODY_BYTES
+      ? utf8.decode(yield* Effect.mapError(request.arrayBuffer, unreadable))
+      : yield* Effect.mapError(request.text, unreadable)
     if (text.trim() === "") {
       return yield* new InvalidRequest({ message: "The request body is empty: send a JSON object, e.g. {}." })
     }
@@ -114,8 +131,30 @@ export const readJsonObject = (maxBodyBytes: number, arrayMessage = "The request
     if (deeperThan(parsed, MAX_JSON_DEPTH)) {
       return yield* new InvalidRequest({ message: `The request body nests deeper than ${MAX_JSON_DEPTH} levels.` })
     }
-    return parsed
+    return { text, parsed }
   })
+
+/** `readJsonBody`'s parsed object. */
+export const readJsonObject = (maxBodyBytes: number, arrayMessage?: string) =>
+  Effect.map(readJsonBody(maxBodyBytes, arrayMessage), (body) => body.parsed)
+
+const isServerRequest = (u: object): u is HttpServerRequest.HttpServerRequest => HttpServerRequest.TypeId in u
+
+/**
+ * The request with its body already read: its `text` and `json` answer what `readJsonBody` read, and everything
+ * else is the request's own (it is the prototype). The payload decoder reads `json` from the request it is given.
+ */
+export const withBody = (
+  request: HttpServerRequest.HttpServerRequest,
+  body: { readonly text: string; readonly parsed: unknown }
+): HttpServerRequest.HttpServerRequest => {
+  const read: Pick<HttpServerRequest.HttpServerRequest, "text" | "json"> = {
+    text: Effect.succeed(body.text),
+    json: Effect.succeed(body.parsed)
+  }
+  Object.setPrototypeOf(read, request)
+  return isServerRequest(read) ? read : request
+}
 
 export const JsonBodyLive = Layer.effect(
   JsonBody,
@@ -125,8 +164,8 @@ export const JsonBodyLive = Layer.effect(
       Effect.gen(function* () {
         const request = yield* HttpServerRequest.HttpServerRequest
         // Reads (GET, DELETE) have no body to check.
-        if (request.method !== "POST" && request.method !== "PUT" && request.method !== "PATCH") return
-        yield* readJsonObject(config.maxBodyBytes)
+        if (request.method !== "POST" && request.method !== "PUT" && request.method !== "PATCH") return request
+        return withBody(request, yield* readJsonBody(config.maxBodyBytes))
       })
     )
   })

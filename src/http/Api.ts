@@ -10,7 +10,6 @@ import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as HttpApiMiddleware from "@effect/platform/HttpApiMiddleware"
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as HttpApiSecurity from "@effect/platform/HttpApiSecurity"
-import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as OpenApi from "@effect/platform/OpenApi"
 import * as Context from "effect/Context"
 import * as Schema from "effect/Schema"
@@ -68,11 +67,7 @@ export class IdTokenAuth extends HttpApiMiddleware.Tag<IdTokenAuth>()("IdTokenAu
 }) {}
 
 /** Checks the body of a tool call before it is decoded: JSON media type, size, well-formed, an object. */
-export class JsonBody extends HttpApiMiddleware.Tag<JsonBody>()("JsonBody", {
-  failure: wireUnion(...BodyErrors),
-  // the request with its body read and checked, for the payload decoder (src/http/security.ts, `withBody`)
-  provides: HttpServerRequest.HttpServerRequest
-}) {}
+export class JsonBody extends HttpApiMiddleware.Tag<JsonBody>()("JsonBody", { failure: wireUnion(...BodyErrors) }) {}
 
 /**
  * `Idempotency-Key` is read by the tool handlers from the request itself rather than declared on each

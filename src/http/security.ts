@@ -4,7 +4,9 @@
  */
 import type { RequestError } from "@effect/platform/HttpServerError"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import { InvalidRequest, InvalidToken, MalformedJson, PayloadTooLarge, UnsupportedMediaType } from "../domain/errors.js"
@@ -164,8 +166,13 @@ export const JsonBodyLive = Layer.effect(
       Effect.gen(function* () {
         const request = yield* HttpServerRequest.HttpServerRequest
         // Reads (GET, DELETE) have no body to check.
-        if (request.method !== "POST" && request.method !== "PUT" && request.method !== "PATCH") return request
-        return withBody(request, yield* readJsonBody(config.maxBodyBytes))
+        if (request.method !== "POST" && request.method !== "PUT" && request.method !== "PATCH") return
+        const body = yield* readJsonBody(config.maxBodyBytes)
+        // The handler, next on this fiber, decodes its payload from the request in the fiber's context: it gets the
+        // request with its body read. Set in place, not provided (`provides` on the middleware would scope it: an
+        // uninterruptible acquire and release around the handler, 24 Effect steps a call); the middleware that
+        // provides the caller, around this one, restores the context when the handler is done.
+        yield* FiberRef.update(FiberRef.currentContext, Context.add(HttpServerRequest.HttpServerRequest, withBody(request, body)))
       })
     )
   })

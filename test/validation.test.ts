@@ -244,8 +244,8 @@ layer(gatewayLayer(), { excludeTestServices: true })("validation", (it) => {
       Effect.gen(function* () {
         const { key } = yield* givenOrg()
         const headers = { "content-type": "application/json", "x-api-key": key }
-        // "ü" is two bytes: the provider is asked for the name as sent (the fake geocoder knows no Zürich), whether
-        // the body is small (read as bytes), large (read as text) or sent without a length (chunked)
+        // "ü" is two bytes, "✓" three: the tool decodes the name as sent (its answer names it: the fake geocoder knows
+        // no Zürich), whether the body is small (read as bytes), large (read as text) or sent without a length (chunked)
         const body = JSON.stringify({ q: "Zürich ✓" })
         for (const sent of [body, `${body}${" ".repeat(200_000)}`]) {
           expectEnvelope(yield* request("/v1/weather", { body: sent, headers }), { ...invalid, message: "No place named \"Zürich ✓\" was found" })
@@ -254,6 +254,17 @@ layer(gatewayLayer(), { excludeTestServices: true })("validation", (it) => {
           ...invalid,
           message: "No place named \"Zürich ✓\" was found"
         })
+        // a small body with its length, in three writes that split "ü" and "✓" between them
+        const bytes = new TextEncoder().encode(body)
+        const u = bytes.indexOf(0xc3)
+        const check = bytes.indexOf(0xe2)
+        expectEnvelope(
+          yield* requestChunked("/v1/weather", [bytes.subarray(0, u + 1), bytes.subarray(u + 1, check + 2), bytes.subarray(check + 2)], {
+            ...headers,
+            "content-length": String(bytes.length)
+          }, 30),
+          { ...invalid, message: "No place named \"Zürich ✓\" was found" }
+        )
         expectEnvelope(yield* request("/v1/weather", { body: `\uFEFF${JSON.stringify({ q: "Berlin" })}`, headers }), {
           status: 400,
           type: "validation",

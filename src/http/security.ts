@@ -101,8 +101,9 @@ const SMALL_BODY_BYTES = 64 * 1024
  * size, valid JSON, an object (not an array or a scalar), and a sane depth. Answers the text and the parsed object.
  *
  * A small body is read as bytes (`arrayBuffer`), with the body size limit in force, not as `text`: the platform's
- * `text` is `Effect.cached` (its first read forks a fiber, diffs the fiber's refs and waits on a `Deferred`; every
- * read patches the refs back), about 20 µs of a request. `withBody` hands the payload decoder what was read here.
+ * `text` is `Effect.cached`, made at its first access with `Effect.runSync` (a fiber, a `Deferred`, a `Ref`), its
+ * first read diffing the fiber's refs around the read and every read patching them back: about 20 µs of a request.
+ * `withBody` hands the payload decoder what was read here.
  */
 export const readJsonBody = (maxBodyBytes: number, arrayMessage = "The request body must be a JSON object.") =>
   Effect.gen(function* () {
@@ -145,6 +146,10 @@ const isServerRequest = (u: object): u is HttpServerRequest.HttpServerRequest =>
 /**
  * The request with its body already read: its `text` and `json` answer what `readJsonBody` read, and everything
  * else is the request's own (it is the prototype). The payload decoder reads `json` from the request it is given.
+ *
+ * Once a small body is read as bytes, the original request's body stream is spent: its `text`, `json` or
+ * `urlParamsBody` (and those of a request `modify` makes from either) would wait for good. Read the body from this
+ * one.
  */
 export const withBody = (
   request: HttpServerRequest.HttpServerRequest,

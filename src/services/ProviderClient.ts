@@ -335,7 +335,8 @@ export const make = Effect.gen(function* () {
         if (finished) return
         end()
         if (!connected && typeof error === "object" && error !== null) unsent.add(error)
-        resume(Effect.fail(failure(error)))
+        // classified in the caller's fiber, as `tryPromise`'s `catch` was, not in the socket's callback
+        resume(Effect.failSync(() => failure(error)))
       }
       // the connection closed before the exchange ended: every exchange ends with its `close` events, so the Error
       // (which captures a stack) is made only when the exchange is still open
@@ -410,11 +411,15 @@ export const make = Effect.gen(function* () {
       try {
         req.end(body)
       } catch (error) {
+        // thrown while sending: part of the request may have left, so it is not one that never did
+        connected = true
         fail(error)
         req.destroy()
       }
-      // the caller gone (interrupted): the request is destroyed
-      return Effect.sync(() => stop(new Error("interrupted")))
+      // the caller gone (interrupted) while the exchange is open: the request is destroyed
+      return Effect.sync(() => {
+        if (!finished) stop(new Error("interrupted"))
+      })
     })
   }
 

@@ -245,7 +245,13 @@ export const hangUp = (tool: string, body: unknown, headers: Record<string, stri
     }))
 
 /** A request whose body is sent in chunks, without Content-Length. */
-export const requestChunked = (path: string, chunks: ReadonlyArray<string>, headers: Record<string, string>) =>
+export const requestChunked = (
+  path: string,
+  chunks: ReadonlyArray<string | Uint8Array>,
+  headers: Record<string, string>,
+  /** a pause between two writes, so that each arrives in a read of its own */
+  gapMs = 0
+) =>
   Effect.gen(function* () {
     const base = new URL(yield* baseUrl)
     return yield* Effect.async<HttpResult>((resume) => {
@@ -267,8 +273,17 @@ export const requestChunked = (path: string, chunks: ReadonlyArray<string>, head
       })
       // The server may answer and close before the whole body is written.
       req.on("error", () => {})
-      for (const chunk of chunks) req.write(chunk)
-      req.end()
+      const write = (i: number): void => {
+        if (i === chunks.length) {
+          req.end()
+          return
+        }
+        const chunk = chunks[i]
+        if (chunk !== undefined) req.write(chunk)
+        if (gapMs === 0) write(i + 1)
+        else setTimeout(() => write(i + 1), gapMs)
+      }
+      write(0)
     })
   })
 

@@ -160,6 +160,7 @@ export const withBody = (
     json: Effect.succeed(body.parsed)
   }
   Object.setPrototypeOf(read, request)
+  // always one: the prototype carries the platform's type id (the check gives the object its type)
   return isServerRequest(read) ? read : request
 }
 

@@ -49,6 +49,8 @@ export interface Upstream {
   /** Switch a fault on (or off, with no argument). */
   readonly fault: (fault?: Fault) => void
   readonly hits: (path?: string) => number
+  /** Connections clients hold open to this upstream now (a client that gives up on a request closes its own). */
+  readonly connections: () => number
   readonly reset: () => void
   readonly close: () => Promise<void>
 }
@@ -151,6 +153,7 @@ export const startUpstream = (handler: Handler, host = "127.0.0.1"): Promise<Ups
           current = fault === undefined ? undefined : { fault, remaining: fault.times ?? Number.POSITIVE_INFINITY }
         },
         hits: (path) => (path === undefined ? requests.length : requests.filter((r) => r.path === path).length),
+        connections: () => sockets.size,
         reset: () => {
           requests.length = 0
           current = undefined

@@ -244,7 +244,7 @@ export const hangUp = (tool: string, body: unknown, headers: Record<string, stri
       }).catch(() => undefined)
     }))
 
-/** A request whose body is sent in chunks, without Content-Length. */
+/** A request whose body is sent in chunks, one write each: without Content-Length unless `headers` gives it. */
 export const requestChunked = (
   path: string,
   chunks: ReadonlyArray<string | Uint8Array>,

@@ -2,11 +2,12 @@
  * `GET /v1/tools` and prices: every tool with its schemas, price, connection and beta flags, and whether
  * this gateway can run it; an operator's price file replaces the catalog's prices (and a bad one stops it).
  */
-import { describe, expect, layer } from "@effect/vitest"
+import { describe, expect, it, layer } from "@effect/vitest"
 import { Effect, Exit, Layer, Option, Schema } from "effect"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
-import { toolNames } from "../src/domain/tools.js"
+import { isPlainJson } from "../src/domain/schema-helpers.js"
+import { catalog, toolNames } from "../src/domain/tools.js"
 import { defaults, LedgerConfig } from "../src/config.js"
 import { PricingLive } from "../src/services/Pricing.js"
 import { expectOk } from "./support/assert.js"
@@ -124,5 +125,38 @@ describe("PRICES_FILE", () => {
           expect(String(exit)).toContain(message)
         }
       }))
+  })
+})
+
+describe("isPlainJson", () => {
+  it("holds for the output schemas without a transformation or a refinement, whose answers are written as built", () => {
+    expect(toolNames.filter((tool) => isPlainJson(catalog[tool].output)).sort()).toEqual([
+      "alpha_search", "beta_search", "delta_like", "delta_post", "eta_personal_bests", "gamma_search",
+      "iota_delete_service", "kappa_delete_benefit", "lambda_batch_emails", "lambda_update_broadcast",
+      "mobile_app_search", "mu_database", "nu_account", "search", "xi_movie", "zeta_request"
+    ])
+    // an integer the gateway computes (a rounded weather code) is still checked
+    expect(isPlainJson(catalog.weather.output)).toBe(false)
+  })
+
+  it("does not hold where encoding changes or checks a value", () => {
+    class Point extends Schema.Class<Point>("Point")({ x: Schema.Number }) {}
+    interface Tree {
+      readonly label: string
+      readonly children: ReadonlyArray<Tree>
+    }
+    const Tree: Schema.Schema<Tree> = Schema.Struct({
+      label: Schema.String,
+      children: Schema.Array(Schema.suspend(() => Tree))
+    })
+    expect(isPlainJson(Schema.Struct({ a: Schema.String, b: Schema.NullOr(Schema.Number), c: Schema.Literal("x") }))).toBe(true)
+    expect(isPlainJson(Tree)).toBe(true)
+    expect(isPlainJson(Schema.Struct({ n: Schema.NullOr(Schema.Int) }))).toBe(false)
+    expect(isPlainJson(Schema.Struct({ at: Schema.Date }))).toBe(false)
+    expect(isPlainJson(Schema.Struct({ n: Schema.optionalWith(Schema.Number, { default: () => 0 }) }))).toBe(false)
+    expect(isPlainJson(Schema.Struct({ n: Schema.propertySignature(Schema.Number).pipe(Schema.fromKey("N")) }))).toBe(false)
+    expect(isPlainJson(Schema.Array(Point))).toBe(false)
+    expect(isPlainJson(Schema.Union(Schema.String, Schema.NumberFromString))).toBe(false)
+    expect(isPlainJson(Schema.Tuple(Schema.String, Schema.DateFromSelf))).toBe(false)
   })
 })

@@ -8,7 +8,7 @@
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect, Option, Redacted } from "effect"
 import { Betas } from "../src/services/Betas.js"
-import { type ExpectedError, expectEnvelope, expectOk } from "./support/assert.js"
+import { type ExpectedError, expectEnvelope, expectOk, expectOwnEncoding } from "./support/assert.js"
 import { books, callTool, dashboard, gatewayLayer, givenMember, TestUpstreams } from "./support/gateway.js"
 import { CREDENTIALS, resendBatchesSent, resendBroadcast } from "./upstreams/accounts.js"
 import type { RecordedRequest } from "../src/testing/harness.js"
@@ -72,6 +72,7 @@ layer(config, { excludeTestServices: true })("providers as documented", (it) => 
         const { key, orgId } = yield* member()
         const result = yield* callTool("search", { query: "paging", max_results: 45 }, { key })
         expectOk(result, 5)
+        expectOwnEncoding("search", result.body)
         const sent = searches(u.jina.requests)
         expect(sent).toEqual([
           expect.objectContaining({ q: "paging", num: 20 }),

@@ -13,7 +13,7 @@ import { Betas } from "../src/services/Betas.js"
 import { DeltaSessions, DeltaSessionsLive } from "../src/services/DeltaSessions.js"
 import { Encryption } from "../src/services/Encryption.js"
 import { sweepOnce } from "../src/services/Sweeper.js"
-import { type ExpectedError, expectEnvelope, expectOk } from "./support/assert.js"
+import { type ExpectedError, expectEnvelope, expectOk, expectOwnEncoding } from "./support/assert.js"
 import {
   books,
   callTool,
@@ -417,6 +417,7 @@ layer(gatewayLayer(config), { excludeTestServices: true })("providers", (it) => 
           const result = yield* callTool(c.tool, c.input(u), { key })
           expectOk(result)
           expect(result.body).toMatchObject(c.output)
+          expectOwnEncoding(c.tool, result.body)
           const sent = c.upstream(u).requests.find((r) => matches(r, c.sent))
           expect(sent, `${c.tool} sent ${c.upstream(u).requests.map((r) => `${r.method} ${r.path}`).join(", ")}`).toBeDefined()
           for (const [name, value] of Object.entries(c.sent.headers ?? {})) expect(sent?.headers[name]).toEqual(value)
@@ -622,6 +623,21 @@ layer(gatewayLayer(config), { excludeTestServices: true })("providers", (it) => 
           type: "episodes",
           ratings: [{ type: "episode", rating: 10, title: "Severance: Good News About Hell", year: 2022, ids: { trakt: 73482 } }]
         })
+      }))
+  })
+
+  describe("xi's appended answers", () => {
+    it.effect("only the movie's own members are appended, never a name every object inherits", () =>
+      Effect.gen(function* () {
+        const c = caseOf("xi_movie")
+        const u = yield* TestUpstreams
+        u.resetAll()
+        const { key } = yield* prepare(c)
+        const result = yield* callTool(c.tool, { id: 550, append_to_response: "videos,__proto__,constructor,toString" }, { key })
+        expectOk(result)
+        expect(result.text).not.toContain("__proto__")
+        expect(Object.keys(Reflect.get(Object(result.body), "appended"))).toEqual(["videos"])
+        expectOwnEncoding(c.tool, result.body)
       }))
   })
 
@@ -900,6 +916,7 @@ layer(
         provider: "gamma",
         results: [0, 1, 2].map((i) => ({ url: `https://example.com/fc/${i}`, title: `Firecrawl ${i}`, snippet: `About ${i}` }))
       })
+      expectOwnEncoding("search", search.body)
       const read = yield* callTool("read", { url: `${u.pages.url}/article` }, { key })
       expectOk(read, 1)
       expect(read.body).toMatchObject({ provider: "gamma", title: "Scraped page" })

@@ -70,7 +70,7 @@ export const xiMovie: ProviderTool<ToolInput<"xi_movie">, undefined, ToolOutput<
   normalize: (input, raw) =>
     Effect.map(decodeUpstream(PROVIDER, MovieAnswer, "xi_movie")(raw.body), (m) => {
       const appended = Object.fromEntries(
-        (input.append_to_response ?? "").split(",").map((s) => s.trim()).filter((k) => k in m).map((k) => [k, m[k]])
+        (input.append_to_response ?? "").split(",").map((s) => s.trim()).filter((k) => Object.hasOwn(m, k)).map((k) => [k, m[k]])
       )
       return {
         provider: PROVIDER,

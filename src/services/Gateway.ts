@@ -43,6 +43,7 @@ import {
 } from "../domain/errors.js"
 import type { OrgId } from "../domain/ids.js"
 import { describeParseError } from "../domain/parse.js"
+import { isPlainJson } from "../domain/schema-helpers.js"
 import { chargeFor, type Price, reserveFor } from "../domain/pricing.js"
 import {
   catalog,
@@ -50,6 +51,7 @@ import {
   type CredentialFor,
   type ToolInput,
   type ToolName,
+  toolNames,
   type ToolOutput
 } from "../domain/tools.js"
 import type { Answered, ProviderCallError } from "../providers/common.js"
@@ -209,6 +211,8 @@ export const make = Effect.gen(function* () {
 
   // The whole provider phase (fallbacks included) must end within this.
   const callTimeoutMs = config.timeoutMs * 3
+  // The tools whose answer is written as the provider's normalization built it (see `isPlainJson`)
+  const plainOutputs: ReadonlySet<ToolName> = new Set(toolNames.filter((tool) => isPlainJson(catalog[tool].output)))
 
   // -- claim ------------------------------------------------------------------------------------------
   /**
@@ -509,8 +513,11 @@ export const make = Effect.gen(function* () {
     return pipeline(caller, tool, input, options, {
       label: tool,
       invoke: (credentials, context) => providers.call(tool, input, credentials, context),
-      encode: (answered) =>
-        Schema.encode(def.output)(answered.output).pipe(Effect.map((encoded) => JSON.stringify(encoded)), Effect.orDie),
+      // an output whose schema transforms nothing is its own encoding: written as it is, not walked again
+      encode: plainOutputs.has(tool)
+        ? (answered) => Effect.sync(() => JSON.stringify(answered.output))
+        : (answered) =>
+          Schema.encode(def.output)(answered.output).pipe(Effect.map((encoded) => JSON.stringify(encoded)), Effect.orDie),
       units: (answered) => def.units(answered.output)
     })
   }

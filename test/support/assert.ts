@@ -1,7 +1,9 @@
 /**
  * Assertions on what a caller sees: status, the exact envelope, and the headers every response carries.
  */
+import { Schema } from "effect"
 import { expect } from "vitest"
+import { catalog, type ToolName } from "../../src/domain/tools.js"
 import type { HttpResult } from "./gateway.js"
 
 export interface ExpectedError {
@@ -58,4 +60,14 @@ export const errorOf = (result: HttpResult): { readonly code: string; readonly m
   const error = body.error
   if (typeof error !== "object" || error === null || !("code" in error) || !("message" in error)) return undefined
   return { code: String(error.code), message: String(error.message) }
+}
+
+/**
+ * A tool's answer is exactly what its output schema encodes it as: no property the schema does not name, no value it
+ * does not allow. (The gateway writes an answer whose schema neither transforms nor refines as the provider's
+ * normalization built it, without encoding it again.)
+ */
+export const expectOwnEncoding = <T extends ToolName>(tool: T, body: unknown) => {
+  const output = catalog[tool].output
+  expect(body).toEqual(Schema.encodeSync(output)(Schema.decodeUnknownSync(output, { onExcessProperty: "error" })(body)))
 }

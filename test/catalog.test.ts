@@ -6,7 +6,7 @@ import { describe, expect, it, layer } from "@effect/vitest"
 import { Effect, Exit, Layer, Option, Schema } from "effect"
 import * as Fs from "node:fs/promises"
 import * as Path from "node:path"
-import { isPlainJson } from "../src/domain/schema-helpers.js"
+import { encodesAsIs } from "../src/domain/schema-helpers.js"
 import { catalog, toolNames } from "../src/domain/tools.js"
 import { defaults, LedgerConfig } from "../src/config.js"
 import { PricingLive } from "../src/services/Pricing.js"
@@ -128,18 +128,18 @@ describe("PRICES_FILE", () => {
   })
 })
 
-describe("isPlainJson", () => {
+describe("encodesAsIs", () => {
   it("holds for the output schemas without a transformation or a refinement, whose answers are written as built", () => {
-    expect(toolNames.filter((tool) => isPlainJson(catalog[tool].output)).sort()).toEqual([
+    expect(toolNames.filter((tool) => encodesAsIs(catalog[tool].output)).sort()).toEqual([
       "alpha_search", "beta_search", "delta_like", "delta_post", "eta_personal_bests", "gamma_search",
       "iota_delete_service", "kappa_delete_benefit", "lambda_batch_emails", "lambda_update_broadcast",
       "mobile_app_search", "mu_database", "nu_account", "search", "xi_movie", "zeta_request"
     ])
     // an integer the gateway computes (a rounded weather code) is still checked
-    expect(isPlainJson(catalog.weather.output)).toBe(false)
+    expect(encodesAsIs(catalog.weather.output)).toBe(false)
   })
 
-  it("does not hold where encoding changes or checks a value", () => {
+  it("does not hold where encoding could change, drop or check a value of the schema's type", () => {
     class Point extends Schema.Class<Point>("Point")({ x: Schema.Number }) {}
     interface Tree {
       readonly label: string
@@ -149,14 +149,24 @@ describe("isPlainJson", () => {
       label: Schema.String,
       children: Schema.Array(Schema.suspend(() => Tree))
     })
-    expect(isPlainJson(Schema.Struct({ a: Schema.String, b: Schema.NullOr(Schema.Number), c: Schema.Literal("x") }))).toBe(true)
-    expect(isPlainJson(Tree)).toBe(true)
-    expect(isPlainJson(Schema.Struct({ n: Schema.NullOr(Schema.Int) }))).toBe(false)
-    expect(isPlainJson(Schema.Struct({ at: Schema.Date }))).toBe(false)
-    expect(isPlainJson(Schema.Struct({ n: Schema.optionalWith(Schema.Number, { default: () => 0 }) }))).toBe(false)
-    expect(isPlainJson(Schema.Struct({ n: Schema.propertySignature(Schema.Number).pipe(Schema.fromKey("N")) }))).toBe(false)
-    expect(isPlainJson(Schema.Array(Point))).toBe(false)
-    expect(isPlainJson(Schema.Union(Schema.String, Schema.NumberFromString))).toBe(false)
-    expect(isPlainJson(Schema.Tuple(Schema.String, Schema.DateFromSelf))).toBe(false)
+    expect(encodesAsIs(Schema.Struct({ a: Schema.String, b: Schema.NullOr(Schema.Number), c: Schema.Literal("x") }))).toBe(true)
+    expect(encodesAsIs(Tree)).toBe(true)
+    expect(encodesAsIs(Schema.Struct({ n: Schema.NullOr(Schema.Int) }))).toBe(false)
+    expect(encodesAsIs(Schema.Struct({ at: Schema.Date }))).toBe(false)
+    expect(encodesAsIs(Schema.Struct({ n: Schema.optionalWith(Schema.Number, { default: () => 0 }) }))).toBe(false)
+    expect(encodesAsIs(Schema.Struct({ n: Schema.propertySignature(Schema.Number).pipe(Schema.fromKey("N")) }))).toBe(false)
+    expect(encodesAsIs(Schema.Array(Point))).toBe(false)
+    expect(encodesAsIs(Schema.Union(Schema.String, Schema.NumberFromString))).toBe(false)
+    expect(encodesAsIs(Schema.Tuple(Schema.String, Schema.DateFromSelf))).toBe(false)
+    // a record's key pattern, parse options of a part's own, two objects in a union
+    expect(encodesAsIs(Schema.Record({ key: Schema.String, value: Schema.Number }))).toBe(true)
+    expect(encodesAsIs(Schema.Record({ key: Schema.String.pipe(Schema.minLength(2)), value: Schema.Number }))).toBe(false)
+    expect(encodesAsIs(Schema.Record({ key: Schema.TemplateLiteral("x-", Schema.String), value: Schema.Number }))).toBe(false)
+    expect(encodesAsIs(Schema.Struct({ a: Schema.String }).annotations({ parseOptions: { onExcessProperty: "error" } }))).toBe(false)
+    expect(encodesAsIs(Schema.Union(Schema.Struct({ a: Schema.String }), Schema.Struct({ b: Schema.String })))).toBe(false)
+    expect(encodesAsIs(Schema.NullOr(Schema.Struct({ a: Schema.String })))).toBe(true)
+    // a recursive schema whose thunk makes a new schema each time: not followed for ever
+    const fresh = (): Schema.Schema<Tree> => Schema.Struct({ label: Schema.String, children: Schema.Array(Schema.suspend(fresh)) })
+    expect(encodesAsIs(fresh())).toBe(false)
   })
 })

@@ -72,7 +72,7 @@ layer(config, { excludeTestServices: true })("providers as documented", (it) => 
         const { key, orgId } = yield* member()
         const result = yield* callTool("search", { query: "paging", max_results: 45 }, { key })
         expectOk(result, 5)
-        expectOwnEncoding("search", result.body)
+        expectOwnEncoding("search", result)
         const sent = searches(u.jina.requests)
         expect(sent).toEqual([
           expect.objectContaining({ q: "paging", num: 20 }),

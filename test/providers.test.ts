@@ -417,7 +417,7 @@ layer(gatewayLayer(config), { excludeTestServices: true })("providers", (it) => 
           const result = yield* callTool(c.tool, c.input(u), { key })
           expectOk(result)
           expect(result.body).toMatchObject(c.output)
-          expectOwnEncoding(c.tool, result.body)
+          expectOwnEncoding(c.tool, result)
           const sent = c.upstream(u).requests.find((r) => matches(r, c.sent))
           expect(sent, `${c.tool} sent ${c.upstream(u).requests.map((r) => `${r.method} ${r.path}`).join(", ")}`).toBeDefined()
           for (const [name, value] of Object.entries(c.sent.headers ?? {})) expect(sent?.headers[name]).toEqual(value)
@@ -636,8 +636,8 @@ layer(gatewayLayer(config), { excludeTestServices: true })("providers", (it) => 
         const result = yield* callTool(c.tool, { id: 550, append_to_response: "videos,__proto__,constructor,toString" }, { key })
         expectOk(result)
         expect(result.text).not.toContain("__proto__")
-        expect(Object.keys(Reflect.get(Object(result.body), "appended"))).toEqual(["videos"])
-        expectOwnEncoding(c.tool, result.body)
+        expect(result.body).toEqual(expect.objectContaining({ appended: { videos: expect.objectContaining({ results: expect.any(Array) }) } }))
+        expectOwnEncoding(c.tool, result)
       }))
   })
 
@@ -916,7 +916,7 @@ layer(
         provider: "gamma",
         results: [0, 1, 2].map((i) => ({ url: `https://example.com/fc/${i}`, title: `Firecrawl ${i}`, snippet: `About ${i}` }))
       })
-      expectOwnEncoding("search", search.body)
+      expectOwnEncoding("search", search)
       const read = yield* callTool("read", { url: `${u.pages.url}/article` }, { key })
       expectOk(read, 1)
       expect(read.body).toMatchObject({ provider: "gamma", title: "Scraped page" })

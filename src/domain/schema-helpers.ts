@@ -1,8 +1,9 @@
 /**
- * Small schema building blocks shared by the tool inputs and the connection credentials.
+ * Small schema building blocks shared by the tool inputs and the connection credentials, and what the gateway reads
+ * of a schema's shape (`encodesAsIs`).
  */
 import * as Schema from "effect/Schema"
-import type * as SchemaAST from "effect/SchemaAST"
+import * as SchemaAST from "effect/SchemaAST"
 
 /** A struct that refuses properties it does not name. */
 export const strict = <F extends Schema.Struct.Fields>(fields: F, identifier: string, description: string) =>
@@ -51,34 +52,39 @@ export const intBetween = (min: number, max: number) =>
 export const numberBetween = (min: number, max: number) =>
   Schema.Number.pipe(Schema.between(min, max, { message: () => `must be a number from ${min} to ${max}` }))
 
-
 /**
- * Whether encoding a value of this schema can do no more than drop the properties its structs do not name: nothing
- * in it transforms (no `Schema.transform`, no class, no declaration such as `Schema.DateFromSelf`, no property with a
- * default or a rename) and nothing refines (no filter such as `Schema.Int`, whose check of a value the gateway
- * computed is kept). A tool's answer is built by the gateway's own typed code from an upstream answer already
- * decoded; for such an output schema the answer is written as it is, without walking it again (see Gateway), and
- * test/providers.test.ts checks, for every tool, that the answer is exactly its own encoding.
+ * Whether encoding a value of this schema's type gives that value back, with only the properties its structs name:
+ * nothing in it transforms (no `Schema.transform`, class, declaration such as `Schema.DateFromSelf`, default or
+ * renamed key), nothing refines (no filter such as `Schema.Int`, nor a record's key pattern), no union has two object
+ * members (whose encode keeps the first that matches), and no part carries parse options of its own. A tool's answer
+ * is built by the gateway's own typed code from an upstream answer already decoded; for such an output schema the
+ * answer is written as it is, without walking it again (see Gateway), and test/providers.test.ts checks, for every
+ * tool, that the answer is byte for byte what the encode would have written. Conservative: a schema nested deeper than
+ * 64 levels (a recursive one whose thunk makes a new schema each time) does not qualify.
  */
-export const isPlainJson = (schema: Schema.Schema.Any): boolean => plain(schema.ast, new Set())
+export const encodesAsIs = (schema: Schema.Schema.Any): boolean => asIs(schema.ast, new Set(), 0)
 
-const plain = (ast: SchemaAST.AST, seen: Set<SchemaAST.AST>): boolean => {
+const structural = (ast: SchemaAST.AST) => ast._tag === "TypeLiteral" || ast._tag === "TupleType" || ast._tag === "Suspend"
+
+const asIs = (ast: SchemaAST.AST, seen: Set<SchemaAST.AST>, depth: number): boolean => {
   if (seen.has(ast)) return true
   seen.add(ast)
+  if (depth > 64 || ast.annotations[SchemaAST.ParseOptionsAnnotationId] !== undefined) return false
+  const inner = (child: SchemaAST.AST) => asIs(child, seen, depth + 1)
   switch (ast._tag) {
     case "Transformation":
     case "Declaration":
     case "Refinement":
       return false
     case "Suspend":
-      return plain(ast.f(), seen)
+      return inner(ast.f())
     case "Union":
-      return ast.types.every((type) => plain(type, seen))
+      return ast.types.filter(structural).length <= 1 && ast.types.every(inner)
     case "TupleType":
-      return ast.elements.every((element) => plain(element.type, seen)) && ast.rest.every((rest) => plain(rest.type, seen))
+      return ast.elements.every((element) => inner(element.type)) && ast.rest.every((rest) => inner(rest.type))
     case "TypeLiteral":
-      return ast.propertySignatures.every((property) => plain(property.type, seen)) &&
-        ast.indexSignatures.every((index) => plain(index.type, seen))
+      return ast.propertySignatures.every((property) => inner(property.type)) &&
+        ast.indexSignatures.every((index) => index.parameter._tag === "StringKeyword" && inner(index.type))
     default:
       return true
   }

@@ -43,8 +43,8 @@ import {
 } from "../domain/errors.js"
 import type { OrgId } from "../domain/ids.js"
 import { describeParseError } from "../domain/parse.js"
-import { isPlainJson } from "../domain/schema-helpers.js"
 import { chargeFor, type Price, reserveFor } from "../domain/pricing.js"
+import { encodesAsIs } from "../domain/schema-helpers.js"
 import {
   catalog,
   type ConnectionError,
@@ -211,8 +211,8 @@ export const make = Effect.gen(function* () {
 
   // The whole provider phase (fallbacks included) must end within this.
   const callTimeoutMs = config.timeoutMs * 3
-  // The tools whose answer is written as the provider's normalization built it (see `isPlainJson`)
-  const plainOutputs: ReadonlySet<ToolName> = new Set(toolNames.filter((tool) => isPlainJson(catalog[tool].output)))
+  // The tools whose answer is written as the provider's normalization built it (see `encodesAsIs`)
+  const plainOutputs: ReadonlySet<ToolName> = new Set(toolNames.filter((tool) => encodesAsIs(catalog[tool].output)))
 
   // -- claim ------------------------------------------------------------------------------------------
   /**
@@ -513,7 +513,8 @@ export const make = Effect.gen(function* () {
     return pipeline(caller, tool, input, options, {
       label: tool,
       invoke: (credentials, context) => providers.call(tool, input, credentials, context),
-      // an output whose schema transforms nothing is its own encoding: written as it is, not walked again
+      // an output whose schema neither transforms nor refines is written as built, not walked again (a normalization
+      // names every property it writes: test/providers.test.ts)
       encode: plainOutputs.has(tool)
         ? (answered) => Effect.sync(() => JSON.stringify(answered.output))
         : (answered) =>

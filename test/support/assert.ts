@@ -63,11 +63,12 @@ export const errorOf = (result: HttpResult): { readonly code: string; readonly m
 }
 
 /**
- * A tool's answer is exactly what its output schema encodes it as: no property the schema does not name, no value it
- * does not allow. (The gateway writes an answer whose schema neither transforms nor refines as the provider's
- * normalization built it, without encoding it again.)
+ * A tool's answer is byte for byte what its output schema's encode would write: no property the schema does not name,
+ * no value it does not allow, its properties in the schema's order. (The gateway writes an answer whose schema neither
+ * transforms nor refines as the provider's normalization built it, without encoding it again.)
  */
-export const expectOwnEncoding = <T extends ToolName>(tool: T, body: unknown) => {
+export const expectOwnEncoding = <T extends ToolName>(tool: T, result: HttpResult) => {
   const output = catalog[tool].output
-  expect(body).toEqual(Schema.encodeSync(output)(Schema.decodeUnknownSync(output, { onExcessProperty: "error" })(body)))
+  const decoded = Schema.decodeUnknownSync(output, { onExcessProperty: "error" })(result.body)
+  expect(result.text).toBe(JSON.stringify(Schema.encodeSync(output)(decoded)))
 }

@@ -407,6 +407,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
         rateLimit: false
       })
       const message = yield* readJsonObject(
+        request,
         maxBodyBytes,
         "JSON-RPC batches are not accepted (MCP dropped them in 2025-06-18): send one message per request."
       )

@@ -105,21 +105,25 @@ const SMALL_BODY_BYTES = 64 * 1024
  * first read diffing the fiber's refs around the read and every read patching them back: about 20 µs of a request.
  * `withBody` hands the payload decoder what was read here.
  */
-export const readJsonBody = (maxBodyBytes: number, arrayMessage = "The request body must be a JSON object.") =>
+export const readJsonBody = (
+  request: HttpServerRequest.HttpServerRequest,
+  maxBodyBytes: number,
+  arrayMessage = "The request body must be a JSON object."
+) =>
   Effect.gen(function* () {
-    const request = yield* HttpServerRequest.HttpServerRequest
     const contentType = request.headers["content-type"]
     if (contentType !== undefined && !isJsonMediaType(contentType)) {
       return yield* new UnsupportedMediaType({
         message: `Content-Type must be application/json (got ${contentType.slice(0, 100)}).`
       })
     }
-    const declared = Number(request.headers["content-length"] ?? "0")
+    const length = request.headers["content-length"]
+    const declared = Number(length ?? "0")
     if (Number.isFinite(declared) && declared > maxBodyBytes) {
       return yield* new PayloadTooLarge({ message: `The request body is larger than ${maxBodyBytes} bytes.` })
     }
     const unreadable = (error: RequestError) => unreadableBody(error, maxBodyBytes)
-    const text = request.headers["content-length"] !== undefined && declared <= SMALL_BODY_BYTES
+    const text = length !== undefined && declared <= SMALL_BODY_BYTES
       ? utf8.decode(yield* Effect.mapError(request.arrayBuffer, unreadable))
       : yield* Effect.mapError(request.text, unreadable)
     if (text.trim() === "") {
@@ -138,8 +142,8 @@ export const readJsonBody = (maxBodyBytes: number, arrayMessage = "The request b
   })
 
 /** `readJsonBody`'s parsed object. */
-export const readJsonObject = (maxBodyBytes: number, arrayMessage?: string) =>
-  Effect.map(readJsonBody(maxBodyBytes, arrayMessage), (body) => body.parsed)
+export const readJsonObject = (request: HttpServerRequest.HttpServerRequest, maxBodyBytes: number, arrayMessage?: string) =>
+  Effect.map(readJsonBody(request, maxBodyBytes, arrayMessage), (body) => body.parsed)
 
 const isServerRequest = (u: object): u is HttpServerRequest.HttpServerRequest => HttpServerRequest.TypeId in u
 
@@ -173,7 +177,7 @@ export const JsonBodyLive = Layer.effect(
         const request = yield* HttpServerRequest.HttpServerRequest
         // Reads (GET, DELETE) have no body to check.
         if (request.method !== "POST" && request.method !== "PUT" && request.method !== "PATCH") return
-        const body = yield* readJsonBody(config.maxBodyBytes)
+        const body = yield* readJsonBody(request, config.maxBodyBytes)
         // The handler, next on this fiber, decodes its payload from the request in the fiber's context: it gets the
         // request with its body read. Set in place, not provided (`provides` on the middleware would scope it: an
         // uninterruptible acquire and release around the handler, 24 Effect steps a call); the middleware that

@@ -568,6 +568,12 @@ const idleMemory = async (proc: Proc) => {
 
 let fresh: Memory | undefined
 let idle: Memory | undefined
+/**
+ * The `HttpApi` ceiling's closed loop measured again right after `gateway-100-orgs`: the throughput target divides
+ * by the ceiling, and the machine's speed can drift in the minutes between the two scenarios (a full run once read
+ * the bare proxy and the ceiling at half their usual figures while the gateway scenarios after them read as usual).
+ */
+let ceilingAgain: LoadResult | undefined
 
 // ---------------------------------------------------------------------------------------------------------
 // report
@@ -767,6 +773,13 @@ const main = async () => {
         ? await measure(s.name, s.target, s.pid, inside)
         : await probed(s.name, probe, () => measure(s.name, s.target, s.pid, inside), probe === gateway)
       rows.push({ name: s.name, what: s.what, figures })
+      if (s.name === "gateway-100-orgs" && selected("ceiling-httpapi")) {
+        ceilingAgain = await load({ url: `http://127.0.0.1:${api.port}/v1/mobile_app_search`, body, connections, durationSec: seconds, expectStatus: 200 })
+        if (ceilingAgain.requests === 0 || ceilingAgain.unexpected > 0) {
+          console.error(`  ceiling-httpapi again: ${ceilingAgain.requests} answers, ${ceilingAgain.unexpected} unexpected ${JSON.stringify(ceilingAgain.statuses)}`)
+        }
+        note(`ceiling-httpapi again, right after gateway-100-orgs (closed loop, ${seconds} s): ${ceilingAgain.rps} req/s.`)
+      }
     }
 
     // RSS, sampled every second over a long closed-loop run: does it level off?
@@ -875,11 +888,16 @@ const report = (rows: ReadonlyArray<Row>, notes: ReadonlyArray<string>, started:
     targets.push({ target: "one org (hot row) ≥ 1,000 calls/s", measured: `${gw.max.rps} calls/s`, met: gw.max.rps >= 1000 })
   }
   if (spread !== undefined && api !== undefined) {
-    const ratio = spread.max.rps / api.max.rps
+    // against the ceiling measured before the gateway's scenarios and, when it was, again right after this one:
+    // met only against the higher of the two
+    const again = ceilingAgain !== undefined && ceilingAgain.requests > 0 ? ceilingAgain.rps : undefined
+    const percent = (ceiling: number) => `${spread.max.rps} / ${ceiling} = ${Math.round((spread.max.rps / ceiling) * 100)}%`
     targets.push({
       target: "billed throughput, 100 orgs, ≥ 35% of the `HttpApi` ceiling",
-      measured: `${spread.max.rps} / ${api.max.rps} = ${Math.round(ratio * 100)}%`,
-      met: ratio >= 0.35
+      measured: again === undefined
+        ? percent(api.max.rps)
+        : `${percent(api.max.rps)}; ${percent(again)} against the ceiling measured again right after it`,
+      met: spread.max.rps / Math.max(api.max.rps, again ?? 0) >= 0.35
     })
   }
   const keyed = get("gateway-idempotency")
@@ -1016,7 +1034,20 @@ const report = (rows: ReadonlyArray<Row>, notes: ReadonlyArray<string>, started:
   Fs.writeFileSync(
     `${base}.json`,
     JSON.stringify(
-      { started: started.toISOString(), quick, machine: m, database, entry: Path.relative(root, entry), seconds, connections, fixedRate, rows, targets, notes },
+      {
+        started: started.toISOString(),
+        quick,
+        machine: m,
+        database,
+        entry: Path.relative(root, entry),
+        seconds,
+        connections,
+        fixedRate,
+        rows,
+        ...(ceilingAgain !== undefined ? { ceilingAgain } : {}),
+        targets,
+        notes
+      },
       null,
       2
     )

@@ -506,6 +506,18 @@ const timelineReport = (name: string, t: Timeline): string => {
   const besideMajor = slow.filter((r) => majors.some((g) => r[0] <= g[0] + g[1] && r[1] >= g[0] - 100)).length
   const gaps = within(t.gaps, rateFrom, last)
   const inGap = slow.filter((r) => gaps.some((g) => r[0] < g[0] + g[1] && r[1] > g[0])).length
+  // the slow calls neither beside an old-generation collection nor in a late stretch: their longest statement and
+  // upstream wait (each begun and ended within the call), beside the call itself
+  const rest = slow.filter((r) =>
+    !majors.some((g) => r[0] <= g[0] + g[1] && r[1] >= g[0] - 100) && !gaps.some((g) => r[0] < g[0] + g[1] && r[1] > g[0])
+  )
+  const longest = (rows: ReadonlyArray<readonly [number, number, ...ReadonlyArray<unknown>]>, r: readonly [number, number]) =>
+    rows.filter((x) => x[0] >= r[0] && x[1] <= r[1]).reduce((m, x) => Math.max(m, x[1] - x[0]), 0)
+  const restText = rest.length === 0
+    ? ""
+    : `; the other ${rest.length}: p50 ${r2(p50Of(rest.map((r) => r[1] - r[0])))} ms, of which their longest statement p50 ${
+      r2(p50Of(rest.map((r) => longest(statements, r))))
+    } ms and their upstream wait p50 ${r2(p50Of(rest.map((r) => longest(upstream, r))))} ms`
   const mean = (xs: ReadonlyArray<number>) => xs.reduce((x, y) => x + y, 0) / Math.max(1, xs.length)
   return `timeline ${name}: ${alone}. At ${fixedRate}/s, in the gateway: p50 ${r2(quantile(latencies, 0.5))} ms, p99 ${r2(p99)} ms; ` +
     `${scavenges.length} scavenges (${r2(mean(scavenges.map((g) => g[1])))} ms each), ${majors.length} old-generation collection${
@@ -514,7 +526,7 @@ const timelineReport = (name: string, t: Timeline): string => {
       r2(majors.reduce((m, g) => Math.max(m, g[1]), 0))
     } ms); of the ${slow.length} calls above the p99, ${besideMajor} ran beside one (within 100 ms before it, or during it), ${inGap} ` +
     `through a stretch in which the event loop reached its timers more than ${t.gapMs} ms late (${gaps.length} such ` +
-    `stretch${gaps.length === 1 ? "" : "es"} in the phase, longest ${r2(gaps.reduce((m, g) => Math.max(m, g[1]), 0))} ms)`
+    `stretch${gaps.length === 1 ? "" : "es"} in the phase, longest ${r2(gaps.reduce((m, g) => Math.max(m, g[1]), 0))} ms)${restText}`
 }
 
 interface Memory {

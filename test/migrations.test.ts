@@ -55,8 +55,8 @@ const functions: ReadonlyArray<SqlFunction> = [
  */
 const measured: Record<string, string> = {
   journal_append_only: "30f29dfdcdb2c74329296873506a9433026f2c043682f9f264ee64bf661dc29c",
-  gateway_reserve: "6f9b57887bdcc934fc7cba1964f10bb6f236c83f77dda784e8c0686f020d6335",
-  gateway_settle: "e23f185756fb1e75aa72777a6fb8bf3c7f3e3008a2a08d830c6ea34b80d455c8",
+  gateway_reserve: "6f4f5a75440551c62fc65ef31d1251b3278d8993e9d10d2bfadb772f6d32837c",
+  gateway_settle: "6920ea924a8e4606708649ebaf66048412d376187d2c32dae73700c60ea66562",
   gateway_void: "a697767a72c7b6f2823bb75a45c9721c6a5494632202dede4e22cc9fa19a7aa3",
   gateway_reserve_batch: "ec0eaa2833f7e3e1eb7b288c9ff8d19d13c15a84d019fbe4549256f8bdd5ea28",
   gateway_resolve_batch: "4f114ab8e8dc232101220b7e4d8488974b5d759e88695c4fa031329b01ef63d9",

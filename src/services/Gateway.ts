@@ -398,7 +398,7 @@ export const make = Effect.gen(function* () {
         charged: failure._tag === "NormalizationFailed" ? failure.charged ?? 0 : 0
       })
     }
-    return idempotency.release(orgId, key)
+    return idempotency.release(orgId, key, call.requestId)
   }
 
   // -- log --------------------------------------------------------------------------------------------

@@ -8,6 +8,13 @@
  * so a process sees its own calls at once; other processes' calls appear within the interval. The usage log
  * is an activity record, not the ledger: a process that is killed can lose its last interval of records,
  * never a credit (the journal is the ledger).
+ *
+ * A batch the database did not take (an error, a lost connection) goes back to the front of the buffer and is
+ * written by the next flush, which a failure schedules `RETRY_INTERVAL` later. A batch is written once: each is
+ * one transaction whose id is read before its INSERT, and a batch whose answer was lost is written again only if
+ * the database says that transaction did not commit (one it cannot yet tell about waits, unwritten, until it
+ * can). While the database fails, at most `MAX_PENDING` records wait: past that the oldest are dropped, counted
+ * in a log line at ERROR.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
@@ -134,10 +141,29 @@ const GroupRow = Schema.Struct({
 
 const FLUSH_INTERVAL = Duration.millis(100)
 const FLUSH_SIZE = 500
+/** The wait before a flush that failed is tried again (while records wait, there is always a next flush). */
+const RETRY_INTERVAL = Duration.seconds(1)
+/** Records per INSERT: ten parameters each, well within PostgreSQL's 65,535 a statement. */
+const WRITE_SIZE = 1_000
+/** Records kept waiting while the database fails (about 10 MB); past it the oldest are dropped. */
+const MAX_PENDING = 50_000
+
+const TransactionId = Schema.Struct({ xid: Schema.String })
+const TransactionStatus = Schema.Struct({ status: Schema.NullOr(Schema.Literal("committed", "aborted", "in progress")) })
+
+/** A batch whose INSERT may have committed (its answer was lost), and the id of its transaction. */
+interface Unconfirmed {
+  readonly batch: ReadonlyArray<UsageEntry>
+  readonly xid: string
+}
 
 export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   let pending: Array<UsageEntry> = []
+  // batches written, as far as this process knows, neither once nor not at all
+  let unconfirmed: Array<Unconfirmed> = []
+  // records dropped past MAX_PENDING since the last line that said so
+  let dropped = 0
 
   // One row more than the page: whether there is a next page.
   const findPage = SqlSchema.findAll({
@@ -172,7 +198,7 @@ export const make = Effect.gen(function* () {
     }
   })
 
-  const write = (batch: ReadonlyArray<UsageEntry>) =>
+  const insert = (batch: ReadonlyArray<UsageEntry>) =>
     sql`INSERT INTO usage ${
       sql.insert(batch.map((e) => ({
         org_id: e.orgId,
@@ -186,19 +212,83 @@ export const make = Effect.gen(function* () {
         provider: e.provider,
         created_at: toDate(e.at)
       })))
-    }`.pipe(
-      Effect.catchAllCause((cause) => Effect.logWarning(`could not write ${batch.length} usage records`, cause)),
-      Effect.asVoid
+    }`
+  const currentTransaction = SqlSchema.single({
+    Request: Schema.Void,
+    Result: TransactionId,
+    execute: () => sql`SELECT pg_current_xact_id()::text AS xid`
+  })
+  const transactionStatus = SqlSchema.single({
+    Request: Schema.String,
+    Result: TransactionStatus,
+    execute: (xid) => sql`SELECT pg_xact_status(${xid}::xid8) AS status`
+  })
+
+  /** Whether a batch's transaction committed: `undefined` while the database cannot tell (or cannot be asked). */
+  const committed = (xid: string) =>
+    transactionStatus(xid).pipe(
+      Effect.map(({ status }) => (status === "committed" ? true : status === "aborted" ? false : undefined)),
+      Effect.orElseSucceed(() => undefined)
     )
+
+  /** Keep at most MAX_PENDING records waiting, dropping the oldest. */
+  const bound = () => {
+    const over = pending.length - MAX_PENDING
+    if (over > 0) {
+      pending.splice(0, over)
+      dropped += over
+    }
+  }
+
+  /** Write one batch: whether it is written (or will be known to be: see `unconfirmed`). */
+  const write = (batch: ReadonlyArray<UsageEntry>) =>
+    Effect.gen(function* () {
+      let xid: string | undefined
+      const exit = yield* Effect.exit(sql.withTransaction(Effect.gen(function* () {
+        xid = (yield* currentTransaction(undefined)).xid
+        yield* insert(batch)
+      })))
+      if (exit._tag === "Success") return true
+      yield* Effect.logWarning(`could not write ${batch.length} usage records; they wait for the next flush`, exit.cause)
+      if (xid === undefined) return false
+      // the INSERT was sent: it may have committed though its answer was lost
+      const done = yield* committed(xid)
+      if (done === undefined) unconfirmed.push({ batch, xid })
+      return done !== false
+    })
+
+  /** The batches whose outcome was unknown: forgotten once committed, waiting again once known not to be. */
+  const confirm = Effect.gen(function* () {
+    const left: Array<Unconfirmed> = []
+    const again: Array<UsageEntry> = []
+    for (const u of unconfirmed) {
+      const done = yield* committed(u.xid)
+      if (done === undefined) left.push(u)
+      else if (!done) again.push(...u.batch)
+    }
+    unconfirmed = left
+    if (again.length > 0) pending = [...again, ...pending]
+  })
 
   // One writer at a time, so that batches land in the order they were taken.
   const lock = yield* Effect.makeSemaphore(1)
-  // Uninterruptible: a batch taken out of `pending` is written even when shutdown interrupts the writer.
-  const flush = lock.withPermits(1)(Effect.uninterruptible(Effect.suspend(() => {
-    if (pending.length === 0) return Effect.void
-    const batch = pending
-    pending = []
-    return write(batch)
+  // Uninterruptible: a batch taken out of `pending` is written, or put back, even when shutdown interrupts the writer.
+  const flush: Effect.Effect<void> = lock.withPermits(1)(Effect.uninterruptible(Effect.gen(function* () {
+    if (unconfirmed.length > 0) yield* confirm
+    while (pending.length > 0) {
+      const batch = pending.splice(0, WRITE_SIZE)
+      if (!(yield* write(batch))) {
+        pending = [...batch, ...pending]
+        bound()
+        yield* retryLater
+        break
+      }
+    }
+    if (unconfirmed.length > 0) yield* retryLater
+    if (dropped > 0) {
+      yield* Effect.logError(`${dropped} usage records dropped: more than ${MAX_PENDING} waited for the database`)
+      dropped = 0
+    }
   })))
 
   yield* Effect.addFinalizer(() => flush)
@@ -211,19 +301,28 @@ export const make = Effect.gen(function* () {
   // process about 0.4 MB of allocation a second). Batching is not a rule that depends on time: the wait runs
   // on the real clock even under TestClock, whose jumps of hours would otherwise hold records back.
   let flushScheduled = false
-  const flushLater = Effect.sleep(FLUSH_INTERVAL).pipe(
-    Effect.withClock(Clock.make()),
-    Effect.zipRight(Effect.suspend(() => {
-      // records that arrive while this flush writes start the next one
-      flushScheduled = false
-      return flush
-    }))
-  )
+  const flushAfter = (wait: Duration.Duration) =>
+    Effect.sleep(wait).pipe(
+      Effect.withClock(Clock.make()),
+      Effect.zipRight(Effect.suspend(() => {
+        // records that arrive while this flush writes start the next one
+        flushScheduled = false
+        return flush
+      }))
+    )
+  const flushLater = flushAfter(FLUSH_INTERVAL)
+  // after a failed write, unless a flush is due anyway (when the layer is closing, the fiber is not started)
+  const retryLater: Effect.Effect<void> = Effect.suspend(() => {
+    if (flushScheduled) return Effect.void
+    flushScheduled = true
+    return Effect.asVoid(FiberSet.run(flushes, flushAfter(RETRY_INTERVAL)))
+  })
   // One early flush at a time when the buffer fills (say, while the database is slow): not one per record.
   let flushQueued = false
   const record = (e: UsageEntry) =>
     Effect.suspend(() => {
       pending.push(e)
+      bound()
       if (!flushScheduled) {
         flushScheduled = true
         return Effect.asVoid(FiberSet.run(flushes, flushLater))

@@ -4,6 +4,10 @@
  * its spend cap or, without one, the largest amount a number carries exactly) and on the key (within its
  * monthly limit), taking the row locks in the ledger's one order (org, key). It commits without waiting
  * for the WAL flush: a lost hold has nothing to settle.
+ *
+ * The month's spend never moves to an older month: a call whose process's clock is behind carries an older
+ * `p_month` than the row's `spend_month`, and counts in the row's month (a counter reset by it would let calls
+ * alternating between two processes around a month's turn past every cap).
  */
 import { sqlFunction } from "./SqlFunction.js"
 
@@ -30,36 +34,36 @@ export const gatewayReserve = sqlFunction("gateway_reserve", `
       -- the month's spend is still bounded by the largest amount a number carries exactly.
       UPDATE orgs
          SET held = orgs.held + p_amount,
-             month_spend = CASE WHEN orgs.spend_month = p_month THEN orgs.month_spend ELSE 0 END,
-             spend_month = p_month
+             month_spend = CASE WHEN orgs.spend_month >= p_month THEN orgs.month_spend ELSE 0 END,
+             spend_month = GREATEST(orgs.spend_month, p_month)
        WHERE orgs.id = p_org
          AND orgs.balance - orgs.held >= p_amount
-         AND (CASE WHEN orgs.spend_month = p_month THEN orgs.month_spend ELSE 0 END) + orgs.held + p_amount
+         AND (CASE WHEN orgs.spend_month >= p_month THEN orgs.month_spend ELSE 0 END) + orgs.held + p_amount
              <= coalesce(orgs.spend_cap, 9007199254740991)
       RETURNING * INTO o;
       IF NOT FOUND THEN
         SELECT * INTO o FROM orgs WHERE orgs.id = p_org;
         RETURN QUERY SELECT NULL::bigint,
           CASE WHEN o.balance - o.held < p_amount THEN 'insufficient_credits' ELSE 'spend_cap_exceeded' END,
-          o.balance, o.held, CASE WHEN o.spend_month = p_month THEN o.month_spend ELSE 0 END, o.spend_cap,
+          o.balance, o.held, CASE WHEN o.spend_month >= p_month THEN o.month_spend ELSE 0 END, o.spend_cap,
           NULL::bigint, NULL::bigint, NULL::bigint;
         RETURN;
       END IF;
       -- The key's own monthly limit, under the org's row lock (a key belongs to one org).
       UPDATE api_keys
          SET held = api_keys.held + p_amount,
-             month_spend = CASE WHEN api_keys.spend_month = p_month THEN api_keys.month_spend ELSE 0 END,
-             spend_month = p_month
+             month_spend = CASE WHEN api_keys.spend_month >= p_month THEN api_keys.month_spend ELSE 0 END,
+             spend_month = GREATEST(api_keys.spend_month, p_month)
        WHERE api_keys.id = p_key
          AND (api_keys.spend_limit IS NULL
-              OR (CASE WHEN api_keys.spend_month = p_month THEN api_keys.month_spend ELSE 0 END)
+              OR (CASE WHEN api_keys.spend_month >= p_month THEN api_keys.month_spend ELSE 0 END)
                  + api_keys.held + p_amount <= api_keys.spend_limit)
       RETURNING * INTO k;
       IF NOT FOUND THEN
         SELECT * INTO k FROM api_keys WHERE api_keys.id = p_key;
         UPDATE orgs SET held = orgs.held - p_amount WHERE orgs.id = p_org;
         RETURN QUERY SELECT NULL::bigint, 'key_spend_limit_exceeded', o.balance, o.held - p_amount, o.month_spend,
-          o.spend_cap, CASE WHEN k.spend_month = p_month THEN k.month_spend ELSE 0 END, k.held, k.spend_limit;
+          o.spend_cap, CASE WHEN k.spend_month >= p_month THEN k.month_spend ELSE 0 END, k.held, k.spend_limit;
         RETURN;
       END IF;
       INSERT INTO holds (org_id, key_id, tool, request_id, amount, created_at, lease_until)

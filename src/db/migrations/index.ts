@@ -35,6 +35,7 @@ import ledgerBatches from "./0011_ledger_batches.js"
 import claimingReservations from "./0012_claiming_reservations.js"
 import ledgerBatchOfOne from "./0013_ledger_batch_of_one.js"
 import pendingHoldIndexes from "./0014_pending_hold_indexes.js"
+import spendMonthNeverBackwards from "./0015_spend_month_never_backwards.js"
 
 /** Each migration under its file's name, which is its id and name in `gateway_migrations`. */
 export const migrations = {
@@ -51,7 +52,8 @@ export const migrations = {
   "0011_ledger_batches": ledgerBatches,
   "0012_claiming_reservations": claimingReservations,
   "0013_ledger_batch_of_one": ledgerBatchOfOne,
-  "0014_pending_hold_indexes": pendingHoldIndexes
+  "0014_pending_hold_indexes": pendingHoldIndexes,
+  "0015_spend_month_never_backwards": spendMonthNeverBackwards
 }
 
 export const loader = Migrator.fromRecord(migrations)

@@ -143,6 +143,11 @@ layer(gatewayLayer({ server: { maxBodyBytes: 64 * 1024, rateLimitPerSecond: 5, r
           const expected = { status: 401, type: "auth", code: "invalid_token", retryable: false, billable: false } as const
           expectError(yield* callTool("weather", { q: "Berlin" }, { headers: { authorization: `Bearer ${key}` } }), expected)
           expectError(yield* callTool("weather", { q: "Berlin" }, { key, headers: { authorization: `Bearer ${key}` } }), expected)
+          // in any scheme, or none: the key is never taken from Authorization, nor ignored there
+          const basic = Buffer.from(`${key}:`).toString("base64")
+          for (const authorization of [key, `Token ${key}`, `Basic ${basic}`, `Basic ${Buffer.from(`user:${key}`).toString("base64")}`]) {
+            expectError(yield* callTool("weather", { q: "Berlin" }, { key, headers: { authorization } }), expected)
+          }
         }))
 
       it.effect("credential_required: an account tool without a connection, nothing reserved", () =>

@@ -6,7 +6,7 @@ import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { AccountProviderSchema } from "./connections.js"
 import { Credits } from "./credits.js"
-import { NonEmpty, opt, strict } from "./schema-helpers.js"
+import { NonEmptyText, opt, strict, Text } from "./schema-helpers.js"
 import { tools } from "./tools.js"
 
 const Timestamp = Schema.String.annotations({ description: "ISO 8601, UTC" })
@@ -60,7 +60,7 @@ export const CreateConnection = strict({
   credentials: Schema.Record({ key: Schema.String, value: Schema.Unknown }).annotations({
     description: "What the provider needs; see the connection table in docs/dashboard-and-connections.md"
   }),
-  label: opt(NonEmpty.pipe(Schema.maxLength(100)))
+  label: opt(NonEmptyText.pipe(Schema.maxLength(100)))
 }, "CreateConnection", "Connect (or reconnect) the org's account at a provider")
 
 export const ConnectionView = Schema.Struct({
@@ -80,7 +80,7 @@ export const ConnectionList = Schema.Struct({ data: Schema.Array(ConnectionView)
 // -- keys ------------------------------------------------------------------------------------------------
 
 export const CreateKey = strict({
-  name: NonEmpty.pipe(Schema.maxLength(100)),
+  name: NonEmptyText.pipe(Schema.maxLength(100)),
   monthly_spend_limit: opt(Schema.NullOr(Credits)),
   allowed_tools: opt(Schema.NullOr(Schema.Array(ToolNameSchema).pipe(Schema.minItems(1)))),
   rate_limit: opt(Schema.NullOr(KeyRateLimitView)),
@@ -88,7 +88,7 @@ export const CreateKey = strict({
 }, "CreateKey", "A new API key, optionally with a monthly spend limit, a tool allow-list, its own rate limit and an expiry")
 
 export const UpdateKey = strict({
-  name: opt(NonEmpty.pipe(Schema.maxLength(100))),
+  name: opt(NonEmptyText.pipe(Schema.maxLength(100))),
   monthly_spend_limit: opt(Schema.NullOr(Credits).annotations({ description: "Credits per UTC month; null removes the limit" })),
   allowed_tools: opt(Schema.NullOr(Schema.Array(ToolNameSchema).pipe(Schema.minItems(1))).annotations({
     description: "The only tools the key may call; null: every tool"
@@ -156,8 +156,8 @@ export const UsageQuery = Schema.Struct({
     message: () => "must be a next_cursor from a previous page",
     description: "The next_cursor of the previous page; absent for the first page"
   }))),
-  key_id: opt(Schema.String),
-  tool: opt(Schema.String),
+  key_id: opt(Text),
+  tool: opt(Text),
   status: opt(Schema.Literal("ok", "error").annotations({ description: "ok: answered 2xx (replays included); error: any error answer" })),
   from: opt(Instant.annotations({ description: "Records at or after this instant" })),
   to: opt(Instant.annotations({ description: "Records before this instant" })),
@@ -212,7 +212,7 @@ export const UsageSummaryView = Schema.Struct({
 // -- the dev issuer ---------------------------------------------------------------------------------------
 
 export const DevTokenRequest = strict({
-  uid: NonEmpty.pipe(Schema.maxLength(128)).annotations({ description: "The user id (the token's sub)" })
+  uid: NonEmptyText.pipe(Schema.maxLength(128)).annotations({ description: "The user id (the token's sub)" })
 }, "DevTokenRequest", "A dev ID token for a user id")
 
 export const DevTokenView = Schema.Struct({

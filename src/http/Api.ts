@@ -16,6 +16,7 @@ import * as Schema from "effect/Schema"
 import { AccountProviderSchema } from "../domain/connections.js"
 import * as D from "../domain/dashboard.js"
 import { Price } from "../domain/pricing.js"
+import { Text } from "../domain/schema-helpers.js"
 import * as S from "../domain/schemas.js"
 import type { OrgId } from "../domain/ids.js"
 import type { Caller } from "../services/KeyStore.js"
@@ -30,6 +31,7 @@ import {
   IdTokenErrors,
   InternalError,
   InvalidRequest,
+  MethodNotAllowed,
   NotFound,
   UnknownTool
 } from "../domain/errors.js"
@@ -65,6 +67,12 @@ export class IdTokenAuth extends HttpApiMiddleware.Tag<IdTokenAuth>()("IdTokenAu
     )
   }
 }) {}
+
+/**
+ * Marks an endpoint whose payload carries secrets (a connection's credentials): no answer to it repeats a value
+ * that was sent.
+ */
+export class SecretPayload extends Context.Tag("SecretPayload")<SecretPayload, boolean>() {}
 
 /** Checks the body of a tool call before it is decoded: JSON media type, size, well-formed, an object. */
 export class JsonBody extends HttpApiMiddleware.Tag<JsonBody>()("JsonBody", { failure: wireUnion(...BodyErrors) }) {}
@@ -125,12 +133,16 @@ export class ToolsGroup extends HttpApiGroup.make("tools")
   )
 {}
 
-/** `POST /v1/<anything else>`: authenticated first, then `unknown_tool` (so an unknown tool never hides a bad key). */
+/**
+ * `POST /v1/<anything else>`: authenticated first, then `unknown_tool` (so an unknown tool never hides a bad key),
+ * or `method_not_allowed` for a path that is a route of another method (`POST /v1/tools`).
+ */
 export class UnknownToolGroup extends HttpApiGroup.make("unknownTool")
   .add(
     HttpApiEndpoint.post("unknownTool", "/v1/:tool").setPath(Schema.Struct({ tool: Schema.String }))
   )
   .addError(wireOf(UnknownTool))
+  .addError(wireOf(MethodNotAllowed))
   .middleware(ApiKeyAuth)
   .annotate(OpenApi.Exclude, true)
 {}
@@ -142,6 +154,7 @@ export class DashboardGroup extends HttpApiGroup.make("dashboard")
       .setPayload(D.CreateConnection)
       .addSuccess(D.ConnectionView, { status: 201 })
       .annotate(OpenApi.Summary, "Connect (or reconnect) a provider account")
+      .annotate(SecretPayload, true)
   )
   .add(
     HttpApiEndpoint.get("listConnections", "/v1/connections")
@@ -167,14 +180,14 @@ export class DashboardGroup extends HttpApiGroup.make("dashboard")
   )
   .add(
     HttpApiEndpoint.patch("updateKey", "/v1/keys/:id")
-      .setPath(Schema.Struct({ id: Schema.String }))
+      .setPath(Schema.Struct({ id: Text }))
       .setPayload(D.UpdateKey)
       .addSuccess(D.KeyView)
       .annotate(OpenApi.Summary, "Change a key's name, spend limit, allowed tools, rate limit or expiry")
   )
   .add(
     HttpApiEndpoint.del("revokeKey", "/v1/keys/:id")
-      .setPath(Schema.Struct({ id: Schema.String }))
+      .setPath(Schema.Struct({ id: Text }))
       .addSuccess(D.KeyView)
       .annotate(OpenApi.Summary, "Revoke a key, effective at once")
   )
@@ -229,7 +242,7 @@ export class DashboardGroup extends HttpApiGroup.make("dashboard")
 export class ArtifactsGroup extends HttpApiGroup.make("artifacts")
   .add(
     HttpApiEndpoint.get("get", "/v1/artifacts/:id")
-      .setPath(Schema.Struct({ id: Schema.String }))
+      .setPath(Schema.Struct({ id: Text }))
       .setHeaders(Schema.Struct({
         range: Schema.optional(Schema.String).annotations({ description: "One byte range, e.g. bytes=0-1023" }),
         "if-range": Schema.optional(Schema.String).annotations({ description: "Serve the range only if the ETag still matches" }),

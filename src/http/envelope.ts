@@ -48,6 +48,8 @@ export interface RequestState {
   rateLimit: RateLimitState | undefined
   /** The envelope's code when the answer is an error. */
   code: string | undefined
+  /** The route matched takes secrets in its payload: its errors never repeat a value sent. */
+  secretPayload: boolean
 }
 
 /** The request in progress, per fiber (set by the envelope middleware for each request). */
@@ -55,14 +57,24 @@ export const CurrentRequest = FiberRef.unsafeMake<RequestState | undefined>(unde
 
 /** The current request's state (outside a request: a fresh one, whose writes go nowhere); read in one step. */
 export const currentRequest: Effect.Effect<RequestState> = Effect.withFiberRuntime((fiber) =>
-  Effect.succeed(fiber.getFiberRef(CurrentRequest) ?? { requestId: newRequestId(), rateLimit: undefined, code: undefined }))
+  Effect.succeed(fiber.getFiberRef(CurrentRequest) ?? { requestId: newRequestId(), rateLimit: undefined, code: undefined, secretPayload: false }))
 
 export const newRequestId = () => `req_${base62(20)}`
 
+/** A caller's value as a message quotes it: at most `max` characters, then an ellipsis. */
+export const clip = (s: string, max: number): string => (s.length > max ? `${s.slice(0, max)}…` : s)
+
+/** The longest path an error message quotes. */
+const MAX_QUOTED_PATH = 200
+
 const fieldOf = (path: ReadonlyArray<PropertyKey>) => (path.length === 0 ? "" : `${formatPath(path)}: `)
 
+/** The longest part of a decode message about one issue: a value sent is quoted only in part. */
+const MAX_QUOTED_ISSUE = 300
+
 const decodeMessage = (error: HttpApiError.HttpApiDecodeError, secret: boolean): string => {
-  const issues = error.issues.slice(0, 5).map((i) => `${fieldOf(i.path)}${secret ? withoutValue(i.message) : i.message}`)
+  const issues = error.issues.slice(0, 5).map((i) =>
+    clip(`${fieldOf(i.path)}${secret ? withoutValue(i.message) : i.message}`, MAX_QUOTED_ISSUE))
   const more = error.issues.length > 5 ? ` (and ${error.issues.length - 5} more)` : ""
   return `Invalid request: ${issues.join("; ")}${more}`
 }
@@ -94,23 +106,25 @@ export const unreadableBody = (
 const toGatewayError = (
   error: unknown,
   request: HttpServerRequest.HttpServerRequest,
+  state: RequestState,
   maxBodyBytes: number
 ): GatewayError | undefined => {
   if (isGatewayError(error)) return error
   if (error instanceof HttpApiError.HttpApiDecodeError) {
-    // a connection's body carries credentials: its errors never repeat what was sent
-    return new InvalidRequest({ message: decodeMessage(error, request.url.startsWith("/v1/connections")) })
+    // a connection's body carries credentials: its errors never repeat what was sent (decided on the route the
+    // router matched, however the path was spelled)
+    return new InvalidRequest({ message: decodeMessage(error, state.secretPayload) })
   }
   if (error instanceof HttpServerError.RouteNotFound) {
     const path = request.url.split("?")[0] ?? "/"
     const allowed = routeTable.methodsFor(path)
     if (allowed.length > 0) {
       return new MethodNotAllowed({
-        message: `${request.method} is not allowed on ${path}; use ${allowed.join(", ")}.`,
+        message: `${request.method} is not allowed on ${clip(path, MAX_QUOTED_PATH)}; use ${allowed.join(", ")}.`,
         allow: allowed.join(", ")
       })
     }
-    return new NotFound({ message: `No route ${request.method} ${path}.` })
+    return new NotFound({ message: `No route ${clip(request.method, 20)} ${clip(path, MAX_QUOTED_PATH)}.` })
   }
   if (error instanceof HttpServerError.RequestError) return unreadableBody(error, maxBodyBytes)
   return undefined
@@ -129,7 +143,7 @@ export const renderCause = (
 ): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
   const failure = Option.getOrUndefined(Cause.failureOption(cause))
   const defect = Option.getOrUndefined(Cause.dieOption(cause))
-  const known = toGatewayError(failure ?? defect, request, maxBodyBytes)
+  const known = toGatewayError(failure ?? defect, request, state, maxBodyBytes)
   if (known !== undefined) {
     state.code = envelopeOf[known._tag].code
     return Effect.succeed(respond(known))
@@ -194,7 +208,7 @@ const requestLine = (
   const fields = {
     request_id: state.requestId,
     method: request.method,
-    path: path.length > 200 ? `${path.slice(0, 200)}…` : path,
+    path: clip(path, MAX_QUOTED_PATH),
     status,
     code: state.code ?? (response.headers["idempotent-replayed"] === "true" ? "replayed" : "ok"),
     org_id: facts.orgId ?? null,
@@ -238,6 +252,8 @@ export const EnvelopeMiddlewareLive = HttpApiBuilder.middleware(
         Effect.catchTag("InvalidKey", (error) =>
           Effect.sync(() => {
             state.code = envelopeOf.InvalidKey.code
+            // the key's rate limit would say that the key exists
+            state.rateLimit = undefined
             return respond(error)
           }))
       )
@@ -249,7 +265,7 @@ export const EnvelopeMiddlewareLive = HttpApiBuilder.middleware(
         Effect.gen(function* () {
           const request = yield* HttpServerRequest.HttpServerRequest
           const started = yield* preciseMillis
-          const state: RequestState = { requestId: newRequestId(), rateLimit: undefined, code: undefined }
+          const state: RequestState = { requestId: newRequestId(), rateLimit: undefined, code: undefined, secretPayload: false }
           const facts = newCallFacts()
           // Set, not scoped with `Effect.locally`: this fiber is the request's own (the server forks one per
           // request) and ends with it, so nothing reads them after; a scope would copy the fiber's refs twice
@@ -276,7 +292,10 @@ export const EnvelopeMiddlewareLive = HttpApiBuilder.middleware(
           yield* recordStatus(response.status)
           yield* logRequest(request, response, state, facts, (yield* preciseMillis) - started, false)
           const withId = HttpServerResponse.setHeader(response, "x-request-id", state.requestId)
-          return state.rateLimit === undefined ? withId : HttpServerResponse.setHeaders(withId, rateLimitHeaders(state.rateLimit))
+          // a refused caller (401) learns nothing of a key's rate limit
+          return state.rateLimit === undefined || response.status === 401
+            ? withId
+            : HttpServerResponse.setHeaders(withId, rateLimitHeaders(state.rateLimit))
         })
       )
   })

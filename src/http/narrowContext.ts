@@ -12,6 +12,7 @@ import * as HttpApi from "@effect/platform/HttpApi"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpIncomingMessage from "@effect/platform/HttpIncomingMessage"
 import * as HttpPlatform from "@effect/platform/HttpPlatform"
+import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServer from "@effect/platform/HttpServer"
 import * as Etag from "@effect/platform/Etag"
 import * as FileSystem from "@effect/platform/FileSystem"
@@ -45,12 +46,23 @@ export const builtIn = <ROut, E, RIn>(
   )
 
 /**
+ * The router's longest path parameter. The platform's router (find-my-way) misses a route whose parameter is
+ * longer than its default 100 characters, so `POST /v1/<a long name>` skipped the key check and a long artifact id
+ * answered 405; no route here takes a parameter that costs anything to match, so any request line Node accepts
+ * (its headers, request line included, are at most 16 KB) is matched whole.
+ */
+export const MAX_PARAM_LENGTH = 16 * 1024
+
+/**
  * `HttpApiBuilder.serve()`, built in the platform's services only: the context the Node server's handler starts
  * every request's fiber in. Routes on the API's router can need no more (their type allows the platform's default
  * services), and the API's handlers get theirs from their group's layer. The body size limit, a reference the
- * type does not check, is kept with them.
+ * type does not check, is kept with them; the router is built with `MAX_PARAM_LENGTH`.
  */
-export const ServeNarrowed = builtIn(HttpApiBuilder.serve(), (context) =>
+export const ServeNarrowed = builtIn(HttpApiBuilder.serve().pipe(
+  // read when the router is built, which `serve` does as it is built
+  Layer.locally(HttpRouter.currentRouterConfig, { maxParamLength: MAX_PARAM_LENGTH })
+), (context) =>
   Context.pick(HttpApi.Api, HttpServer.HttpServer, HttpPlatform.HttpPlatform, Etag.Generator, FileSystem.FileSystem, Path.Path)(context).pipe(
     Context.add(HttpIncomingMessage.MaxBodySize, Context.get(context, HttpIncomingMessage.MaxBodySize))
   ))

@@ -5,7 +5,7 @@
 import * as HttpApi from "@effect/platform/HttpApi"
 import * as OpenApi from "@effect/platform/OpenApi"
 import * as Context from "effect/Context"
-import { Api } from "./Api.js"
+import { Api, SecretPayload } from "./Api.js"
 
 interface Route {
   readonly pattern: RegExp
@@ -29,7 +29,21 @@ const build = (): ReadonlyArray<Route> => {
 
 const routes = build()
 
+/** `METHOD path` of the routes whose payload carries secrets (`SecretPayload`), as the router names them. */
+const secretPayloads = ((): ReadonlySet<string> => {
+  const found = new Set<string>()
+  HttpApi.reflect(Api, {
+    onGroup: () => {},
+    onEndpoint: ({ endpoint }) => {
+      if (Context.getOrElse(endpoint.annotations, SecretPayload, () => false)) found.add(`${endpoint.method} ${endpoint.path}`)
+    }
+  })
+  return found
+})()
+
 export const routeTable = {
   methodsFor: (path: string): ReadonlyArray<string> =>
-    Array.from(new Set(routes.filter((r) => r.pattern.test(path)).map((r) => r.method)))
+    Array.from(new Set(routes.filter((r) => r.pattern.test(path)).map((r) => r.method))),
+  /** Whether the route the router matched (its method and declared path) takes secrets in its payload. */
+  hasSecretPayload: (method: string, path: string): boolean => secretPayloads.has(`${method} ${path}`)
 }

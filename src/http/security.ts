@@ -3,12 +3,14 @@
  * before the payload is decoded.
  */
 import type { RequestError } from "@effect/platform/HttpServerError"
+import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
+import * as Stream from "effect/Stream"
 import { InvalidRequest, InvalidToken, MalformedJson, PayloadTooLarge, UnsupportedMediaType } from "../domain/errors.js"
 import { looksLikeApiKey } from "../domain/ids.js"
 import { Identity } from "../services/Identity.js"
@@ -17,6 +19,7 @@ import { Authentication } from "../services/Authentication.js"
 import { ServerConfig } from "../config.js"
 import { ApiKeyAuth, IdTokenAuth, JsonBody } from "./Api.js"
 import { currentRequest, unreadableBody } from "./envelope.js"
+import { routeTable } from "./routes.js"
 
 export const ApiKeyAuthLive = Layer.effect(
   ApiKeyAuth,
@@ -83,11 +86,71 @@ const isJsonMediaType = (contentType: string) => {
   return type === "application/json"
 }
 
+/** The charset a `Content-Type` names (lower case, unquoted), or undefined when it names none. */
+const charsetOf = (contentType: string): string | undefined => {
+  const parameters = contentType.split(";")
+  for (let i = 1; i < parameters.length; i++) {
+    const [name = "", value = ""] = (parameters[i] ?? "").split("=")
+    if (name.trim().toLowerCase() === "charset") return value.trim().replace(/^"(.*)"$/, "$1").toLowerCase()
+  }
+  return undefined
+}
+
+/** JSON is UTF-8 (RFC 8259): the labels of UTF-8 a client may send (the Encoding standard's). */
+const UTF8_LABELS: ReadonlySet<string> = new Set(["utf-8", "utf8", "unicode-1-1-utf-8"])
+
 const isJsonObject = (u: unknown): u is Readonly<Record<string, unknown>> =>
   typeof u === "object" && u !== null && !Array.isArray(u)
 
-/** A request body as UTF-8 text, invalid sequences replaced (as Node's string decoder does), a byte order mark kept. */
-const utf8 = new TextDecoder("utf-8", { ignoreBOM: true })
+/** A request body as UTF-8 text, a byte order mark kept; bytes that are not UTF-8 throw (they are not JSON). */
+const utf8Decoder = () => new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
+const utf8 = utf8Decoder()
+
+const notUtf8 = () => new MalformedJson({ message: "The request body is not valid JSON: its bytes are not UTF-8." })
+
+/** A small body's bytes as text, in the decode itself: no second pass. */
+const decodeSmall = (bytes: ArrayBuffer): Effect.Effect<string, MalformedJson> => {
+  try {
+    return Effect.succeed(utf8.decode(bytes))
+  } catch {
+    return Effect.fail(notUtf8())
+  }
+}
+
+/**
+ * A larger or chunked body as text, each chunk decoded as it arrives (a character split between two chunks
+ * included), with the body size limit: the platform's `text` would replace bytes that are not UTF-8 instead.
+ */
+const readLargeText = (
+  request: HttpServerRequest.HttpServerRequest,
+  maxBodyBytes: number
+): Effect.Effect<string, PayloadTooLarge | MalformedJson | InvalidRequest> =>
+  Effect.suspend(() => {
+    const decoder = utf8Decoder()
+    let bytes = 0
+    return request.stream.pipe(
+      Stream.mapError((error) => unreadableBody(error, maxBodyBytes)),
+      Stream.runFoldEffect("", (text, chunk: Uint8Array): Effect.Effect<string, PayloadTooLarge | MalformedJson> => {
+        bytes += chunk.length
+        if (bytes > maxBodyBytes) {
+          return Effect.fail(new PayloadTooLarge({ message: `The request body is larger than ${maxBodyBytes} bytes.` }))
+        }
+        try {
+          return Effect.succeed(text + decoder.decode(chunk, { stream: true }))
+        } catch {
+          return Effect.fail(notUtf8())
+        }
+      }),
+      Effect.flatMap((text): Effect.Effect<string, MalformedJson> => {
+        try {
+          // what is left of a character the body ended in the middle of
+          return Effect.succeed(text + decoder.decode())
+        } catch {
+          return Effect.fail(notUtf8())
+        }
+      })
+    )
+  })
 
 /**
  * Bodies declared this small (nearly every tool call's) are read as bytes: the platform's `arrayBuffer` joins a
@@ -117,6 +180,12 @@ export const readJsonBody = (
         message: `Content-Type must be application/json (got ${contentType.slice(0, 100)}).`
       })
     }
+    const charset = contentType === undefined ? undefined : charsetOf(contentType)
+    if (charset !== undefined && !UTF8_LABELS.has(charset)) {
+      return yield* new UnsupportedMediaType({
+        message: `The request body must be UTF-8, as JSON is (got charset=${charset.slice(0, 40)}); send it as UTF-8, or name no charset.`
+      })
+    }
     const length = request.headers["content-length"]
     const declared = Number(length ?? "0")
     if (Number.isFinite(declared) && declared > maxBodyBytes) {
@@ -124,8 +193,8 @@ export const readJsonBody = (
     }
     const unreadable = (error: RequestError) => unreadableBody(error, maxBodyBytes)
     const text = length !== undefined && declared <= SMALL_BODY_BYTES
-      ? utf8.decode(yield* Effect.mapError(request.arrayBuffer, unreadable))
-      : yield* Effect.mapError(request.text, unreadable)
+      ? yield* decodeSmall(yield* Effect.mapError(request.arrayBuffer, unreadable))
+      : yield* readLargeText(request, maxBodyBytes)
     if (text.trim() === "") {
       return yield* new InvalidRequest({ message: "The request body is empty: send a JSON object, e.g. {}." })
     }
@@ -177,6 +246,9 @@ export const JsonBodyLive = Layer.effect(
         const request = yield* HttpServerRequest.HttpServerRequest
         // Reads (GET, DELETE) have no body to check.
         if (request.method !== "POST" && request.method !== "PUT" && request.method !== "PATCH") return
+        // the route the router matched, not the URL as spelled (the router ignores case and repeated slashes)
+        const { route } = yield* HttpRouter.RouteContext
+        if (routeTable.hasSecretPayload(route.method, route.path)) (yield* currentRequest).secretPayload = true
         const body = yield* readJsonBody(request, config.maxBodyBytes)
         // The handler, next on this fiber, decodes its payload from the request in the fiber's context: it gets the
         // request with its body read. Set in place, not provided (`provides` on the middleware would scope it: an

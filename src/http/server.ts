@@ -80,13 +80,18 @@ export const makeNodeServer = (timeouts: {
   server.headersTimeout = timeouts.headersTimeoutMs
   server.requestTimeout = Math.max(timeouts.requestTimeoutMs, timeouts.headersTimeoutMs)
   server.keepAliveTimeout = timeouts.keepAliveTimeoutMs
-  // A connection that never sends a byte is not covered by the timeouts above: it is closed after the
-  // headers timeout too. Once a request arrives the timer is off (a provider call may take longer), and
-  // after the answer Node's keep-alive timeout takes over.
+  // A connection that never sends a byte is closed after the headers timeout, without an answer (there is no
+  // request to answer): this timer is due before Node's check can find it expired (that check needs more than the
+  // timeout to have passed, and runs later), so it comes first. One that began a request is Node's: its headers
+  // timeout answers it 408 with the envelope. Not the socket's own timeout: Node's server destroys a socket whose
+  // timeout fires, before any 408 is written.
   server.on("connection", (socket: Net.Socket) => {
-    socket.setTimeout(timeouts.headersTimeoutMs, () => socket.destroy())
+    const silent = setTimeout(() => {
+      if (socket.bytesRead === 0) socket.destroy()
+    }, timeouts.headersTimeoutMs)
+    silent.unref()
+    socket.once("close", () => clearTimeout(silent))
   })
-  server.on("request", (request: Http.IncomingMessage) => request.socket.setTimeout(0))
   server.on("clientError", answerClientError)
   holdUntilServed(server)
   return server

@@ -42,6 +42,18 @@ export class Authentication extends Context.Tag("Authentication")<Authentication
   readonly throttle: (caller: Caller) => Effect.Effect<RateLimitState | undefined, RateLimitExceeded>
 }>() {}
 
+/**
+ * Whether an `Authorization` header carries an API key, in any scheme (`Bearer`, `Token`, none) or inside
+ * `Basic`'s user or password: it is refused there, whatever else the request sends.
+ */
+const carriesApiKey = (authorization: string): boolean => {
+  const words = authorization.trim().split(/\s+/)
+  if (words.some(looksLikeApiKey)) return true
+  const [scheme, credentials] = words
+  return scheme?.toLowerCase() === "basic" && credentials !== undefined &&
+    Buffer.from(credentials, "base64").toString("utf8").split(":").some(looksLikeApiKey)
+}
+
 export const make = Effect.gen(function* () {
   const keys = yield* KeyStore
   const rateLimit = yield* RateLimit
@@ -51,8 +63,7 @@ export const make = Effect.gen(function* () {
 
   const authenticate = (apiKey: string | undefined, authorization?: string | undefined, options?: AuthenticateOptions) =>
     Effect.gen(function* () {
-      const bearer = authorization?.match(/^\s*bearer\s+(\S+)/i)?.[1]
-      if (bearer !== undefined && looksLikeApiKey(bearer)) {
+      if (authorization !== undefined && carriesApiKey(authorization)) {
         return yield* new InvalidToken({
           message: "API keys are never accepted in the Authorization header. Send the key in X-API-Key."
         })

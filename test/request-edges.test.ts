@@ -1,0 +1,189 @@
+/**
+ * The edges of a request that the schemas and the server answer before any service: values PostgreSQL cannot
+ * store, paths spelled as the router reads them, long paths, the body's charset and bytes, headers that never
+ * end, oversized values in a message, and what a refused key's answer carries.
+ */
+import { expect, layer } from "@effect/vitest"
+import { SqlClient } from "@effect/sql"
+import { Effect, Redacted } from "effect"
+import * as Net from "node:net"
+import { KeyStore } from "../src/services/KeyStore.js"
+import { expectEnvelope } from "./support/assert.js"
+import { baseUrl, dashboard, devToken, gatewayLayer, givenMember, givenOrg, request, requestChunked } from "./support/gateway.js"
+
+const invalidRequest = { status: 400, type: "validation", code: "invalid_request", retryable: false, billable: false } as const
+const invalidKey = { status: 401, type: "auth", code: "invalid_key", retryable: false, billable: false } as const
+const unknownTool = { status: 404, type: "not_found", code: "unknown_tool", retryable: false, billable: false } as const
+const notFound = { status: 404, type: "not_found", code: "not_found", retryable: false, billable: false } as const
+const unsupported = { status: 415, type: "validation", code: "unsupported_media_type", retryable: false, billable: false } as const
+const malformed = { status: 400, type: "validation", code: "malformed_json", retryable: false, billable: false } as const
+const invalidToken = { status: 401, type: "auth", code: "invalid_token", retryable: false, billable: false } as const
+
+layer(gatewayLayer({ server: { headersTimeoutMs: 500, requestTimeoutMs: 1_000, keepAliveTimeoutMs: 1_000 } }), {
+  excludeTestServices: true
+})("request edges", (it) => {
+  it.effect("a U+0000 bound for a text column is the caller's invalid_request, never a database error", () =>
+    Effect.gen(function* () {
+      const { key, token } = yield* givenMember()
+      const apiKey = { "x-api-key": key }
+      expectEnvelope(yield* request("/v1/artifacts/%00", { method: "GET", headers: apiKey }), invalidRequest)
+      expectEnvelope(yield* request("/v1/artifacts/art_%00x", { method: "GET", headers: apiKey }), invalidRequest)
+      for (const query of ["tool=%00", "key_id=%00", "format=csv&tool=%00", "key_id=a%00b"]) {
+        expectEnvelope(yield* dashboard("GET", `/v1/usage?${query}`, token), { ...invalidRequest, message: "U+0000" })
+      }
+      expectEnvelope(yield* dashboard("DELETE", "/v1/keys/%00", token), invalidRequest)
+      expectEnvelope(yield* dashboard("PATCH", "/v1/keys/%00", token, { name: "b" }), invalidRequest)
+      expectEnvelope(yield* dashboard("POST", "/v1/keys", token, { name: "a\u0000b" }), { ...invalidRequest, message: "name" })
+      expectEnvelope(yield* dashboard("PATCH", "/v1/keys/key_x", token, { name: "a\u0000b" }), { ...invalidRequest, message: "name" })
+      expectEnvelope(
+        yield* dashboard("POST", "/v1/connections", token, { provider: "epsilon", credentials: {}, label: "a\u0000b" }),
+        { ...invalidRequest, message: "label" }
+      )
+      expectEnvelope(yield* request("/dev/token", {
+        body: JSON.stringify({ uid: "a\u0000b" }),
+        headers: { "content-type": "application/json" }
+      }), { ...invalidRequest, message: "uid" })
+      // a signed token whose user id PostgreSQL cannot store is not a valid token here
+      expectEnvelope(yield* dashboard("GET", "/v1/org", yield* devToken("user\u0000x")), { ...invalidToken, message: "sub" })
+      // and the ordinary requests still work
+      expect((yield* dashboard("GET", "/v1/usage?tool=search", token)).status).toBe(200)
+      expect((yield* dashboard("POST", "/v1/keys", token, { name: "fine" })).status).toBe(201)
+    }))
+
+  it.effect("a connection's credentials are never repeated in an error, however the path is spelled", () =>
+    Effect.gen(function* () {
+      const { token } = yield* givenMember()
+      for (const path of ["/v1/connections", "/v1/Connections", "/v1/CONNECTIONS", "//v1/connections", "/v1//connections/"]) {
+        const answer = yield* dashboard("POST", path, token, { provider: "epsilon", credentials: "SECRET-VALUE" })
+        expectEnvelope(answer, { ...invalidRequest, message: "credentials" })
+        expect(answer.text, path).not.toContain("SECRET-VALUE")
+      }
+      // other routes still say what was wrong with the value
+      const named = yield* dashboard("POST", "/v1/KEYS", token, { name: 12345 })
+      expectEnvelope(named, { ...invalidRequest, message: "12345" })
+    }))
+
+  it.effect("a long path parameter still reaches its route, and a message quotes a path only in part", () =>
+    Effect.gen(function* () {
+      const { key } = yield* givenOrg({ credits: 0 })
+      const long = "t".repeat(101)
+      const json = { "content-type": "application/json" }
+      // an unknown tool never hides a bad key, however long its name
+      expectEnvelope(yield* request(`/v1/${long}`, { body: "{}", headers: { ...json, "x-api-key": "tg_nope" } }), invalidKey)
+      expectEnvelope(yield* request(`/v1/${long}`, { body: "{}", headers: { ...json, "x-api-key": key } }), unknownTool)
+      expectEnvelope(yield* request(`/v1/artifacts/art_${"a".repeat(200)}`, { method: "GET", headers: { "x-api-key": key } }), notFound)
+      // a 12 KB path: found where it leads, and no answer quotes it whole
+      const huge = "p".repeat(12 * 1024)
+      for (const answer of [
+        yield* request(`/v1/${huge}`, { body: "{}", headers: { ...json, "x-api-key": key } }),
+        yield* request(`/v1/artifacts/${huge}`, { method: "GET", headers: { "x-api-key": key } }),
+        yield* request(`/v1/nothing/${huge}`, { method: "GET" }),
+        yield* request(`/v1/artifacts/${huge}`, { method: "DELETE", headers: { "x-api-key": key } })
+      ]) {
+        expect(answer.status).toBeGreaterThanOrEqual(400)
+        expect(answer.status).toBeLessThan(500)
+        expect(answer.text.length).toBeLessThan(1_000)
+      }
+      expectEnvelope(yield* request(`/v1/nothing/${huge}`, { method: "GET" }), { ...notFound, message: "…" })
+    }))
+
+  it.effect("a body is JSON in UTF-8: another charset is 415, bytes that are not UTF-8 are malformed_json", () =>
+    Effect.gen(function* () {
+      const { key } = yield* givenOrg()
+      const body = JSON.stringify({ q: "Berlin" })
+      const as = (contentType: string) => request("/v1/weather", { body, headers: { "x-api-key": key, "content-type": contentType } })
+      for (const charset of ["iso-8859-1", "utf-16", "\"utf-16le\"", "us-ascii"]) {
+        expectEnvelope(yield* as(`application/json; charset=${charset}`), { ...unsupported, message: "UTF-8" })
+      }
+      for (const charset of ["utf-8", "UTF-8", "\"utf-8\"", "utf8"]) {
+        expect((yield* as(`application/json;charset=${charset}`)).status, charset).toBe(200)
+      }
+      const headers = { "content-type": "application/json", "x-api-key": key }
+      // "\xff" and a lone continuation byte: not UTF-8, whether read as bytes (small, with a length), streamed
+      // (chunked, or large), or cut inside a character at the end
+      const bad = (inside: ReadonlyArray<number>, pad = 0) =>
+        new Uint8Array([...new TextEncoder().encode(`{"q":"${" ".repeat(pad)}`), ...inside, 0x22, 0x7d])
+      for (const bytes of [bad([0xff]), bad([0x80]), bad([0xc3, 0x28]), bad([0xff], 100_000)]) {
+        expectEnvelope(yield* requestChunked("/v1/weather", [bytes], { ...headers, "content-length": String(bytes.length) }), malformed)
+        expectEnvelope(yield* requestChunked("/v1/weather", [bytes.subarray(0, 4), bytes.subarray(4)], headers), malformed)
+      }
+      const cut = new TextEncoder().encode(`{"q":"Berlin"}`.padEnd(70_000, " "))
+      expectEnvelope(
+        yield* requestChunked("/v1/weather", [cut, new Uint8Array([0xe2, 0x9c])], headers),
+        malformed
+      )
+      // a character split between two chunks is still one character
+      const split = new TextEncoder().encode(JSON.stringify({ q: "Zürich" }))
+      const u = split.indexOf(0xc3)
+      expectEnvelope(
+        yield* requestChunked("/v1/weather", [split.subarray(0, u + 1), split.subarray(u + 1)], headers, 30),
+        { ...invalidRequest, message: "Zürich" }
+      )
+    }))
+
+  it.effect("headers that never end are answered 408 request_timeout; a connection that sends nothing is closed", () =>
+    Effect.gen(function* () {
+      const port = Number(new URL(yield* baseUrl).port)
+      const hangAround = (first: string) =>
+        Effect.async<{ readonly closedAfterMs: number; readonly text: string }>((resume) => {
+          const started = Date.now()
+          let text = ""
+          const socket = Net.connect(port, "127.0.0.1", () => {
+            if (first !== "") socket.write(first)
+          })
+          socket.on("data", (d: Buffer) => (text += d.toString()))
+          socket.on("close", () => resume(Effect.succeed({ closedAfterMs: Date.now() - started, text })))
+          socket.on("error", () => undefined)
+        }).pipe(Effect.timeout("8 seconds"))
+      const [partial, silent] = yield* Effect.all(
+        [hangAround("POST /v1/weather HTTP/1.1\r\nHost: x\r\n"), hangAround("")],
+        { concurrency: 2 }
+      )
+      expect(partial.text).toMatch(/^HTTP\/1\.1 408/)
+      expect(partial.text).toMatch(/x-request-id: req_/)
+      expect(partial.text).toMatch(/connection: close/i)
+      expect(JSON.parse(partial.text.slice(partial.text.indexOf("\r\n\r\n") + 4))).toEqual({
+        error: { type: "timeout", code: "request_timeout", message: expect.any(String), retryable: true, billable: false }
+      })
+      expect(partial.closedAfterMs).toBeLessThan(4_000)
+      expect(silent.text).toBe("")
+      expect(silent.closedAfterMs).toBeLessThan(4_000)
+    }), 30_000)
+
+  it.effect("a validation message quotes a bad value only in part", () =>
+    Effect.gen(function* () {
+      const { key } = yield* givenOrg()
+      const headers = { "content-type": "application/json", "x-api-key": key }
+      const huge = Array.from({ length: 300_000 }, () => 1)
+      const answers = [
+        yield* request("/v1/weather", { body: JSON.stringify({ q: "x", lat: huge }), headers }),
+        yield* request("/v1/weather", { body: JSON.stringify({ q: "x".repeat(200_000), lat: "y".repeat(200_000) }), headers }),
+        yield* request("/v1/weather", { body: JSON.stringify({ q: "x", ["k".repeat(100_000)]: 1 }), headers })
+      ]
+      for (const answer of answers) {
+        expectEnvelope(answer, { ...invalidRequest, message: "…" })
+        expect(answer.text.length).toBeLessThan(2_000)
+      }
+      for (const answer of answers.slice(0, 2)) expectEnvelope(answer, { ...invalidRequest, message: "lat" })
+    }))
+
+  it.effect("a key revoked elsewhere while cached here is refused without its rate limit", () =>
+    Effect.gen(function* () {
+      const { orgId } = yield* givenOrg()
+      const created = yield* Effect.orDie(Effect.flatMap(KeyStore, (keys) =>
+        keys.create(orgId, { name: "limited", rateLimit: { perSecond: 50, burst: 50 } })))
+      const key = Redacted.value(created.key)
+      const headers = { "content-type": "application/json", "x-api-key": key }
+      // a refusal to the key as it is: with its rate limit (and the key now in this process's cache)
+      const before = yield* request("/v1/weather", { body: "{}", headers })
+      expectEnvelope(before, invalidRequest)
+      expect(before.headers.get("ratelimit-policy")).toBe(`"key";q=50;w=1`)
+      // another process revokes it: this one still has it cached
+      const sql = yield* SqlClient.SqlClient
+      yield* Effect.orDie(sql`UPDATE api_keys SET revoked_at = now() WHERE id = ${created.id}`)
+      const after = yield* request("/v1/weather", { body: "{}", headers })
+      expectEnvelope(after, invalidKey)
+      expect(after.headers.get("ratelimit-policy")).toBeNull()
+      expect(after.headers.get("ratelimit")).toBeNull()
+    }))
+})

@@ -162,6 +162,9 @@ layer(gatewayLayer(), { excludeTestServices: true })("the CLI against DATABASE_U
         betas: ["iota_delete_service"]
       })
       expect(yield* runJson(["org", "show", "--org", id], env)).toMatchObject({ balance: 125, spend_cap: 80, betas: ["iota_delete_service"] })
+      // every command that prints the org prints its betas as they are
+      expect(yield* runJson(["credits", "grant", "--org", id, "--amount", "1"], env)).toMatchObject({ balance: 126, betas: ["iota_delete_service"] })
+      expect(yield* runJson(["cap", "set", "--org", id, "--amount", "80"], env)).toMatchObject({ spend_cap: 80, betas: ["iota_delete_service"] })
       expect(yield* runJson(["beta", "disable", "--org", id, "--tool", "iota_delete_service"], env)).toMatchObject({ betas: [] })
 
       const revoked = yield* runJson(["keys", "revoke", "--key-id", String(created["id"])], env)
@@ -169,9 +172,9 @@ layer(gatewayLayer(), { excludeTestServices: true })("the CLI against DATABASE_U
 
       expect(yield* runJson(["migrate"], env)).toEqual({ applied: [] })
       const [human, orgList] = yield* Effect.all([run(["org", "show", "--org", id], env), run(["org", "list"], env)], { concurrency: 2 })
-      expect(human.stdout).toContain("balance      125")
+      expect(human.stdout).toContain("balance      126")
       // id, name, balance, month spend, cap
-      expect(orgList.stdout).toMatch(new RegExp(`^${id} +acme +125 +0 +80$`, "m"))
+      expect(orgList.stdout).toMatch(new RegExp(`^${id} +acme +126 +0 +80$`, "m"))
     }), 180_000) // two dozen CLI processes, each a Node start and a database connection
 
   it.effect("mistakes exit with status 1 and a clear message", () =>

@@ -11,7 +11,7 @@ import { OrgId } from "../src/domain/ids.js"
 import { type ToolName, tools } from "../src/domain/tools.js"
 import { Betas } from "../src/services/Betas.js"
 import { Connections, ConnectionsLive } from "../src/services/Connections.js"
-import { type EncryptionKeyError, EncryptionLive } from "../src/services/Encryption.js"
+import { Encryption, type EncryptionKeyError, EncryptionLive } from "../src/services/Encryption.js"
 import { IdentityConfig, ProvidersConfig, ServerConfig } from "../src/config.js"
 import { errorOf, expectEnvelope, expectOk } from "./support/assert.js"
 import {
@@ -213,6 +213,47 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.1"] } }), { excludeTestSe
         expectEnvelope(yield* dashboard("POST", "/v1/connections", token, { provider: "nu" }), { ...invalid, message: "credentials" })
       }))
 
+    it.effect("a token or header that HTTP cannot carry, or that would reframe the request, is refused when connecting", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        const { token } = yield* givenMember()
+        const invalid = { status: 400, type: "validation", code: "invalid_request", retryable: false, billable: false } as const
+        for (const header of ["Content-Length", "host", "Transfer-Encoding", "connection", "Proxy-Authorization", "content-type", "Sec-Fetch-Site"]) {
+          expectEnvelope(
+            yield* dashboard("POST", "/v1/connections", token, { provider: "epsilon", credentials: { base_url: u.rest.url, token: "t0ken-value", header } }),
+            { ...invalid, message: "credentials.header" }
+          )
+        }
+        for (const bad of ["abc\r\nX-Evil: 1", "t\u0001oken", "tök", "line\u2028sep", " leading"]) {
+          expectEnvelope(
+            yield* dashboard("POST", "/v1/connections", token, { provider: "nu", credentials: { token: bad } }),
+            { ...invalid, message: "credentials.token" }
+          )
+          expectEnvelope(
+            yield* dashboard("POST", "/v1/connections", token, { provider: "theta", credentials: { access_token: "ok-token", client_id: bad } }),
+            { ...invalid, message: "credentials.client_id" }
+          )
+        }
+        // a header of the API's own, and a token with a space inside it, are what HTTP carries
+        expect((yield* dashboard("POST", "/v1/connections", token, { provider: "epsilon", credentials: { base_url: u.rest.url, token: "t0ken-value", header: "X-Api-Token" } })).status).toBe(201)
+        expect((yield* dashboard("POST", "/v1/connections", token, { provider: "nu", credentials: { token: "token with spaces" } })).status).toBe(201)
+      }))
+
+    it.effect("a stored connection whose credentials a later rule refuses: credential_required, not an outage", () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const encryption = yield* Encryption
+        const { key, orgId, token } = yield* givenMember({ credits: 10 })
+        expect((yield* dashboard("POST", "/v1/connections", token, { provider: "nu", credentials: { token: "ghp_token" } })).status).toBe(201)
+        // what an older version stored: a token with a line break, sealed as the service seals it
+        const sealed = yield* encryption.seal(JSON.stringify({ token: "ghp_token\r\nX-Evil: 1" }), `connection:${orgId}:nu`)
+        yield* sql`UPDATE connections SET key_id = ${sealed.keyId}, iv = ${sealed.iv}, ciphertext = ${sealed.ciphertext}, tag = ${sealed.tag}
+                    WHERE org_id = ${orgId} AND provider = 'nu'`
+        const result = yield* callTool("nu_account", {}, { key })
+        expectEnvelope(result, { status: 401, type: "auth", code: "credential_required", retryable: false, billable: false, message: "connect it again" })
+        expect(yield* books(orgId)).toEqual(expect.objectContaining({ balance: 10, held: 0 }))
+      }))
+
     it.effect("an answer never carries a credential back, even one sent in the wrong shape", () =>
       Effect.gen(function* () {
         const { token } = yield* givenMember()
@@ -300,6 +341,38 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.1"] } }), { excludeTestSe
         yield* dashboard("POST", "/v1/connections", token, { provider: "nu", credentials: { token: "ghp_token" } })
         expect(listOf(yield* dashboard("GET", "/v1/connections", token))[0]).toMatchObject({ status: "active" })
         expectOk(yield* callTool("nu_account", {}, { key }))
+      }))
+
+    it.effect("an upstream error that echoes the credential it was sent: the message carries it redacted", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        u.resetAll()
+        const { key, token } = yield* givenMember()
+        expect((yield* dashboard("POST", "/v1/connections", token, { provider: "epsilon", credentials: { base_url: u.rest.url, token: EPSILON_TOKEN } })).status).toBe(201)
+        u.rest.fault({ status: 400, body: { message: `Invalid API key: Bearer ${EPSILON_TOKEN}` }, times: 1 })
+        const rejected = yield* callTool("epsilon_request", { path: "/items" }, { key })
+        expectEnvelope(rejected, { status: 502, type: "provider", code: "provider_rejected", retryable: false, billable: false, message: "Invalid API key: [redacted]" })
+        expect(rejected.text).not.toContain(EPSILON_TOKEN)
+        u.rest.fault({ status: 401, body: { error: { message: `token ${EPSILON_TOKEN} is not valid` } }, times: 1 })
+        const refused = yield* callTool("epsilon_request", { path: "/items" }, { key })
+        expectEnvelope(refused, { status: 502, type: "provider", code: "provider_credential_rejected", retryable: false, billable: false, message: "token [redacted] is not valid" })
+        expect(refused.text).not.toContain(EPSILON_TOKEN)
+      }))
+
+    it.effect("the generic REST connection's path stays under its base URL's path", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        u.resetAll()
+        const { key, token } = yield* givenMember()
+        expect((yield* dashboard("POST", "/v1/connections", token, { provider: "epsilon", credentials: { base_url: `${u.rest.url}/api/`, token: EPSILON_TOKEN } })).status).toBe(201)
+        const ok = yield* callTool("epsilon_request", { path: "/v2/../items" }, { key })
+        expectOk(ok, 1)
+        expect(ok.body).toMatchObject({ body: { path: "/api/items" } })
+        for (const path of ["/../secret", "/%2e%2e/secret", "/v2/../../secret", "..", "/./../api-other"]) {
+          const refused = yield* callTool("epsilon_request", { path }, { key })
+          expectEnvelope(refused, { status: 400, type: "validation", code: "invalid_request", retryable: false, billable: false, message: "stay on the connection's base URL" })
+        }
+        expect(u.rest.requests.map((r) => r.path)).toEqual(["/api/items"])
       }))
 
     it.effect("the generic REST connection's URL passes the SSRF guard when it is connected", () =>

@@ -179,6 +179,40 @@ layer(gatewayLayer(), { excludeTestServices: true })("hosted MCP", (it) => {
       expect(yield* books(orgId)).toMatchObject({ balance: 9 })
     }))
 
+  it.scoped("an idempotency key that is not a string is a tool error, never a call run without one", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      const { key, orgId } = yield* givenOrg({ credits: 10 })
+      const client = yield* connect(key)
+      for (const idempotencyKey of [12345, { k: "v" }, null]) {
+        const result = yield* Effect.promise(() => client.callTool({ name: "mobile_app_search", arguments: { query: "notes" }, _meta: { idempotencyKey } }))
+        expect(result.isError).toBe(true)
+        expect(result._meta).toMatchObject({ "tool-gateway/error": { type: "validation", code: "invalid_idempotency_key", retryable: false, billable: false } })
+      }
+      expect(u.itunes.hits()).toBe(0)
+      expect(yield* books(orgId)).toMatchObject({ balance: 10, held: 0 })
+    }))
+
+  it.effect("tools/call params that are not a call: JSON-RPC invalid params (-32602), not an internal error", () =>
+    Effect.gen(function* () {
+      const { key, orgId } = yield* givenOrg({ credits: 10 })
+      const malformed: ReadonlyArray<unknown> = [
+        undefined,
+        { arguments: { q: "Berlin" } },
+        { name: 5 },
+        { name: "weather", arguments: [1, 2] },
+        { name: "weather", arguments: "q=Berlin" },
+        { name: "weather", arguments: { q: "Berlin" }, _meta: "key" }
+      ]
+      for (const [i, params] of malformed.entries()) {
+        const answer = yield* rpc(key, { jsonrpc: "2.0", id: i, method: "tools/call", ...(params === undefined ? {} : { params }) })
+        expect(answer.status, JSON.stringify(params)).toBe(200)
+        expect(answer.body, JSON.stringify(params)).toMatchObject({ jsonrpc: "2.0", id: i, error: { code: -32602, message: expect.stringContaining("Invalid tools/call params") } })
+      }
+      expect(yield* books(orgId)).toMatchObject({ balance: 10, held: 0 })
+    }))
+
   it.scoped("a key's tool allow-list narrows the tool list", () =>
     Effect.gen(function* () {
       const { orgId } = yield* givenOrg()
@@ -261,6 +295,10 @@ layer(gatewayLayer(), { excludeTestServices: true })("hosted MCP", (it) => {
       for (const refused of decoded.slice(3)) {
         expect(refused.isError).toBe(true)
         expect(refused._meta).toMatchObject({ "tool-gateway/error": { type: "rate_limited", code: "rate_limit_exceeded", retryable: true, billable: false } })
+        // a result has no Retry-After header: when to come back is in _meta, and the message says so
+        const meta = Schema.decodeUnknownSync(Schema.Struct({ "tool-gateway/retry-after": Schema.Number, "tool-gateway/error": Schema.Struct({ message: Schema.String }) }))(refused._meta)
+        expect(meta["tool-gateway/retry-after"]).toBeGreaterThanOrEqual(1)
+        expect(meta["tool-gateway/error"].message).toContain("tool-gateway/retry-after")
       }
       expect(yield* books(orgId)).toMatchObject({ balance: 99, held: 0 })
       // other messages count too, and are refused at the HTTP level

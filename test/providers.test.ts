@@ -794,6 +794,23 @@ layer(warmGateway, { excludeTestServices: true })("providers", (it) => {
         expect(Number(result.headers.get("retry-after"))).toBeGreaterThanOrEqual(55)
         expect(Number(result.headers.get("retry-after"))).toBeLessThanOrEqual(61)
       }))
+
+    it.effect("an upstream Retry-After of 0, a date past or an absurd delay is answered from 1 s to a day", () =>
+      Effect.gen(function* () {
+        const search = caseOf("alpha_search")
+        const cases: ReadonlyArray<readonly [string, string]> = [
+          ["0", "1"],
+          ["0.2", "1"],
+          [new Date(Date.now() - 3_600_000).toUTCString(), "1"],
+          ["99999999999999999999", "86400"],
+          ["172800", "86400"]
+        ]
+        for (const [sent, answered] of cases) {
+          const result = yield* answerTo(search, { status: 429, headers: { "retry-after": sent } })
+          expectEnvelope(result, limited)
+          expect(result.headers.get("retry-after"), sent).toBe(answered)
+        }
+      }))
   })
 
   describe("POST /v1/run", () => {

@@ -63,7 +63,14 @@ const cases = (pagesUrl: string): Record<ToolName, Case> => ({
     wrongTypes: { query: 1, numResults: "3", type: 5 },
     extra: "allowed"
   },
-  beta_read: { valid: { url: "https://example.com" }, required: ["url"], wrongTypes: { url: 1, format: 2 }, extra: "refused" },
+  beta_read: {
+    valid: { url: "https://example.com" },
+    required: ["url"],
+    wrongTypes: { url: 1, format: 2 },
+    extra: "refused",
+    // sent as a header: what a header cannot carry is the caller's 400, not a retryable provider_unavailable
+    bounds: [{ field: "format", ok: ["markdown", "html", "text"], bad: ["a\r\nX-Injected: 1", "日本", "a\u0000b", "", "x".repeat(33)] }]
+  },
   beta_search: {
     valid: { q: "x" },
     required: ["q"],
@@ -298,6 +305,16 @@ layer(gatewayLayer(), { excludeTestServices: true })("validation", (it) => {
           expectEnvelope(result, { status: 405, type: "not_found", code: "method_not_allowed", retryable: false, billable: false })
           expect(result.headers.get("allow")).toBe("POST")
         }
+        // a POST to a route of another method is the method's fault, not an unknown tool's (after the key, still)
+        for (const path of ["/v1/tools", "/v1/org", "/v1/usage"]) {
+          const result = yield* request(path, { method: "POST", headers: { "x-api-key": key, "content-type": "application/json" }, body: "{}" })
+          expectEnvelope(result, { status: 405, type: "not_found", code: "method_not_allowed", retryable: false, billable: false })
+          expect(result.headers.get("allow"), path).toBe("GET")
+        }
+        expectEnvelope(
+          yield* request("/v1/tools", { method: "POST", headers: { "x-api-key": "tg_not_a_key", "content-type": "application/json" }, body: "{}" }),
+          { status: 401, type: "auth", code: "invalid_key", retryable: false, billable: false }
+        )
       }))
   })
 })

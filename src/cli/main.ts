@@ -41,7 +41,7 @@ const AdminLive = MembersLive.pipe(
   Layer.provideMerge(ConfigFromEnv)
 )
 
-const orgJson = (org: Org, betas: ReadonlyArray<string> = []) => ({ ...orgView(org, betas), created_at: org.createdAt.toISOString() })
+const orgJson = (org: Org, betas: ReadonlyArray<string>) => ({ ...orgView(org, betas), created_at: org.createdAt.toISOString() })
 const keyJson = (key: KeyInfo) => ({ ...keyView(key), org_id: key.orgId })
 
 const keyText = (k: KeyInfo) =>
@@ -148,7 +148,7 @@ const orgCreate = Command.make("create", {
   admin(json, Effect.gen(function* () {
     const orgs = yield* Orgs
     const org = yield* orgs.create({ name, credits, spendCap: Option.getOrNull(spendCap) })
-    yield* print(json, orgJson(org), `Created org\n${orgText(org)}`)
+    yield* print(json, orgJson(org, yield* Effect.flatMap(Betas, (b) => b.list(org.id))), `Created org\n${orgText(org)}`)
   }))).pipe(Command.withDescription("Create an org"))
 
 const orgShow = Command.make("show", { org: orgOption, json }, ({ json, org }) =>
@@ -196,7 +196,7 @@ const creditsGrant = Command.make("grant", {
   admin(json, Effect.gen(function* () {
     const orgs = yield* Orgs
     const updated = yield* orgs.grant(OrgId.make(org), amount, "granted by the operator")
-    yield* print(json, orgJson(updated), `Granted ${amount} credits\n${orgText(updated)}`)
+    yield* print(json, orgJson(updated, yield* Effect.flatMap(Betas, (b) => b.list(updated.id))), `Granted ${amount} credits\n${orgText(updated)}`)
   }))).pipe(Command.withDescription("Add credits to an org"))
 
 const capSet = Command.make("set", {
@@ -217,7 +217,7 @@ const capSet = Command.make("set", {
   admin(json, Effect.gen(function* () {
     const orgs = yield* Orgs
     const updated = yield* orgs.setSpendCap(OrgId.make(org), amount)
-    yield* print(json, orgJson(updated), `Spend cap set\n${orgText(updated)}`)
+    yield* print(json, orgJson(updated, yield* Effect.flatMap(Betas, (b) => b.list(updated.id))), `Spend cap set\n${orgText(updated)}`)
   }))).pipe(Command.withDescription("Set or remove an org's monthly spend cap"))
 
 const keysCreate = Command.make("create", {

@@ -5,8 +5,36 @@
 import * as Schema from "effect/Schema"
 import { HttpUrl, NonEmpty, opt, strict } from "./schema-helpers.js"
 
+/**
+ * Header names a token may not be sent in: the Fetch standard's forbidden request-header names (those that frame
+ * the message or name its connection or host — https://fetch.spec.whatwg.org/#forbidden-request-header — with
+ * the `proxy-` and `sec-` prefixes) and the ones the gateway sets on the request itself. A token in
+ * `Content-Length` would reframe the request on a connection the agent pool shares.
+ */
+const RESERVED_HEADERS: ReadonlySet<string> = new Set([
+  "accept-charset", "accept-encoding", "access-control-request-headers", "access-control-request-method",
+  "connection", "content-length", "cookie", "cookie2", "date", "dnt", "expect", "host", "keep-alive", "origin",
+  "referer", "set-cookie", "te", "trailer", "transfer-encoding", "upgrade", "via",
+  "accept", "content-type", "idempotency-key", "user-agent"
+])
+
 const HeaderName = Schema.String.pipe(
-  Schema.pattern(/^[A-Za-z0-9-]{1,64}$/, { message: () => "must be an HTTP header name" })
+  Schema.pattern(/^[A-Za-z0-9-]{1,64}$/, { message: () => "must be an HTTP header name" }),
+  Schema.filter((name) => {
+    const lower = name.toLowerCase()
+    return !(RESERVED_HEADERS.has(lower) || lower.startsWith("proxy-") || lower.startsWith("sec-"))
+  }, { message: () => "must not be a header the request's framing or the gateway sets (Content-Length, Host, Transfer-Encoding, Connection, Content-Type, Proxy-*, …)" })
+)
+
+/**
+ * A secret sent in a request header: visible ASCII, words separated by single spaces or tabs (RFC 9110's field
+ * value without obsolete text). A control character or a non-ASCII letter would be refused by the HTTP client on
+ * every call; it is refused once here instead.
+ */
+const HeaderToken = NonEmpty.pipe(
+  Schema.pattern(/^[\x21-\x7e]+(?:[ \t]+[\x21-\x7e]+)*$/, {
+    message: () => "must be visible ASCII characters (a header value: no control characters, line breaks or letters outside ASCII)"
+  })
 )
 
 const schemas = {
@@ -17,17 +45,17 @@ const schemas = {
   }, "DeltaCredentials", "delta: a handle and an app password"),
   epsilon: strict({
     base_url: HttpUrl.annotations({ description: "The REST API's base URL" }),
-    token: opt(NonEmpty.annotations({ description: "Sent as a Bearer token, or in `header`" })),
+    token: opt(HeaderToken.annotations({ description: "Sent as a Bearer token, or in `header`" })),
     header: opt(HeaderName.annotations({ description: "Send the token in this header instead of Authorization" }))
   }, "EpsilonCredentials", "epsilon: a base URL and an optional token"),
-  zeta: strict({ access_token: NonEmpty }, "ZetaCredentials", "zeta: an access token"),
-  eta: strict({ ape_key: NonEmpty }, "EtaCredentials", "eta: an Ape key"),
-  theta: strict({ access_token: NonEmpty, client_id: NonEmpty }, "ThetaCredentials", "theta: an OAuth access token and the app's client id"),
-  iota: strict({ api_key: NonEmpty }, "IotaCredentials", "iota: an API key"),
-  kappa: strict({ access_token: NonEmpty }, "KappaCredentials", "kappa: an organization access token"),
-  lambda: strict({ api_key: NonEmpty }, "LambdaCredentials", "lambda: an API key"),
-  mu: strict({ token: NonEmpty }, "MuCredentials", "mu: an integration token"),
-  nu: strict({ token: NonEmpty }, "NuCredentials", "nu: a personal access token")
+  zeta: strict({ access_token: HeaderToken }, "ZetaCredentials", "zeta: an access token"),
+  eta: strict({ ape_key: HeaderToken }, "EtaCredentials", "eta: an Ape key"),
+  theta: strict({ access_token: HeaderToken, client_id: HeaderToken }, "ThetaCredentials", "theta: an OAuth access token and the app's client id"),
+  iota: strict({ api_key: HeaderToken }, "IotaCredentials", "iota: an API key"),
+  kappa: strict({ access_token: HeaderToken }, "KappaCredentials", "kappa: an organization access token"),
+  lambda: strict({ api_key: HeaderToken }, "LambdaCredentials", "lambda: an API key"),
+  mu: strict({ token: HeaderToken }, "MuCredentials", "mu: an integration token"),
+  nu: strict({ token: HeaderToken }, "NuCredentials", "nu: a personal access token")
 } as const
 
 export type AccountProvider = keyof typeof schemas

@@ -497,7 +497,9 @@ export const responseHeaders = (error: GatewayError): Record<string, string> => 
             limit: error.limit,
             windowSeconds: error.windowSeconds,
             remaining: 0,
-            resetSeconds: error.retryAfter ?? 1
+            // `t` is when the bucket is full again, as on every other answer: refused, it is empty, so the whole
+            // window (the next token comes sooner, which Retry-After says)
+            resetSeconds: error.windowSeconds
           }))
         }
         break

@@ -55,7 +55,11 @@ export const AlphaSearchInput = open({
 
 export const BetaReadInput = strict({
   url: HttpUrl.annotations({ description: "The page to read (http or https)" }),
-  format: opt(Schema.String.annotations({
+  // sent as a header: a word, so that a line break or a letter outside ASCII is the caller's 400, not the
+  // HTTP client's refusal on every try
+  format: opt(Schema.String.pipe(
+    Schema.pattern(/^[A-Za-z0-9_-]{1,32}$/, { message: () => "must be a format name (letters, digits, - or _), e.g. markdown" })
+  ).annotations({
     description: "What to return (Jina's X-Return-Format): markdown (default), html, text, screenshot or pageshot (an image, kept as a file)"
   }))
 }, "BetaReadInput", "Jina Reader: a page in the format asked for")

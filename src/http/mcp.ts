@@ -18,7 +18,7 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import type { CallToolResult, Tool } from "@modelcontextprotocol/sdk/types.js"
+import type { CallToolResult, JSONRPCErrorResponse, Tool } from "@modelcontextprotocol/sdk/types.js"
 import * as Cause from "effect/Cause"
 import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
@@ -30,10 +30,12 @@ import {
   envelope,
   envelopeOf,
   InternalError,
+  InvalidIdempotencyKey,
   InvalidRequest,
   isGatewayError,
   MethodNotAllowed,
   NotFound,
+  responseHeaders,
   UnknownTool
 } from "../domain/errors.js"
 import { describeParseError } from "../domain/parse.js"
@@ -66,6 +68,27 @@ const INVALID_PARAMS = -32602
 const RESOURCES_PAGE = 50
 
 export const ARTIFACT_URI_PREFIX = "tool-gateway://artifacts/"
+
+/** What a `tools/call` request's params must be (MCP's CallToolRequest: a name, arguments as an object). */
+const ToolCallParams = Schema.Struct({
+  name: Schema.String,
+  arguments: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown })),
+  _meta: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+})
+
+/**
+ * A `tools/call` request whose params are not a call: JSON-RPC's invalid params (-32602), answered before the
+ * SDK's server, which would answer its own validation failure as an internal error (-32603). Undefined for a
+ * well-formed call, and for a message without a request id (not a request: the transport answers it).
+ */
+const invalidToolCall = (message: Readonly<Record<string, unknown>>): JSONRPCErrorResponse | undefined => {
+  const id = message["id"]
+  if (message["method"] !== "tools/call" || (typeof id !== "string" && typeof id !== "number")) return undefined
+  const decoded = Schema.decodeUnknownEither(ToolCallParams, { errors: "all" })(message["params"])
+  return decoded._tag === "Right"
+    ? undefined
+    : { jsonrpc: "2.0", id, error: { code: INVALID_PARAMS, message: `Invalid tools/call params: ${describeParseError(decoded.left)}` } }
+}
 
 /**
  * The files an answer refers to: every file reference `{id: "art_…", content_type, bytes, sha256, url}` in it,
@@ -165,6 +188,8 @@ type CallMeta = {
   readonly "tool-gateway/request-id": string
   readonly "tool-gateway/credits-charged": number
   readonly "tool-gateway/replayed"?: true
+  /** A refusal that says when to come back (HTTP's `Retry-After`, which an MCP result has no header for), in seconds. */
+  readonly "tool-gateway/retry-after"?: number
 }
 
 /**
@@ -173,9 +198,16 @@ type CallMeta = {
  * (the official SDK client does), and an envelope would fail that check and hide the tool error.
  */
 const errorResult = (error: unknown, meta: CallMeta): CallToolResult => {
-  const { error: described } = envelope(isGatewayError(error) ? error : new InternalError({ message: "An internal error occurred; retry." }))
-  const body = { error: { ...described, message: overMcp(described.message) } }
-  return { isError: true, content: [{ type: "text", text: JSON.stringify(body) }], _meta: { ...meta, "tool-gateway/error": body.error } }
+  const failure = isGatewayError(error) ? error : new InternalError({ message: "An internal error occurred; retry." })
+  const { error: described } = envelope(failure)
+  const retryAfter = responseHeaders(failure)["retry-after"]
+  const message = overMcp(described.message).replace("the time in Retry-After", "the time in _meta's tool-gateway/retry-after (seconds)")
+  const body = { error: { ...described, message } }
+  return {
+    isError: true,
+    content: [{ type: "text", text: JSON.stringify(body) }],
+    _meta: { ...meta, ...(retryAfter !== undefined ? { "tool-gateway/retry-after": Number(retryAfter) } : {}), "tool-gateway/error": body.error }
+  }
 }
 
 const parseJson = (text: string): unknown => {
@@ -313,7 +345,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
       state: RequestState,
       name: string,
       args: unknown,
-      idempotencyKey: string | undefined
+      idempotencyKey: unknown
     ) =>
       Effect.gen(function* () {
         const failed = (error: unknown) =>
@@ -328,6 +360,12 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
         // Each call takes its token from the key's rate limit here, so that a refusal is a tool error too.
         const throttled = yield* Effect.either(authentication.throttle(caller))
         if (throttled._tag === "Left") return yield* failed(throttled.left)
+        // a key that is not a string is refused, as a malformed Idempotency-Key header is: never run without one
+        if (idempotencyKey !== undefined && typeof idempotencyKey !== "string") {
+          return yield* failed(new InvalidIdempotencyKey({
+            message: "_meta.idempotencyKey must be a string of 1–255 visible ASCII characters."
+          }))
+        }
         const options = { idempotencyKey, requestId: state.requestId }
         const call: Effect.Effect<Outcome<unknown>, unknown> = name === RUN_TOOL
           ? runRaw(caller, args, options)
@@ -412,7 +450,12 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
         "JSON-RPC batches are not accepted (MCP dropped them in 2025-06-18): send one message per request."
       )
       // Every message counts against the key's rate limit; a tool call takes its token in the call.
-      if (message["method"] !== "tools/call") state.rateLimit = yield* authentication.throttle(caller)
+      const invalidCall = invalidToolCall(message)
+      if (message["method"] !== "tools/call" || invalidCall !== undefined) state.rateLimit = yield* authentication.throttle(caller)
+      if (invalidCall !== undefined) {
+        state.code = envelopeOf.InvalidRequest.code
+        return HttpServerResponse.unsafeJson(invalidCall)
+      }
       // tool calls run on the server's runtime: give them this request's facts for its log line and metrics
       const facts = yield* callFacts
 
@@ -429,7 +472,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
       server.setRequestHandler(ListToolsRequestSchema, () => run(Effect.map(listedTools(caller), (tools) => ({ tools }))))
       server.setRequestHandler(CallToolRequestSchema, (call) => {
         const meta = call.params._meta
-        const key = isRecord(meta) && typeof meta["idempotencyKey"] === "string" ? meta["idempotencyKey"] : undefined
+        const key: unknown = isRecord(meta) ? meta["idempotencyKey"] : undefined
         return run(
           callTool(caller, state, call.params.name, call.params.arguments, key).pipe(Effect.locally(CurrentCallFacts, facts))
         )

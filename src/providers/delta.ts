@@ -117,6 +117,7 @@ const createSession = (place: Place, credentials: Credentials["delta"], tool: st
       method: "POST",
       url: `${place.service}/xrpc/com.atproto.server.createSession`,
       json: { identifier: credentials.identifier, password: credentials.app_password },
+      secrets: [credentials.app_password],
       idempotent: true,
       guarded: place.guarded,
       credentialed: true,

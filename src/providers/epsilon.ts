@@ -12,13 +12,20 @@ export const PROVIDER = "epsilon"
 
 const queryValue = (v: unknown): string => (typeof v === "string" ? v : JSON.stringify(v))
 
-/** The URL a call goes to: the connection's base URL and the call's path, which may not leave its host. */
+/**
+ * The URL a call goes to: the connection's base URL and the call's path, which may leave neither its host nor
+ * its base path (`..` segments, spelled or percent-encoded, are resolved before the check).
+ */
 const targetOf = (input: ToolInput<"epsilon_request">, credentials: Credentials["epsilon"]) => {
   const base = credentials.base_url.replace(/\/+$/, "")
   const path = input.path.startsWith("/") ? input.path : `/${input.path}`
   if (!URL.canParse(`${base}${path}`)) return Effect.fail(invalid("path does not make a valid URL"))
   const url = new URL(`${base}${path}`)
-  if (url.origin !== new URL(base).origin) return Effect.fail(invalid("path must stay on the connection's base URL"))
+  const root = new URL(base)
+  const basePath = root.pathname.replace(/\/+$/, "")
+  if (url.origin !== root.origin || (url.pathname !== basePath && !url.pathname.startsWith(`${basePath}/`))) {
+    return Effect.fail(invalid("path must stay on the connection's base URL"))
+  }
   return Effect.succeed(url)
 }
 

@@ -225,7 +225,15 @@ export const make = Effect.gen(function* () {
         associatedData(orgId, provider)
       )
       const schema: Schema.Schema<Credentials[P], CredentialsEncoded[P]> = credentialSchemas[provider]
-      return yield* Schema.decodeUnknown(Schema.parseJson(schema))(plaintext).pipe(Effect.orDie)
+      // credentials stored before a stricter rule (a token with a control character, a header the request's
+      // framing uses) no longer decode: the account must be connected again, as for no connection at all
+      return yield* Schema.decodeUnknown(Schema.parseJson(schema))(plaintext).pipe(
+        Effect.mapError(() =>
+          new CredentialRequired({
+            message: `${tool} runs on your own ${provider} account, and the stored connection's credentials are no longer accepted: connect it again with POST /v1/connections.`
+          })
+        )
+      )
     }).pipe(Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die }), traced("Connections.credentials", { attributes: { provider } }))
 
   const markRejected = (orgId: OrgId, provider: AccountProvider) =>

@@ -61,6 +61,12 @@ export interface UpstreamRequest {
    * another origin is not followed at all, and the answer says where it pointed.
    */
   readonly credentialed?: boolean
+  /**
+   * Secrets the request carries outside its headers (a password in its JSON body). With every header value and
+   * every credential-like query parameter, they are taken out of an error answer's body before anything reads it:
+   * a provider that echoes the key it was sent does not put it in a message the caller sees.
+   */
+  readonly secrets?: ReadonlyArray<string>
   /** Overrides the configured deadline, in milliseconds. */
   readonly timeoutMs?: number
   /** Overrides the configured cap on the answer's size (files kept as artifacts have their own). */
@@ -156,6 +162,38 @@ const decoder = new TextDecoder()
 
 export const bodyText = (response: UpstreamResponse): string => decoder.decode(response.body)
 
+// Shorter values (a format name, a count) are not secrets, and replacing them would garble an honest message.
+const MIN_SECRET_LENGTH = 8
+const SECRET_PARAMETER = /key|token|secret|password|auth|sig/i
+const encoder = new TextEncoder()
+
+/**
+ * The secrets a request sent: each header's value (and each word of it: `Bearer <token>`), the values of its
+ * credential-like query parameters, and what the provider names in `secrets`.
+ */
+const sentSecrets = (request: UpstreamRequest, hop: Hop): ReadonlyArray<string> => {
+  const found = new Set<string>(request.secrets ?? [])
+  for (const value of Object.values(hop.headers)) {
+    found.add(value)
+    for (const word of value.split(/[\s,]+/)) found.add(word)
+  }
+  if (URL.canParse(hop.url)) {
+    for (const [name, value] of new URL(hop.url).searchParams) if (SECRET_PARAMETER.test(name)) found.add(value)
+  }
+  // the longest first, so that a whole header value goes before a word of it
+  return [...found].filter((s) => s.length >= MIN_SECRET_LENGTH).sort((a, b) => b.length - a.length)
+}
+
+/** An error answer with every secret the request sent replaced by `[redacted]` in its body. */
+export const redactedAnswer = (response: UpstreamResponse, secrets: ReadonlyArray<string>): UpstreamResponse => {
+  if (secrets.length === 0) return response
+  const text = decoder.decode(response.body)
+  const present = secrets.filter((secret) => text.includes(secret))
+  if (present.length === 0) return response
+  const redacted = present.reduce((t, secret) => t.split(secret).join("[redacted]"), text)
+  return { ...response, body: encoder.encode(redacted) }
+}
+
 /** The most useful sentence of an upstream error body, for `provider_rejected` messages. */
 export const upstreamMessage = (body: Uint8Array): string => {
   const text = decoder.decode(body.subarray(0, 4096)).trim()
@@ -182,10 +220,19 @@ export const retryAfterSeconds = (headers: Readonly<Record<string, string>>, now
   const value = headers["retry-after"]?.trim()
   if (value === undefined || value === "") return undefined
   const seconds = Number(value)
-  if (Number.isFinite(seconds)) return seconds >= 0 ? Math.ceil(seconds) : undefined
+  if (Number.isFinite(seconds)) return seconds >= 0 ? retryAfterBounds(seconds) : undefined
   const at = Date.parse(value)
-  return Number.isFinite(at) ? Math.max(0, Math.ceil((at - now) / 1000)) : undefined
+  return Number.isFinite(at) ? retryAfterBounds((at - now) / 1000) : undefined
 }
+
+/** The longest wait passed on from an upstream: a day (a larger one is a provider's mistake, not a plan). */
+export const MAX_RETRY_AFTER_SECONDS = 86_400
+
+/**
+ * An upstream's wait as the gateway's `Retry-After`: whole seconds from 1 (0, or a date already past, still
+ * means "not at once": the header the gateway answers is at least 1) to a day.
+ */
+const retryAfterBounds = (seconds: number): number => Math.min(MAX_RETRY_AFTER_SECONDS, Math.max(1, Math.ceil(seconds)))
 
 /**
  * `X-RateLimit-Reset` as seconds from `now`: UTC epoch seconds, as GitHub and express-rate-limit's legacy
@@ -294,12 +341,13 @@ export const make = Effect.gen(function* () {
     const url = hop.url
     const body = hop.json === undefined ? undefined : JSON.stringify(hop.json)
     // Content-Length set here: Node sets it from `end(body)` only for the methods it would otherwise send chunked
-    // (POST, PUT, PATCH); a DELETE's body would go out with neither, and the server read it as the next request
+    // (POST, PUT, PATCH); a DELETE's body would go out with neither, and the server read it as the next request.
+    // Set after the request's own headers, so that none of them (a connection's token header) can reframe the body.
     const headers: Record<string, string | number> = {
       accept: "application/json",
       "user-agent": "tool-gateway/1",
-      ...(body !== undefined ? { "content-type": "application/json", "content-length": Buffer.byteLength(body) } : {}),
-      ...hop.headers
+      ...hop.headers,
+      ...(body !== undefined ? { "content-type": "application/json", "content-length": Buffer.byteLength(body) } : {})
     }
     /** What a failed exchange means for the caller: whether anything may have reached the provider decides it. */
     const failure = (error: unknown): ProviderError => {
@@ -424,7 +472,8 @@ export const make = Effect.gen(function* () {
   }
 
   /** What an answer other than a 2xx means: the provider's own reading of it first, then its HTTP status. */
-  const refusal = (request: UpstreamRequest, response: UpstreamResponse, now: number): Effect.Effect<never, ProviderError> => {
+  const refusal = (request: UpstreamRequest, hop: Hop, answer: UpstreamResponse, now: number): Effect.Effect<never, ProviderError> => {
+    const response = redactedAnswer(answer, sentSecrets(request, hop))
     const status = response.status
     const own = request.classify?.(response, now)
     if (own !== undefined) return Effect.fail(own)
@@ -482,7 +531,7 @@ export const make = Effect.gen(function* () {
         const isRedirect = REDIRECTS.has(response.status) && location !== undefined && URL.canParse(location, hop.url)
         if (request.guarded !== true || !isRedirect) {
           // a 2xx, nearly every answer, needs nothing more (nor the clock, which only a refusal's Retry-After reads)
-          return isSuccess(response) ? response : yield* refusal(request, response, yield* nowMillis)
+          return isSuccess(response) ? response : yield* refusal(request, hop, response, yield* nowMillis)
         }
         if (hops >= MAX_REDIRECTS) {
           return yield* new ProviderRejected({ message: `Too many redirects (more than ${MAX_REDIRECTS}).` })

@@ -32,17 +32,15 @@ export const NonEmpty = Schema.String.pipe(
  * A string PostgreSQL can store: its `text` refuses U+0000, so a value bound for a text column (a name, an id, a
  * filter) that holds one is the caller's malformed input, refused by the decode rather than by the database.
  */
-export const Text = Schema.String.pipe(
-  Schema.filter((s) => !s.includes("\u0000"), {
+const withoutNul = <I, R>(self: Schema.Schema<string, I, R>) =>
+  self.pipe(Schema.filter((s) => !s.includes("\u0000"), {
     message: () => "must not contain U+0000 (NUL)",
     jsonSchema: { pattern: "^[^\\u0000]*$" }
-  })
-)
+  }))
+export const Text = Schema.String.pipe(withoutNul)
 
 /** A non-empty `Text`. */
-export const NonEmptyText = NonEmpty.pipe(
-  Schema.filter((s) => !s.includes("\u0000"), { message: () => "must not contain U+0000 (NUL)" })
-)
+export const NonEmptyText = NonEmpty.pipe(withoutNul)
 
 export const HttpUrl = Schema.String.pipe(
   Schema.filter((s) => {

@@ -67,6 +67,13 @@ export const clip = (s: string, max: number): string => (s.length > max ? `${s.s
 /** The longest path an error message quotes. */
 const MAX_QUOTED_PATH = 200
 
+/** A method the path's routes do not answer, and the ones they do (`Allow`). */
+export const methodNotAllowed = (method: string, path: string, allowed: ReadonlyArray<string>) =>
+  new MethodNotAllowed({
+    message: `${clip(method, 20)} is not allowed on ${clip(path, MAX_QUOTED_PATH)}; use ${allowed.join(", ")}.`,
+    allow: allowed.join(", ")
+  })
+
 const fieldOf = (path: ReadonlyArray<PropertyKey>) => (path.length === 0 ? "" : `${formatPath(path)}: `)
 
 /** The longest part of a decode message about one issue: a value sent is quoted only in part. */
@@ -119,10 +126,7 @@ const toGatewayError = (
     const path = request.url.split("?")[0] ?? "/"
     const allowed = routeTable.methodsFor(path)
     if (allowed.length > 0) {
-      return new MethodNotAllowed({
-        message: `${request.method} is not allowed on ${clip(path, MAX_QUOTED_PATH)}; use ${allowed.join(", ")}.`,
-        allow: allowed.join(", ")
-      })
+      return methodNotAllowed(request.method, path, allowed)
     }
     return new NotFound({ message: `No route ${clip(request.method, 20)} ${clip(path, MAX_QUOTED_PATH)}.` })
   }
@@ -252,8 +256,6 @@ export const EnvelopeMiddlewareLive = HttpApiBuilder.middleware(
         Effect.catchTag("InvalidKey", (error) =>
           Effect.sync(() => {
             state.code = envelopeOf.InvalidKey.code
-            // the key's rate limit would say that the key exists
-            state.rateLimit = undefined
             return respond(error)
           }))
       )

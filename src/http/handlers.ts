@@ -7,11 +7,11 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { InvalidRequest, MethodNotAllowed, UnknownTool } from "../domain/errors.js"
+import { InvalidRequest, UnknownTool } from "../domain/errors.js"
 import { isToolName, type ToolInput, type ToolName } from "../domain/tools.js"
 import { Gateway, type Outcome } from "../services/Gateway.js"
 import { Api, ApiKeyAuth, CurrentCaller, IDEMPOTENCY_HEADER, JsonBody } from "./Api.js"
-import { currentRequest } from "./envelope.js"
+import { currentRequest, methodNotAllowed } from "./envelope.js"
 import { builtIn } from "./narrowContext.js"
 import { routeTable } from "./routes.js"
 
@@ -85,7 +85,7 @@ export const UnknownToolLive = HttpApiBuilder.group(Api, "unknownTool", (handler
     // a route of another method (`GET /v1/tools`, `/v1/org`, `/v1/usage`, …): the method is what is wrong
     const allowed = routeTable.methodsFor(`/v1/${path.tool}`).filter((method) => method !== "POST")
     return allowed.length > 0
-      ? Effect.fail(new MethodNotAllowed({ message: `POST is not allowed on /v1/${path.tool}; use ${allowed.join(", ")}.`, allow: allowed.join(", ") }))
+      ? Effect.fail(methodNotAllowed("POST", `/v1/${path.tool}`, allowed))
       : Effect.fail(
         new UnknownTool({ message: `There is no tool named "${path.tool.slice(0, 100)}". GET /v1/tools lists the tools (docs/tools.md describes each).` })
       )

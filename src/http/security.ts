@@ -108,10 +108,17 @@ const utf8 = utf8Decoder()
 
 const notUtf8 = () => new MalformedJson({ message: "The request body is not valid JSON: its bytes are not UTF-8." })
 
-/** A small body's bytes as text, in the decode itself: no second pass. */
-const decodeSmall = (bytes: ArrayBuffer): Effect.Effect<string, MalformedJson> => {
+/**
+ * Bytes as text with a fatal decoder (`stream`: more bytes follow, a character split between chunks waits for
+ * them; no bytes: what is left of a character the body ended in the middle of), in the decode itself: no second pass.
+ */
+const decodeUtf8 = (
+  decoder: { readonly decode: (bytes?: ArrayBuffer | Uint8Array, options?: { readonly stream?: boolean }) => string },
+  bytes?: ArrayBuffer | Uint8Array,
+  options?: { readonly stream?: boolean }
+): Effect.Effect<string, MalformedJson> => {
   try {
-    return Effect.succeed(utf8.decode(bytes))
+    return Effect.succeed(decoder.decode(bytes, options))
   } catch {
     return Effect.fail(notUtf8())
   }
@@ -135,20 +142,9 @@ const readLargeText = (
         if (bytes > maxBodyBytes) {
           return Effect.fail(new PayloadTooLarge({ message: `The request body is larger than ${maxBodyBytes} bytes.` }))
         }
-        try {
-          return Effect.succeed(text + decoder.decode(chunk, { stream: true }))
-        } catch {
-          return Effect.fail(notUtf8())
-        }
+        return Effect.map(decodeUtf8(decoder, chunk, { stream: true }), (more) => text + more)
       }),
-      Effect.flatMap((text): Effect.Effect<string, MalformedJson> => {
-        try {
-          // what is left of a character the body ended in the middle of
-          return Effect.succeed(text + decoder.decode())
-        } catch {
-          return Effect.fail(notUtf8())
-        }
-      })
+      Effect.flatMap((text) => Effect.map(decodeUtf8(decoder), (rest) => text + rest))
     )
   })
 
@@ -193,7 +189,7 @@ export const readJsonBody = (
     }
     const unreadable = (error: RequestError) => unreadableBody(error, maxBodyBytes)
     const text = length !== undefined && declared <= SMALL_BODY_BYTES
-      ? yield* decodeSmall(yield* Effect.mapError(request.arrayBuffer, unreadable))
+      ? yield* decodeUtf8(utf8, yield* Effect.mapError(request.arrayBuffer, unreadable))
       : yield* readLargeText(request, maxBodyBytes)
     if (text.trim() === "") {
       return yield* new InvalidRequest({ message: "The request body is empty: send a JSON object, e.g. {}." })

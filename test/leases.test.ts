@@ -89,7 +89,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("hold leases across two pro
       const usage = yield* eventually(usageOf(answer.requestId ?? ""), (rows) => rows.length === 1)
       expect(usage[0]).toMatchObject({ credits: 0, code: "ok", status: 200 })
       expect(yield* metric(a.base, "tool_gateway_settlements_lost_total")).toBe(1)
-      expect(a.output()).toMatch(/"logLevel":"ERROR"[^\n]*settlement found its hold no longer pending|settlement found its hold no longer pending[^\n]*"logLevel":"ERROR"/)
+      expect(a.output()).toMatch(/"logLevel":"ERROR"[^\n]*settlement not posted \(its hold no longer pending|settlement not posted \(its hold no longer pending[^\n]*"logLevel":"ERROR"/)
       // the replay says the same
       const replay = yield* post(a.base, "/v1/mobile_app_search", key, app, { "idempotency-key": "paused-1" })
       expect(replay.status).toBe(200)

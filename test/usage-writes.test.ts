@@ -5,11 +5,10 @@
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Context, Effect, Layer, Redacted } from "effect"
-import * as Net from "node:net"
 import { pgLayer } from "../src/db/Database.js"
 import type { OrgId } from "../src/domain/ids.js"
 import { Usage, type UsageEntry, UsageLive } from "../src/services/Usage.js"
-import { blockDatabase, TestDatabaseUrl } from "./support/database.js"
+import { blockDatabase, relay, TestDatabaseUrl } from "./support/database.js"
 import { givenOrg, type GivenOrg, servicesLayer } from "./support/gateway.js"
 
 const entry = (org: GivenOrg, requestId: string): UsageEntry => ({
@@ -32,68 +31,6 @@ const written = (orgId: OrgId) =>
       SELECT request_id, count(*)::int AS n FROM usage WHERE org_id = ${orgId} GROUP BY request_id ORDER BY request_id`).pipe(
     Effect.map((rows) => Object.fromEntries(rows.map((row) => [row.request_id, row.n]))),
     Effect.orDie
-  )
-
-/**
- * A TCP relay to the test's database that can lose a commit's answer: `cutAfterCommit`, it passes a COMMIT on,
- * then closes both sides as the server answers it (the transaction committed; the client never hears so) and goes
- * down; `down`, it refuses every connection; `up`, it relays.
- */
-interface Relay {
-  url: string
-  readonly server: Net.Server
-  mode: "up" | "down" | "cutAfterCommit"
-  cuts: number
-}
-
-const relay = (target: URL) =>
-  Effect.acquireRelease(
-    Effect.async<Relay>((resume) => {
-      const state: Relay = { url: "", server: Net.createServer(), mode: "up", cuts: 0 }
-      state.server.on("connection", (client) => {
-        if (state.mode === "down") {
-          client.destroy()
-          return
-        }
-        // the embedded server's URL names its Unix-domain socket's directory in `host`; a server's, its address
-        const socketDir = target.searchParams.get("host")
-        const upstream = socketDir !== null && socketDir.startsWith("/")
-          ? Net.connect(`${socketDir}/.s.PGSQL.${target.port}`)
-          : Net.connect(Number(target.port), target.hostname)
-        let committing = false
-        client.on("data", (data) => {
-          if (state.mode === "cutAfterCommit" && data.includes("COMMIT")) committing = true
-          upstream.write(data)
-        })
-        upstream.on("data", (data) => {
-          if (committing) {
-            state.mode = "down"
-            state.cuts += 1
-            client.destroy()
-            upstream.destroy()
-            return
-          }
-          client.write(data)
-        })
-        client.on("error", () => upstream.destroy())
-        client.on("close", () => upstream.destroy())
-        upstream.on("error", () => client.destroy())
-        upstream.on("close", () => client.destroy())
-      })
-      state.server.listen(0, "127.0.0.1", () => {
-        const address = state.server.address()
-        const url = new URL(target.toString())
-        url.hostname = "127.0.0.1"
-        url.port = String(typeof address === "object" && address !== null ? address.port : 0)
-        // the client goes through the relay, over TCP, not to the socket
-        url.searchParams.delete("host")
-        state.url = url.toString()
-        resume(Effect.succeed(state))
-      })
-    }),
-    (state) => Effect.async<void>((resume) => {
-      state.server.close(() => resume(Effect.void))
-    })
   )
 
 layer(servicesLayer(), { excludeTestServices: true })("usage records through database errors", (it) => {
@@ -126,7 +63,7 @@ layer(servicesLayer(), { excludeTestServices: true })("usage records through dat
       const context = yield* Layer.build(UsageLive.pipe(Layer.provide(Layer.orDie(pgLayer(Redacted.make(lossy.url), { maxConnections: 2 })))))
       const usage = Context.get(context, Usage)
       // the first batch commits, its answer is lost, and the database cannot be asked about it for now
-      lossy.mode = "cutAfterCommit"
+      lossy.cutAfter = "COMMIT"
       for (const id of ["req_b1", "req_b2"]) yield* usage.record(entry(org, id))
       yield* usage.flush
       expect(lossy.cuts).toBe(1)

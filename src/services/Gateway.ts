@@ -334,14 +334,14 @@ export const make = Effect.gen(function* () {
 
   // -- charge -----------------------------------------------------------------------------------------
   /**
-   * The charge actually posted: `amount`, or 0 when the hold was no longer pending (a sweeper took this
-   * process for dead and voided it). Never silent: logged at ERROR and counted.
+   * The charge actually posted: `amount`, or 0 when it was not (a sweeper took this process for dead and voided
+   * the hold, or the database kept failing: Ledger.settle). Never silent: logged at ERROR and counted.
    */
   const settle = <T extends ToolName>(call: Call<T>, hold: Hold, amount: number, keep?: KeptAnswer) =>
     Effect.flatMap(ledger.settle(hold, amount, keep), (settled) =>
       settled
         ? Effect.succeed(amount)
-        : Effect.logError("settlement found its hold no longer pending: the call is answered as charged 0").pipe(
+        : Effect.logError("settlement not posted (its hold no longer pending, or the database kept failing): the call is answered as charged 0").pipe(
           Effect.annotateLogs({ request_id: call.requestId, org_id: call.caller.orgId, tool: call.label, hold_id: hold.id, charge: amount }),
           Effect.zipRight(Metric.increment(settlementsLost)),
           Effect.as(0)

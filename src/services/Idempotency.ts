@@ -5,12 +5,10 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
-import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import {
   IdempotencyKeyReused,
@@ -20,6 +18,7 @@ import {
 } from "../domain/errors.js"
 import type { OrgId } from "../domain/ids.js"
 import { LedgerConfig } from "../config.js"
+import { retriedAfterCall } from "./afterCall.js"
 import { batched } from "./batching.js"
 import { Ledger } from "./Ledger.js"
 import { lockedInKeyOrder, recordId } from "./recordLocks.js"
@@ -103,16 +102,6 @@ const Outcome = Schema.Struct({
   charged: Schema.Number
 })
 
-
-/**
- * The writes after a call (its outcome kept, or its key freed) are tried again on a database error: up to 5
- * attempts within about 0.3 s, and then the failure is a defect as before. Left undone, a key whose call failed
- * would stay `running` and, after its lease, answer `idempotency_replay_unavailable` for the whole retention.
- * The waits are not a rule of time: they run on the real clock even under `TestClock`.
- */
-const afterCallRetry = Schedule.exponential("20 millis").pipe(Schedule.intersect(Schedule.recurs(4)))
-const retried = <A, E extends { readonly _tag: string }, R>(write: Effect.Effect<A, E, R>) =>
-  Effect.withClock(Effect.retry(write, { schedule: afterCallRetry, while: (error) => error._tag === "SqlError" }), Clock.make())
 
 const IdemKey = Schema.Struct({ orgId: Schema.String, key: Schema.String })
 const IdemRow = Schema.Struct({
@@ -209,7 +198,7 @@ export const make = Effect.gen(function* () {
   const outcomes = yield* batched({
     execute: (items: ReadonlyArray<typeof Outcome.Type>) =>
       // an outcome written twice is written the same: trying the statement again is safe
-      retried(storeOutcomes(items)).pipe(Effect.as(items.map(() => true)), Effect.orDie),
+      retriedAfterCall(storeOutcomes(items)).pipe(Effect.as(items.map(() => true)), Effect.orDie),
     kind: "complete"
   })
 
@@ -276,7 +265,7 @@ export const make = Effect.gen(function* () {
   // Only this request's record: when a first attempt was carried out but its answer lost, the key may have been
   // claimed again by then, and that claim is not this one's to free.
   const release = (orgId: OrgId, key: string, requestId: string) =>
-    retried(sql`DELETE FROM idempotency WHERE org_id = ${orgId} AND key = ${key} AND status = 'running'
+    retriedAfterCall(sql`DELETE FROM idempotency WHERE org_id = ${orgId} AND key = ${key} AND status = 'running'
                   AND request_id = ${requestId}`).pipe(
       Effect.asVoid,
       Effect.orDie,

@@ -12,6 +12,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import type { SqlError } from "@effect/sql/SqlError"
+import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -21,6 +22,7 @@ import { MAX_CREDITS } from "../domain/credits.js"
 import { InsufficientCredits, InvalidKey, KeySpendLimitExceeded, SpendCapExceeded } from "../domain/errors.js"
 import type { KeyId, OrgId } from "../domain/ids.js"
 import { LedgerConfig } from "../config.js"
+import { retriedAfterCall } from "./afterCall.js"
 import { batched } from "./batching.js"
 import { recordId } from "./recordLocks.js"
 import { millisToNextMonth, monthOf, nowMillis, toDate } from "./time.js"
@@ -122,6 +124,7 @@ const ResolveCall = Schema.Struct({
 })
 type ResolveCall = typeof ResolveCall.Type
 const Resolved = Schema.Struct({ ord: Schema.Number, done: Schema.Boolean })
+const HoldStatus = Schema.Struct({ id: Schema.Number, status: Schema.Literal("pending", "settled", "voided") })
 const Count = Schema.Struct({ n: Schema.Number })
 const Pending = Schema.Struct({ count: Schema.Number, amount: Schema.Number })
 
@@ -221,12 +224,47 @@ export const make = Effect.gen(function* () {
     },
     kind: "reserve"
   })
+  const holdStatuses = SqlSchema.findAll({
+    Request: Schema.Array(Schema.Number),
+    Result: HoldStatus,
+    execute: (ids) => sql`SELECT id, status FROM holds WHERE id = ANY(${ids}::bigint[])`
+  })
+  const statusesOf = (ids: ReadonlyArray<number>) =>
+    Effect.map(holdStatuses(ids), (rows) => new Map(rows.map((row) => [row.id, row.status])))
+  /**
+   * A batch whose statement failed: it may have committed and lost its answer with the connection. The holds say
+   * which. Nothing but this batch settles its holds, and the statement is one transaction: one of them settled
+   * means all of it committed. Otherwise it is sent again — a void of a voided hold, or a settlement of a hold a
+   * sweeper voided meanwhile, changes nothing. Each call is then answered by what its hold is.
+   */
+  const resolvedAfterError = (calls: ReadonlyArray<ResolveCall>, time: typeof BatchTime.Type) =>
+    Effect.gen(function* () {
+      const ids = calls.map((c) => c.holdId)
+      const before = yield* statusesOf(ids)
+      const committed = calls.some((c) => c.charge !== null && before.get(c.holdId) === "settled")
+      const after = committed ? before : yield* Effect.zipRight(resolveRows({ calls, time }), statusesOf(ids))
+      return calls.map((c) => after.get(c.holdId) === (c.charge === null ? "voided" : "settled"))
+    })
   const resolutions = yield* batched({
-    execute: (calls: ReadonlyArray<ResolveCall>) =>
-      resolveRows({ calls, time: batchTime(calls) }).pipe(
+    execute: (calls: ReadonlyArray<ResolveCall>) => {
+      const time = batchTime(calls)
+      return resolveRows({ calls, time }).pipe(
         Effect.map((rows) => inOrder(rows, calls.length).map((row) => row.done)),
+        // the provider has answered these calls: a brief database error does not leave them uncharged
+        Effect.catchTag("SqlError", () => retriedAfterCall(resolvedAfterError(calls, time))),
+        // a database that kept failing: nothing posted, as far as this process can tell — each call is answered as
+        // charged 0 (a write the provider carried out is not answered 500 to be retried), and each hold, its lease
+        // no longer renewed, is voided by a sweeper
+        Effect.catchTag("SqlError", (error) =>
+          Effect.as(
+            Effect.logError(`${calls.length} settlements and voids not written: the database kept failing`, Cause.fail(error)).pipe(
+              Effect.annotateLogs({ hold_ids: calls.map((c) => c.holdId).join(",") })
+            ),
+            calls.map(() => false)
+          )),
         Effect.orDie
-      ),
+      )
+    },
     kind: "resolve"
   })
 

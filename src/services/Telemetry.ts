@@ -51,7 +51,7 @@ export const httpRequests = Metric.counter("tool_gateway_http_requests_total", {
 })
 
 export const settlementsLost = Metric.counter("tool_gateway_settlements_lost_total", {
-  description: "Settlements that found their hold no longer pending (voided by a sweeper): the call was answered as charged 0",
+  description: "Settlements not posted — their hold no longer pending (voided by a sweeper), or the database kept failing: the call was answered as charged 0",
   incremental: true
 })
 

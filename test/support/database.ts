@@ -3,6 +3,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer, Redacted } from "effect"
+import * as Net from "node:net"
 import Pg from "pg"
 import { inject } from "vitest"
 import { MigrationsLive, pgLayer } from "../../src/db/Database.js"
@@ -65,3 +66,69 @@ export const blockDatabase = (allow: boolean) =>
       }
     })
   })
+
+/**
+ * A TCP relay to the test's database that can lose a statement's answer: once `cutAfter` is set, the first client
+ * message that contains it is passed on, and as the server answers it the relay closes both sides (the statement ran,
+ * and committed if it was a commit; the client never hears so), clears `cutAfter` and goes `afterCut`. `down`, it
+ * refuses every connection; `up`, it relays.
+ */
+export interface Relay {
+  url: string
+  readonly server: Net.Server
+  mode: "up" | "down"
+  cutAfter: string | null
+  afterCut: "up" | "down"
+  cuts: number
+}
+
+export const relay = (target: URL) =>
+  Effect.acquireRelease(
+    Effect.async<Relay>((resume) => {
+      const state: Relay = { url: "", server: Net.createServer(), mode: "up", cutAfter: null, afterCut: "down", cuts: 0 }
+      state.server.on("connection", (client) => {
+        if (state.mode === "down") {
+          client.destroy()
+          return
+        }
+        // the embedded server's URL names its Unix-domain socket's directory in `host`; a server's, its address
+        const socketDir = target.searchParams.get("host")
+        const upstream = socketDir !== null && socketDir.startsWith("/")
+          ? Net.connect(`${socketDir}/.s.PGSQL.${target.port}`)
+          : Net.connect(Number(target.port), target.hostname)
+        let cutting = false
+        client.on("data", (data) => {
+          if (state.cutAfter !== null && data.includes(state.cutAfter)) cutting = true
+          upstream.write(data)
+        })
+        upstream.on("data", (data) => {
+          if (cutting) {
+            state.cutAfter = null
+            state.mode = state.afterCut
+            state.cuts += 1
+            client.destroy()
+            upstream.destroy()
+            return
+          }
+          client.write(data)
+        })
+        client.on("error", () => upstream.destroy())
+        client.on("close", () => upstream.destroy())
+        upstream.on("error", () => client.destroy())
+        upstream.on("close", () => client.destroy())
+      })
+      state.server.listen(0, "127.0.0.1", () => {
+        const address = state.server.address()
+        const url = new URL(target.toString())
+        url.hostname = "127.0.0.1"
+        url.port = String(typeof address === "object" && address !== null ? address.port : 0)
+        // the client goes through the relay, over TCP, not to the socket
+        url.searchParams.delete("host")
+        state.url = url.toString()
+        resume(Effect.succeed(state))
+      })
+    }),
+    (state) => Effect.async<void>((resume) => {
+      state.server.close(() => resume(Effect.void))
+    })
+  )

@@ -1,6 +1,6 @@
 /**
  * The writes under an Idempotency-Key after its call, through a database that drops their connection: freeing the
- * key of a non-billable failure, and keeping a billable failure's answer, are tried again (a few times, within a
+ * key of a non-billable failure, and keeping a write whose outcome is unknown, are tried again (a few times, within a
  * bounded backoff), so a brief database error neither leaves the key `running` (and, after its lease,
  * `idempotency_replay_unavailable` for the whole retention) nor loses the answer; a database that keeps failing
  * gives up after a bounded number of attempts.
@@ -8,8 +8,10 @@
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
+import { Connections } from "../src/services/Connections.js"
 import { expectEnvelope, expectOk } from "./support/assert.js"
 import { books, callTool, gatewayLayer, givenOrg, TestUpstreams } from "./support/gateway.js"
+import { EPSILON_TOKEN } from "./upstreams/accounts.js"
 
 /** A read of the test's own, on the gateway's pool: its first try may get a session the fault has just ended. */
 const read = <A, E, R>(statement: Effect.Effect<A, E, R>) => Effect.orDie(Effect.retry(statement, { times: 3 }))
@@ -51,7 +53,7 @@ const recordOf = (orgId: string, key: string) =>
     Effect.map((rows) => rows.map((row) => row.status))
   )
 
-layer(gatewayLayer(), { excludeTestServices: true })("Idempotency-Key writes through a database error", (it) => {
+layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.1"] } }), { excludeTestServices: true })("Idempotency-Key writes through a database error", (it) => {
   it.effect("a non-billable failure frees its key although the first two deletes lose their connection: the retry runs", () =>
     Effect.gen(function* () {
       const u = yield* TestUpstreams
@@ -73,22 +75,24 @@ layer(gatewayLayer(), { excludeTestServices: true })("Idempotency-Key writes thr
       yield* Effect.orDie(fault.remove)
     }))
 
-  it.effect("a billable failure's answer is kept although the first two writes lose their connection: the retry replays it", () =>
+  it.effect("a write whose outcome is unknown is kept although the first two writes lose their connection: the retry replays it", () =>
     Effect.gen(function* () {
       const u = yield* TestUpstreams
       u.resetAll()
-      u.itunes.fault({ wrongShape: true, times: 1 })
       const { key, orgId } = yield* givenOrg({ credits: 10 })
+      yield* Effect.orDie(Effect.flatMap(Connections, (c) => c.connect(orgId, "epsilon", { base_url: u.rest.url, token: EPSILON_TOKEN }, null)))
+      u.rest.fault({ status: 503, times: 1 })
+      const payment = { method: "POST", path: "/payments", body: { amount: 500 } }
       const fault = yield* failWrites("complete", "complete-1", 2, "terminate")
-      const first = yield* callTool("mobile_app_search", { query: "kept" }, { key, idempotencyKey: "complete-1" })
-      expectEnvelope(first, { status: 502, type: "normalization", code: "normalization_failed", retryable: false, billable: true })
+      const first = yield* callTool("epsilon_request", payment, { key, idempotencyKey: "complete-1" })
+      expectEnvelope(first, { status: 502, type: "provider", code: "write_outcome_unknown", retryable: false, billable: false })
       expect(yield* recordOf(orgId, "complete-1")).toEqual(["completed"])
       expect(yield* fault.attempts).toBe(3)
-      const again = yield* callTool("mobile_app_search", { query: "kept" }, { key, idempotencyKey: "complete-1" })
+      const again = yield* callTool("epsilon_request", payment, { key, idempotencyKey: "complete-1" })
       expect(again.text).toBe(first.text)
       expect(again.headers.get("idempotent-replayed")).toBe("true")
-      expect(u.itunes.hits()).toBe(1)
-      expect(yield* books(orgId)).toMatchObject({ balance: 9, held: 0 })
+      expect(u.rest.hits("/payments")).toBe(1)
+      expect(yield* books(orgId)).toMatchObject({ balance: 10, held: 0 })
       yield* Effect.orDie(fault.remove)
     }))
 

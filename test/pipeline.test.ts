@@ -247,7 +247,7 @@ const makeWorld = (options: WorldOptions = {}) =>
         Effect.sync(() => {
           w.ledger.events.push({ op: "settle", hold: hold.id, amount: charge })
           const settled = resolve(hold, "settled")
-          if (keep !== undefined) keepAnswer(keep.key, { status: 200, body: keep.body, charged: settled ? charge : 0 })
+          if (keep !== undefined) keepAnswer(keep.key, { status: keep.status, body: keep.body, charged: settled ? charge : 0 })
           return settled
         }),
       void: (hold) =>

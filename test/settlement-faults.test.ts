@@ -5,10 +5,11 @@
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Context, Effect, Layer, Redacted } from "effect"
+import { Context, Effect, Layer, Metric, Redacted } from "effect"
 import { defaults, LedgerConfig } from "../src/config.js"
 import { pgLayer } from "../src/db/Database.js"
 import { Ledger, LedgerLive } from "../src/services/Ledger.js"
+import { ledgerBatchSize } from "../src/services/Telemetry.js"
 import { expectEnvelope, expectOk } from "./support/assert.js"
 import { relay, TestDatabaseUrl } from "./support/database.js"
 import { books, callTool, capturedLogs, gatewayLayer, givenOrg, TestUpstreams } from "./support/gateway.js"
@@ -79,6 +80,27 @@ layer(gatewayLayer(), { excludeTestServices: true })("a settlement through a dat
       yield* fault.remove
     }))
 
+  it.effect("a normalization failure under an Idempotency-Key is kept by the statement that charges it: no write of its own", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      u.itunes.fault({ wrongShape: true, times: 1 })
+      const { key, orgId } = yield* givenOrg({ credits: 10 })
+      const completes = Metric.tagged(ledgerBatchSize, "kind", "complete")
+      const before = (yield* Metric.value(completes)).count
+      const failed = yield* callTool("mobile_app_search", { query: "kept" }, { key, idempotencyKey: "normalization-1" })
+      expectEnvelope(failed, { status: 502, type: "normalization", code: "normalization_failed", retryable: false, billable: true })
+      expect(failed.headers.get("x-credits-charged")).toBe("1")
+      expect((yield* Metric.value(completes)).count).toBe(before)
+      expect(yield* keptRecord(orgId, "normalization-1")).toEqual([{ status: "completed", charged: 1 }])
+      const again = yield* callTool("mobile_app_search", { query: "kept" }, { key, idempotencyKey: "normalization-1" })
+      expect(again.status).toBe(502)
+      expect(again.text).toBe(failed.text)
+      expect(again.headers.get("idempotent-replayed")).toBe("true")
+      expect(u.itunes.hits()).toBe(1)
+      expect(yield* books(orgId)).toMatchObject({ balance: 9, held: 0, journalSum: 9 })
+    }))
+
   it.effect("a database that keeps failing: six statements (the first and five tries), then the provider's answer, charged 0", () =>
     Effect.gen(function* () {
       const u = yield* TestUpstreams
@@ -89,7 +111,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("a settlement through a dat
       const answered = yield* callTool("mobile_app_search", { query: "down" }, { key, idempotencyKey: "settle-2" })
       expectOk(answered, 0)
       expect(yield* fault.attempts).toBe(6)
-      expect(capturedLogs.some((line) => line.includes("settlements and voids not written: the database kept failing"))).toBe(true)
+      expect(capturedLogs.some((line) => line.includes("settlements and voids not written (1): the database kept failing"))).toBe(true)
       // its answer could not be kept: the key is not freed for a second provider call
       const again = yield* callTool("mobile_app_search", { query: "down" }, { key, idempotencyKey: "settle-2" })
       expectEnvelope(again, { status: 429, type: "rate_limited", code: "request_in_progress", retryable: true, billable: false })
@@ -115,7 +137,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("a settlement through a dat
       ).pipe(Effect.flatMap((claimed) => claimed), Effect.orDie)
       lossy.cutAfter = "gateway_resolve_batch"
       lossy.afterCut = "up"
-      const settled = yield* ledger.settle(hold, 2, { orgId, key: "lost-commit", body: "{\"kept\":true}" })
+      const settled = yield* ledger.settle(hold, 2, { orgId, key: "lost-commit", status: 200, body: "{\"kept\":true}" })
       expect(lossy.cuts).toBe(1)
       expect(settled).toBe(true)
       // one settlement statement reached the hold: the one whose answer was lost

@@ -362,13 +362,18 @@ export const make = Effect.gen(function* () {
         const answered = exit.value
         const body = yield* mode.encode(answered)
         // under an Idempotency-Key, the answer is kept by the settlement's statement (see `store`)
-        const keep = call.key === undefined ? undefined : { orgId: call.caller.orgId, key: call.key, body }
+        const keep = call.key === undefined ? undefined : { orgId: call.caller.orgId, key: call.key, status: 200, body }
         const charged = yield* settle(call, hold, chargeFor(call.price, mode.units(answered), call.reservation), keep)
         return { _tag: "Fresh", requestId: call.requestId, output: answered.output, body, provider: answered.provider, charged }
       }
       const failure = failureOf(exit)
       if (failure?._tag === "NormalizationFailed") {
-        const charged = yield* settle(call, hold, chargeFor(call.price, 0, call.reservation))
+        // kept by the settlement's statement too: a charged failure is never left without its answer to replay
+        const failed = new NormalizationFailed({ message: failure.message })
+        const keep = call.key === undefined
+          ? undefined
+          : { orgId: call.caller.orgId, key: call.key, status: envelopeOf.NormalizationFailed.status, body: JSON.stringify(envelope(failed)) }
+        const charged = yield* settle(call, hold, chargeFor(call.price, 0, call.reservation), keep)
         return yield* new NormalizationFailed({ message: failure.message, charged })
       }
       yield* ledger.void(hold)
@@ -382,21 +387,18 @@ export const make = Effect.gen(function* () {
 
   // -- store ------------------------------------------------------------------------------------------
   /**
-   * Keep the outcome under the claimed key: a billable failure, or a write that may have been carried out (the
-   * same request again must not send it twice); a 200 is already kept, by its settlement. Any other failure
-   * frees the key for a retry.
+   * Keep the outcome under the claimed key: a write that may have been carried out (the same request again must
+   * not send it twice); a 200 and a normalization failure are already kept, by the settlement that charged them.
+   * Any other failure frees the key for a retry.
    */
   const store = <T extends ToolName, A>(call: Call<T>, key: string, exit: Exit.Exit<Fresh<A>, ToolError<T>>) => {
     const orgId = call.caller.orgId
-    // a 200 was kept with the settlement that charged it (`charge`): one statement, one commit
+    // kept with the settlement that charged it (`charge`): one statement, one commit
     if (Exit.isSuccess(exit)) return Effect.void
     const failure = failureOf(exit)
+    if (failure?._tag === "NormalizationFailed") return Effect.void
     if (failure !== undefined && isReplayedError(failure)) {
-      return idempotency.complete(orgId, key, {
-        status: envelopeOf[failure._tag].status,
-        body: JSON.stringify(envelope(failure)),
-        charged: failure._tag === "NormalizationFailed" ? failure.charged ?? 0 : 0
-      })
+      return idempotency.complete(orgId, key, { status: envelopeOf[failure._tag].status, body: JSON.stringify(envelope(failure)), charged: 0 })
     }
     return idempotency.release(orgId, key, call.requestId)
   }

@@ -45,13 +45,14 @@ export interface ReserveRequest {
 }
 
 /**
- * A call's 200 to keep under its `Idempotency-Key`, written by the statement that settles the call: the
- * answer and the charge commit together, and its `charged` is what the settlement posted (0 when the hold was
- * no longer pending).
+ * A call's answer to keep under its `Idempotency-Key` — a 200, or the 502 of a normalization failure —, written
+ * by the statement that settles the call: the answer and the charge commit together, and its `charged` is what
+ * the settlement posted (0 when the hold was no longer pending).
  */
 export interface KeptAnswer {
   readonly orgId: OrgId
   readonly key: string
+  readonly status: number
   readonly body: string
 }
 
@@ -120,7 +121,7 @@ const ResolveCall = Schema.Struct({
   holdId: Schema.Number,
   charge: Schema.NullOr(Schema.Number),
   now: Schema.Number,
-  keep: Schema.NullOr(Schema.Struct({ orgId: Schema.String, key: Schema.String, body: Schema.String }))
+  keep: Schema.NullOr(Schema.Struct({ orgId: Schema.String, key: Schema.String, status: Schema.Number, body: Schema.String }))
 })
 type ResolveCall = typeof ResolveCall.Type
 const Resolved = Schema.Struct({ ord: Schema.Number, done: Schema.Boolean })
@@ -181,12 +182,12 @@ export const make = Effect.gen(function* () {
       return sql`
         WITH r AS (${resolve}), kept AS (
           UPDATE idempotency AS i
-             SET status = 'completed', response_status = 200, response_body = a.body,
+             SET status = 'completed', response_status = a.status, response_body = a.body,
                  charged = CASE WHEN r.done THEN a.charge ELSE 0 END
             FROM unnest(${kept.map((k) => k.ord)}::integer[], ${kept.map((k) => k.orgId)}::text[],
-                        ${kept.map((k) => k.key)}::text[], ${kept.map((k) => k.body)}::text[],
-                        ${kept.map((k) => k.charge)}::bigint[])
-                   AS a (ord, org_id, key, body, charge)
+                        ${kept.map((k) => k.key)}::text[], ${kept.map((k) => k.status)}::integer[],
+                        ${kept.map((k) => k.body)}::text[], ${kept.map((k) => k.charge)}::bigint[])
+                   AS a (ord, org_id, key, status, body, charge)
             JOIN r ON r.ord = a.ord
            WHERE i.org_id = a.org_id AND i.key = a.key
         )
@@ -257,7 +258,7 @@ export const make = Effect.gen(function* () {
         // no longer renewed, is voided by a sweeper
         Effect.catchTag("SqlError", (error) =>
           Effect.as(
-            Effect.logError(`${calls.length} settlements and voids not written: the database kept failing`, Cause.fail(error)).pipe(
+            Effect.logError(`settlements and voids not written (${calls.length}): the database kept failing`, Cause.fail(error)).pipe(
               Effect.annotateLogs({ hold_ids: calls.map((c) => c.holdId).join(",") })
             ),
             calls.map(() => false)

@@ -213,6 +213,31 @@ layer(gatewayLayer(), { excludeTestServices: true })("hosted MCP", (it) => {
       expect(yield* books(orgId)).toMatchObject({ balance: 10, held: 0 })
     }))
 
+  it.effect("resources/read and the lists with params that are not theirs: -32602 naming the method, not an internal error", () =>
+    Effect.gen(function* () {
+      const { key } = yield* givenOrg({ credits: 10 })
+      const malformed: ReadonlyArray<readonly [string, unknown]> = [
+        ["resources/read", {}],
+        ["resources/read", undefined],
+        ["resources/read", { uri: 5 }],
+        ["resources/list", { cursor: 5 }],
+        ["resources/list", "page-2"],
+        ["tools/list", { cursor: ["a"] }]
+      ]
+      for (const [i, [method, params]] of malformed.entries()) {
+        const answer = yield* rpc(key, { jsonrpc: "2.0", id: i, method, ...(params === undefined ? {} : { params }) })
+        expect(answer.status, `${method} ${JSON.stringify(params)}`).toBe(200)
+        expect(answer.body, `${method} ${JSON.stringify(params)}`).toMatchObject({
+          jsonrpc: "2.0",
+          id: i,
+          error: { code: -32602, message: expect.stringContaining(`Invalid ${method} params`) }
+        })
+      }
+      // a list without params is a list
+      const listed = yield* rpc(key, { jsonrpc: "2.0", id: 99, method: "resources/list" })
+      expect(listed.body).toMatchObject({ jsonrpc: "2.0", id: 99, result: { resources: [] } })
+    }))
+
   it.scoped("a key's tool allow-list narrows the tool list", () =>
     Effect.gen(function* () {
       const { orgId } = yield* givenOrg()
@@ -330,6 +355,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("hosted MCP", (it) => {
       const mark = capturedLogs.length
       const refused = yield* Effect.flip(Effect.tryPromise(() => stranger.readResource({ uri: link?.uri ?? "" })))
       expect(String(refused.error)).toContain("MCP error -32002: No resource")
+      expect(String(refused.error)).not.toContain("MCP error -32002: MCP error")
       // the JSON-RPC error is logged with its code, not as "ok"
       const codes = capturedLogs.slice(mark).flatMap((line) => {
         const entry = Schema.decodeUnknownOption(LogLine)(line)
@@ -458,7 +484,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("hosted MCP", (it) => {
       expect(new Set(uris).size).toBe(55)
       expect(uris.slice(-2)).toEqual([`tool-gateway://artifacts/${csv.id}`, `tool-gateway://artifacts/${pdf.id}`])
       const badCursor = yield* Effect.flip(Effect.tryPromise(() => client.listResources({ cursor: "not-a-cursor" })))
-      expect(String(badCursor.error)).toContain("MCP error -32602")
+      expect(String(badCursor.error)).toContain("MCP error -32602: Invalid cursor")
 
       // another org sees none of them
       const other = yield* givenOrg()

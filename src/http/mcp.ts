@@ -21,9 +21,11 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import type { CallToolResult, JSONRPCErrorResponse, Tool } from "@modelcontextprotocol/sdk/types.js"
 import * as Cause from "effect/Cause"
 import * as DateTime from "effect/DateTime"
+import type * as Either from "effect/Either"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
+import type * as ParseResult from "effect/ParseResult"
 import * as Runtime from "effect/Runtime"
 import * as Schema from "effect/Schema"
 import {
@@ -69,25 +71,48 @@ const RESOURCES_PAGE = 50
 
 export const ARTIFACT_URI_PREFIX = "tool-gateway://artifacts/"
 
-/** What a `tools/call` request's params must be (MCP's CallToolRequest: a name, arguments as an object). */
-const ToolCallParams = Schema.Struct({
-  name: Schema.String,
-  arguments: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown })),
-  _meta: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
-})
+const Meta = Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+/** A list request's params, when it has any: where the last page ended. */
+const ListParams = Schema.UndefinedOr(Schema.Struct({ cursor: Schema.optional(Schema.String), _meta: Meta }))
 
 /**
- * A `tools/call` request whose params are not a call: JSON-RPC's invalid params (-32602), answered before the
- * SDK's server, which would answer its own validation failure as an internal error (-32603). Undefined for a
- * well-formed call, and for a message without a request id (not a request: the transport answers it).
+ * The params of the requests this server answers, as MCP's schema (2025-11-25) gives them: a call is a name with its
+ * arguments as an object; a read, a resource's URI; a list, perhaps a cursor.
  */
-const invalidToolCall = (message: Readonly<Record<string, unknown>>): JSONRPCErrorResponse | undefined => {
+const paramsOf: Readonly<Record<string, (params: unknown) => Either.Either<unknown, ParseResult.ParseError>>> = {
+  "tools/call": Schema.decodeUnknownEither(
+    Schema.Struct({ name: Schema.String, arguments: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown })), _meta: Meta }),
+    { errors: "all" }
+  ),
+  "tools/list": Schema.decodeUnknownEither(ListParams, { errors: "all" }),
+  "resources/list": Schema.decodeUnknownEither(ListParams, { errors: "all" }),
+  "resources/read": Schema.decodeUnknownEither(Schema.Struct({ uri: Schema.String, _meta: Meta }), { errors: "all" })
+}
+
+/**
+ * A request whose params are not what its method takes: JSON-RPC's invalid params (-32602), answered before the
+ * SDK's server, which would answer its own validation failure as an internal error (-32603) quoting its schema
+ * library's issues. Undefined for well-formed params, for a method this server does not answer (the SDK answers
+ * it), and for a message without a request id (not a request: the transport answers it).
+ */
+const invalidParams = (message: Readonly<Record<string, unknown>>): JSONRPCErrorResponse | undefined => {
   const id = message["id"]
-  if (message["method"] !== "tools/call" || (typeof id !== "string" && typeof id !== "number")) return undefined
-  const decoded = Schema.decodeUnknownEither(ToolCallParams, { errors: "all" })(message["params"])
-  return decoded._tag === "Right"
+  const method = message["method"]
+  if (typeof method !== "string" || !Object.hasOwn(paramsOf, method) || (typeof id !== "string" && typeof id !== "number")) return undefined
+  const decoded = paramsOf[method]?.(message["params"])
+  return decoded === undefined || decoded._tag === "Right"
     ? undefined
-    : { jsonrpc: "2.0", id, error: { code: INVALID_PARAMS, message: `Invalid tools/call params: ${describeParseError(decoded.left)}` } }
+    : { jsonrpc: "2.0", id, error: { code: INVALID_PARAMS, message: `Invalid ${method} params: ${describeParseError(decoded.left)}` } }
+}
+
+/**
+ * A JSON-RPC error a request handler throws: the SDK's server answers its code, message and data. (The SDK's own
+ * `McpError` puts "MCP error <code>: " in its message, and its client adds the same again.)
+ */
+class JsonRpcFailure extends Error {
+  constructor(readonly code: number, message: string, readonly data?: unknown) {
+    super(message)
+  }
 }
 
 /**
@@ -425,8 +450,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
         CallToolRequestSchema: types.CallToolRequestSchema,
         ListToolsRequestSchema: types.ListToolsRequestSchema,
         ListResourcesRequestSchema: types.ListResourcesRequestSchema,
-        ReadResourceRequestSchema: types.ReadResourceRequestSchema,
-        McpError: types.McpError
+        ReadResourceRequestSchema: types.ReadResourceRequestSchema
       }
     }))
 
@@ -450,11 +474,11 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
         "JSON-RPC batches are not accepted (MCP dropped them in 2025-06-18): send one message per request."
       )
       // Every message counts against the key's rate limit; a tool call takes its token in the call.
-      const invalidCall = invalidToolCall(message)
-      if (message["method"] !== "tools/call" || invalidCall !== undefined) state.rateLimit = yield* authentication.throttle(caller)
-      if (invalidCall !== undefined) {
+      const invalid = invalidParams(message)
+      if (message["method"] !== "tools/call" || invalid !== undefined) state.rateLimit = yield* authentication.throttle(caller)
+      if (invalid !== undefined) {
         state.code = envelopeOf.InvalidRequest.code
-        return HttpServerResponse.unsafeJson(invalidCall)
+        return HttpServerResponse.unsafeJson(invalid)
       }
       // tool calls run on the server's runtime: give them this request's facts for its log line and metrics
       const facts = yield* callFacts
@@ -463,7 +487,6 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
         CallToolRequestSchema,
         ListResourcesRequestSchema,
         ListToolsRequestSchema,
-        McpError,
         ReadResourceRequestSchema,
         Server,
         WebStandardStreamableHTTPServerTransport
@@ -481,7 +504,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
         const listed = await run(Effect.either(listArtifacts(caller, list.params?.cursor)))
         if (listed._tag === "Left") {
           state.code = envelopeOf.InvalidRequest.code
-          throw new McpError(INVALID_PARAMS, listed.left.message)
+          throw new JsonRpcFailure(INVALID_PARAMS, listed.left.message)
         }
         return listed.right
       })
@@ -489,7 +512,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
         const found = await run(Effect.either(readArtifact(caller, read.params.uri)))
         if (found._tag === "Left") {
           state.code = envelopeOf.NotFound.code
-          throw new McpError(RESOURCE_NOT_FOUND, found.left.message, { uri: read.params.uri })
+          throw new JsonRpcFailure(RESOURCE_NOT_FOUND, found.left.message, { uri: read.params.uri })
         }
         return found.right
       })

@@ -28,14 +28,19 @@ const output = outputLayer({
 })
 const asJson = wantsJson(process.argv)
 
-// A worker of `serve --workers` can be told to stop twice: by the terminal (Ctrl-C signals the whole process
-// group) and by the primary, which stops its workers when it stops. The first signal starts the drain; a
-// second must not kill the worker in the middle of it (Node's default once the runtime's own listener is gone).
-if (Cluster.isWorker) {
-  const ignore = () => {}
-  process.on("SIGINT", ignore)
-  process.on("SIGTERM", ignore)
+// The first SIGINT or SIGTERM starts the drain (the runtime's own listener, which then goes): calls in flight
+// finish and are charged, and the embedded database stops last. A second must not kill the process in the
+// middle of it (Node's default once that listener is gone) — an impatient Ctrl-C, or a worker of
+// `serve --workers` told to stop by the terminal (Ctrl-C signals the whole process group) and by its primary.
+let signals = 0
+const again = () => {
+  signals += 1
+  if (signals === 2 && !Cluster.isWorker) {
+    console.error("Stopping already: the calls in flight finish first (each within its deadline). SIGKILL stops at once and leaves them unanswered.")
+  }
 }
+process.on("SIGINT", again)
+process.on("SIGTERM", again)
 
 cli(process.argv).pipe(
   // Configuration mistakes, an unreachable database: one clear line, no stack trace.

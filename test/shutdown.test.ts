@@ -5,7 +5,7 @@
  * flight at a slow provider: every one is answered 200, nothing stays held, there is a usage record for each
  * call, and the process exits 0.
  */
-import { afterAll, expect, layer } from "@effect/vitest"
+import { afterAll, describe, expect, it, layer } from "@effect/vitest"
 import { Effect, Redacted, Schema } from "effect"
 import * as Child from "node:child_process"
 import * as Fs from "node:fs/promises"
@@ -91,8 +91,23 @@ const ways = [
   { name: "Ctrl-C (SIGINT to the process group)", args: [], stop: (pid: number) => process.kill(-pid, "SIGINT") },
   { name: "SIGTERM to the server process", args: [], stop: (pid: number) => process.kill(pid, "SIGTERM") },
   { name: "Ctrl-C with --workers 2", args: ["--workers", "2"], stop: (pid: number) => process.kill(-pid, "SIGINT") },
-  { name: "SIGTERM to the primary of --workers 2", args: ["--workers", "2"], stop: (pid: number) => process.kill(pid, "SIGTERM") }
+  { name: "SIGTERM to the primary of --workers 2", args: ["--workers", "2"], stop: (pid: number) => process.kill(pid, "SIGTERM") },
+  // an impatient operator: the second Ctrl-C, while the calls finish, changes nothing
+  { name: "Ctrl-C twice", args: [], stop: (pid: number) => twice(pid) },
+  { name: "Ctrl-C twice with --workers 2", args: ["--workers", "2"], stop: (pid: number) => twice(pid) }
 ] as const
+
+/** SIGINT to the process group, and again 300 ms later (while the calls in flight finish). */
+const twice = (pid: number) => {
+  process.kill(-pid, "SIGINT")
+  setTimeout(() => {
+    try {
+      process.kill(-pid, "SIGINT")
+    } catch {
+      // already gone
+    }
+  }, 300)
+}
 
 layer(gatewayLayer(), { excludeTestServices: true })("stopping with calls in flight, on the embedded database", (it) => {
   for (const way of ways) {
@@ -143,4 +158,21 @@ layer(gatewayLayer(), { excludeTestServices: true })("stopping with calls in fli
         })
       }).pipe(Effect.scoped), 120_000)
   }
+})
+
+describe("serve --workers out of bounds", () => {
+  it.effect("--workers 0, -1 and more than twice the cores are refused before anything starts: exit 2, one line", () =>
+    Effect.gen(function* () {
+      const limit = 2 * Os.availableParallelism()
+      for (const count of ["0", "-1", String(limit + 1), "99999"]) {
+        const { code, stdout, stderr } = yield* Effect.async<{ code: number | null; stdout: string; stderr: string }>((resume) => {
+          Child.execFile("node", [BIN, "serve", "--workers", count, "--json"], { env: { ...baseEnv(), DATABASE_URL: "postgres://nobody@127.0.0.1:1/none" } },
+            (error, stdout, stderr) => resume(Effect.succeed({ code: error === null ? 0 : typeof error.code === "number" ? error.code : null, stdout, stderr })))
+        })
+        expect(code, `${count}: ${stderr}`).toBe(2)
+        expect(stderr, count).toContain(`--workers takes 1 to ${limit}`)
+        expect(stderr, count).not.toMatch(/ECONNREFUSED|database error|\n\s+at /)
+        expect(JSON.parse(stdout), count).toMatchObject({ error: { code: "invalid_request" } })
+      }
+    }), 60_000)
 })

@@ -13,6 +13,7 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
+import * as Os from "node:os"
 import { migrate } from "../db/migrations/index.js"
 import { DatabaseLive } from "../db/Database.js"
 import { parseCredits } from "../domain/credits.js"
@@ -95,7 +96,14 @@ const admin = <A, E, R>(asJson: boolean, effect: Effect.Effect<A, E, R>) =>
 /** The org must exist (a mistyped id is an error, not an empty list). */
 const existingOrg = (org: string) => Effect.flatMap(Orgs, (orgs) => orgs.get(OrgId.make(org)))
 
+// More server processes than twice the cores only add database connections and memory (a hundred of them took
+// every connection the database allows)
+const MAX_WORKERS = 2 * Os.availableParallelism()
 const workers = Options.integer("workers").pipe(
+  Options.filterMap(
+    (n) => (n >= 1 && n <= MAX_WORKERS ? Option.some(n) : Option.none()),
+    `--workers takes 1 to ${MAX_WORKERS} (twice this machine's ${MAX_WORKERS / 2} cores)`
+  ),
   Options.withDefault(1),
   Options.withDescription("Server processes sharing the port and the database (one per core is a good start)")
 )

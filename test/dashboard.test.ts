@@ -463,7 +463,7 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.1"] } }), { excludeTestSe
           message: "spend_cap"
         })
 
-        expectEnvelope(yield* callTool("kappa_ingest_events", { events: [{ name: "a" }] }, { key }), {
+        expectEnvelope(yield* callTool("kappa_ingest_events", { events: [{ name: "a", customer_id: "c-1" }] }, { key }), {
           status: 401,
           type: "auth",
           code: "beta_unavailable",
@@ -471,7 +471,7 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.1"] } }), { excludeTestSe
           billable: false
         })
         expect(bodyOf(yield* dashboard("PUT", "/v1/org/betas/kappa_ingest_events", token, { enabled: true }))).toMatchObject({ betas: ["kappa_ingest_events"] })
-        expect(errorOf(yield* callTool("kappa_ingest_events", { events: [{ name: "a" }] }, { key }))?.code).toBe("credential_required")
+        expect(errorOf(yield* callTool("kappa_ingest_events", { events: [{ name: "a", customer_id: "c-1" }] }, { key }))?.code).toBe("credential_required")
         expect(bodyOf(yield* dashboard("PUT", "/v1/org/betas/kappa_ingest_events", token, { enabled: false }))).toMatchObject({ betas: [] })
         expectEnvelope(yield* dashboard("PUT", "/v1/org/betas/weather", token, { enabled: true }), {
           status: 400,

@@ -7,6 +7,7 @@
  * declares on each response are the ones the gateway sends.
  */
 import { describe, expect, layer } from "@effect/vitest"
+import { Ajv2020 } from "ajv/dist/2020.js"
 import { Effect, Layer, Option, Redacted, Schema } from "effect"
 import * as ChildProcess from "node:child_process"
 import * as Fs from "node:fs/promises"
@@ -14,9 +15,11 @@ import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Url from "node:url"
 import openapiTS, { astToString } from "openapi-typescript"
+import { inputExamples } from "../src/domain/examples.js"
 import { describePrice } from "../src/domain/pricing.js"
 import { catalog, toolNames } from "../src/domain/tools.js"
 import { KeyStore } from "../src/services/KeyStore.js"
+import { errorOf } from "./support/assert.js"
 import { callTool, dashboard, gatewayLayer, givenMember, givenOrg, type HttpResult, request, TestUpstreams } from "./support/gateway.js"
 import { registerSecret } from "./support/secrets.js"
 
@@ -94,7 +97,70 @@ const declaredHeaders = (spec: Record<string, unknown>, path: string, method: st
   return declared
 }
 
+/**
+ * The served document's verdict on a request body of `POST path`: its request schema, with the document's own
+ * components, checked by a JSON Schema 2020-12 validator (OpenAPI 3.1's dialect). `true`: the document accepts it.
+ */
+const documentAccepts = (spec: Record<string, unknown>) => {
+  const ajv = new Ajv2020({ strict: false, allErrors: true, validateSchema: false })
+  ajv.addSchema(spec, "openapi.json")
+  return (path: string, body: unknown): boolean => {
+    const pointer = `/paths/${path.replaceAll("/", "~1")}/post/requestBody/content/application~1json/schema`
+    return ajv.validate({ $ref: `openapi.json#${pointer}` }, body)
+  }
+}
+
+/** Request bodies the gateway refuses (400 invalid_request), and ones it takes past validation, by path. */
+const verdicts: ReadonlyArray<{ readonly path: string; readonly body: unknown; readonly valid: boolean }> = [
+  { path: "/v1/weather", body: {}, valid: false },
+  { path: "/v1/weather", body: { lat: 10 }, valid: false },
+  { path: "/v1/weather", body: { lon: 10 }, valid: false },
+  { path: "/v1/weather", body: { lat: 52.5, lon: 13.4 }, valid: true },
+  { path: "/v1/weather", body: { q: "Berlin" }, valid: true },
+  { path: "/v1/read", body: { url: "ftp://x" }, valid: false },
+  { path: "/v1/read", body: { url: "mailto:a@example.com" }, valid: false },
+  { path: "/v1/read", body: { url: "not a url" }, valid: false },
+  { path: "/v1/run", body: { tool: "nope", input: {} }, valid: false },
+  { path: "/v1/run", body: { tool: "weather", input: { q: "Berlin" } }, valid: true },
+  { path: "/v1/gamma_search", body: { query: "x", limit: 0 }, valid: false },
+  { path: "/v1/gamma_search", body: { query: "x", limit: 101 }, valid: false },
+  { path: "/v1/kappa_ingest_events", body: { events: [{}] }, valid: false },
+  { path: "/v1/kappa_ingest_events", body: { events: [{ name: "e" }] }, valid: false },
+  { path: "/v1/kappa_ingest_events", body: { events: [{ customer_id: "c-1" }] }, valid: false },
+  { path: "/v1/kappa_ingest_events", body: { events: [{ name: "e", customer_id: "c-1" }] }, valid: true },
+  { path: "/v1/kappa_ingest_events", body: { events: [{ name: "e", external_customer_id: "u-1", metadata: { n: 1 } }] }, valid: true },
+  { path: "/v1/lambda_batch_emails", body: {}, valid: false },
+  { path: "/v1/lambda_batch_emails", body: { emails: [] }, valid: false },
+  { path: "/v1/lambda_batch_emails", body: { emails: "x" }, valid: false },
+  { path: "/v1/lambda_batch_emails", body: { emails: [{ from: "a@example.com", to: "b@example.com" }] }, valid: false },
+  {
+    path: "/v1/lambda_batch_emails",
+    body: { emails: Array.from({ length: 101 }, () => ({ from: "a@example.com", to: "b@example.com", subject: "s" })) },
+    valid: false
+  },
+  { path: "/v1/lambda_batch_emails", body: { emails: [{ from: "a@example.com", to: ["b@example.com"], subject: "s", text: "t" }] }, valid: true },
+  { path: "/v1/lambda_batch_emails", body: { from: "a@example.com", to: "b@example.com", subject: "s", html: "<p>t</p>" }, valid: true },
+  { path: "/v1/lambda_update_broadcast", body: { id: "b-1" }, valid: false },
+  { path: "/v1/lambda_update_broadcast", body: { id: "b-1", subject: "s" }, valid: true },
+  { path: "/v1/nu_account", body: { a: 1 }, valid: false }
+]
+
 layer(gatewayLayer(), { excludeTestServices: true })("the served OpenAPI document", (it) => {
+  it.effect("accepts exactly the request bodies the gateway takes past validation", () =>
+    Effect.gen(function* () {
+      const accepts = documentAccepts(yield* servedDocument)
+      const { key } = yield* givenOrg({ credits: 1000 })
+      for (const { path, body, valid } of verdicts) {
+        const label = `${path} ${JSON.stringify(body).slice(0, 80)}`
+        expect.soft(accepts(path, body), `the document on ${label}`).toBe(valid)
+        const answer = errorOf(yield* callTool(path.slice("/v1/".length), body, { key }))
+        if (valid) expect.soft(answer?.code, `the gateway on ${label}`).not.toBe("invalid_request")
+        else expect.soft(answer?.code, `the gateway on ${label}`).toBe("invalid_request")
+      }
+      // and every tool's example input is one the document accepts
+      for (const tool of toolNames) expect(accepts(`/v1/${tool}`, inputExamples[tool]), tool).toBe(true)
+    }))
+
   it.effect("has no schema-library internals, plain operation ids, integer query parameters, summaries, tag descriptions and a server", () =>
     Effect.gen(function* () {
       const spec = yield* servedDocument

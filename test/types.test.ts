@@ -21,8 +21,8 @@ import {
   gatewayErrors,
   type IdTokenError,
   InsufficientCredits,
-  type InternalError,
   NotFound,
+  type ServerError,
   ToolGatewayClient
 } from "tool-gateway/client"
 import { Api } from "../src/http/Api.js"
@@ -46,14 +46,14 @@ describe("the typed failure channel", () => {
     expectTypeOf<GatewayError>().not.toBeAny()
   })
 
-  it("each client operation fails with exactly its part of the API's errors, plus the client's own", () => {
-    expectTypeOf<ErrorOf<Client["tools"]["weather"]>>().toEqualTypeOf<ApiKeyError | BodyError | CallError | InternalError | ClientError>()
-    expectTypeOf<ErrorOf<Client["tools"]["run"]>>().toEqualTypeOf<ApiKeyError | BodyError | CallError | InternalError | ClientError>()
+  it("each client operation fails with exactly its part of the API's errors, what any route can answer, plus the client's own", () => {
+    expectTypeOf<ErrorOf<Client["tools"]["weather"]>>().toEqualTypeOf<ApiKeyError | BodyError | CallError | ServerError | ClientError>()
+    expectTypeOf<ErrorOf<Client["tools"]["run"]>>().toEqualTypeOf<ApiKeyError | BodyError | CallError | ServerError | ClientError>()
     expectTypeOf<ErrorOf<Client["dashboard"]["listKeys"]>>().toEqualTypeOf<
-      IdTokenError | BodyError | DashboardError | InternalError | ClientError
+      IdTokenError | BodyError | DashboardError | ServerError | ClientError
     >()
-    expectTypeOf<ErrorOf<Client["artifacts"]["get"]>>().toEqualTypeOf<ApiKeyError | ArtifactError | InternalError | ClientError>()
-    expectTypeOf<ErrorOf<Client["catalog"]["list"]>>().toEqualTypeOf<InternalError | ClientError>()
+    expectTypeOf<ErrorOf<Client["artifacts"]["get"]>>().toEqualTypeOf<ApiKeyError | ArtifactError | ServerError | ClientError>()
+    expectTypeOf<ErrorOf<Client["catalog"]["list"]>>().toEqualTypeOf<ServerError | ClientError>()
     // a tool call's failures include a 402; the catalog's do not
     expectTypeOf<Extract<ErrorOf<Client["tools"]["weather"]>, InsufficientCredits>>().not.toBeNever()
     expectTypeOf<Extract<ErrorOf<Client["dashboard"]["listKeys"]>, InsufficientCredits>>().toBeNever()

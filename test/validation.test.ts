@@ -100,7 +100,14 @@ const cases = (pagesUrl: string): Record<ToolName, Case> => ({
     wrongTypes: { url: 1, formats: "markdown", onlyMainContent: "yes" },
     extra: "allowed"
   },
-  gamma_search: { valid: { query: "x" }, required: ["query"], wrongTypes: { query: 1, limit: "2" }, extra: "allowed" },
+  gamma_search: {
+    valid: { query: "x" },
+    required: ["query"],
+    wrongTypes: { query: 1, limit: "2" },
+    extra: "allowed",
+    // Firecrawl's search takes a limit of 1 to 100 (its API reference)
+    bounds: [{ field: "limit", ok: [1, 100], bad: [0, 101, 2.5] }]
+  },
   xi_movie: { valid: { id: 550 }, required: ["id"], wrongTypes: { id: "550", append_to_response: 1 }, extra: "refused" },
   delta_post: {
     valid: { text: "hello" },
@@ -121,11 +128,16 @@ const cases = (pagesUrl: string): Record<ToolName, Case> => ({
   iota_delete_service: { valid: { service_id: "srv-1" }, required: ["service_id"], wrongTypes: { service_id: 1 }, extra: "refused" },
   kappa_delete_benefit: { valid: { benefit_id: "b-1" }, required: ["benefit_id"], wrongTypes: { benefit_id: 1 }, extra: "refused" },
   kappa_ingest_events: {
-    valid: { events: [{ name: "signup" }] },
+    valid: { events: [{ name: "signup", customer_id: "c-1" }] },
     required: ["events"],
     wrongTypes: { events: "signup" },
     extra: "refused",
-    bounds: [{ field: "events", ok: [[{ name: "a" }, { name: "b" }]], bad: [[], [1], ["x"]] }]
+    // each event as Polar takes it: a name, and whose event it is
+    bounds: [{
+      field: "events",
+      ok: [[{ name: "a", customer_id: "c-1" }, { name: "b", external_customer_id: "u-1", metadata: { n: 1 } }]],
+      bad: [[], [1], ["x"], [{}], [{ name: "e" }], [{ customer_id: "c-1" }], [{ name: "", customer_id: "c-1" }]]
+    }]
   },
   lambda_update_broadcast: {
     valid: { id: "b-1", subject: "March news" },
@@ -134,7 +146,20 @@ const cases = (pagesUrl: string): Record<ToolName, Case> => ({
     extra: "refused",
     alsoValid: [{ id: "b-1", reply_to: [] }, { id: "b-1", topic_id: null }]
   },
-  lambda_batch_emails: { valid: { emails: [] }, required: [], wrongTypes: {}, extra: "allowed", alsoValid: [{}] },
+  lambda_batch_emails: {
+    valid: { emails: [{ from: "a@example.com", to: "b@example.com", subject: "Hi" }] },
+    required: [],
+    wrongTypes: {},
+    extra: "allowed",
+    // one email, not in an array
+    alsoValid: [{ from: "a@example.com", to: ["b@example.com"], subject: "Hi", text: "hello" }],
+    // Resend's batch: 1 to 100 emails, each with from, to and subject
+    bounds: [{
+      field: "emails",
+      ok: [Array.from({ length: 100 }, () => ({ from: "a@example.com", to: "b@example.com", subject: "Hi" }))],
+      bad: [[], "x", [1], [{ from: "a@example.com", to: "b@example.com" }], Array.from({ length: 101 }, () => ({ from: "a@example.com", to: "b@example.com", subject: "Hi" }))]
+    }]
+  },
   mu_database: { valid: { database_id: "d-1" }, required: ["database_id"], wrongTypes: { database_id: 1 }, extra: "refused" },
   nu_account: { valid: {}, required: [], wrongTypes: {}, extra: "refused" }
 })

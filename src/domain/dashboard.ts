@@ -7,7 +7,9 @@ import * as Schema from "effect/Schema"
 import { AccountProviderSchema } from "./connections.js"
 import { Credits } from "./credits.js"
 import { NonEmptyText, opt, strict, Text } from "./schema-helpers.js"
-import { tools } from "./tools.js"
+import { ToolNameSchema, tools } from "./tools.js"
+
+export { ToolNameSchema }
 
 const Timestamp = Schema.String.annotations({ description: "ISO 8601, UTC" })
 
@@ -33,18 +35,11 @@ export const KeyRateLimitView = Schema.Struct({
   per_second: PerSecond,
   burst: PerSecond
 }).annotations({ identifier: "KeyRateLimit", description: "Requests per second (sustained) and the burst allowed at once" })
-const toolNameList = Object.keys(tools)
 const betaToolNameList: ReadonlyArray<string> = Object.values(tools).filter((t) => t.beta).map((t) => t.name)
 
 /** The value a refinement refused, quoted and cut short, for a message. */
 const refused = (issue: ParseResult.ParseIssue): string => JSON.stringify(issue.actual)?.slice(0, 100) ?? "the value"
 
-export const ToolNameSchema = Schema.String.pipe(
-  Schema.filter((s) => toolNameList.includes(s), {
-    message: (issue) => `${refused(issue)} is not a tool`,
-    jsonSchema: { enum: toolNameList }
-  })
-).annotations({ identifier: "ToolName", description: "A tool's name" })
 
 export const BetaToolSchema = Schema.String.pipe(
   Schema.filter((s) => betaToolNameList.includes(s), {

@@ -558,8 +558,12 @@ export const CallErrors = [
 export const DashboardErrors = [InvalidRequest, NotFound, UrlNotAllowed] as const
 /** A kept file: not there (or expired), or a range outside it. */
 export const ArtifactErrors = [NotFound, RangeNotSatisfiable] as const
-/** What any route can answer: an unexpected failure. */
-export const ServerErrors = [InternalError] as const
+/**
+ * What any route can answer: an unexpected failure, and what the server answers at the socket before a request
+ * reaches a route (src/http/server.ts `clientErrorOf`): a request not received in time, headers too large, a
+ * request that is not valid HTTP/1.1.
+ */
+export const ServerErrors = [InternalError, RequestTimeout, HeadersTooLarge, InvalidRequest] as const
 
 type ErrorList = ReadonlyArray<{ readonly Type: GatewayError }>
 /** The errors of a list, as a union. */
@@ -570,6 +574,7 @@ export type IdTokenError = ErrorsOf<typeof IdTokenErrors>
 export type CallError = ErrorsOf<typeof CallErrors>
 export type DashboardError = ErrorsOf<typeof DashboardErrors>
 export type ArtifactError = ErrorsOf<typeof ArtifactErrors>
+export type ServerError = ErrorsOf<typeof ServerErrors>
 
 export const isGatewayError = (u: unknown): u is GatewayError =>
   u instanceof Error && "_tag" in u && typeof u._tag === "string" && Object.hasOwn(envelopeOf, u._tag)

@@ -42,14 +42,19 @@ export const Text = Schema.String.pipe(withoutNul)
 /** A non-empty `Text`. */
 export const NonEmptyText = NonEmpty.pipe(withoutNul)
 
+/** An http(s) scheme, as JSON Schema writes a pattern (ECMA-262, no flags): the scheme's letters in either case. */
+const HTTP_URL_PATTERN = "^[Hh][Tt][Tt][Pp][Ss]?://"
+const httpUrlPattern = new RegExp(HTTP_URL_PATTERN)
+
 export const HttpUrl = Schema.String.pipe(
   Schema.filter((s) => {
-    if (!URL.canParse(s)) return false
+    // the published pattern is the check itself, so that a document-valid URL is one the gateway takes
+    if (!httpUrlPattern.test(s) || !URL.canParse(s)) return false
     const protocol = new URL(s).protocol
     return protocol === "http:" || protocol === "https:"
   }, {
     message: () => "must be an absolute http:// or https:// URL",
-    jsonSchema: { format: "uri" },
+    jsonSchema: { format: "uri", pattern: HTTP_URL_PATTERN },
     // for property tests: draw web URLs rather than strings that almost never are one
     arbitrary: () => (fc) => fc.webUrl()
   })

@@ -6,6 +6,15 @@ import * as Schema from "effect/Schema"
 
 import { HttpUrl, intBetween, JsonObject, NonEmpty, numberBetween, open, opt, strict } from "./schema-helpers.js"
 
+/**
+ * A JSON Schema that requires these properties (for a published rule across fields). Each is named under `properties`
+ * too, as anything (the struct beside it says what each is), so that readers of the document find them defined.
+ */
+const requiring = (...names: ReadonlyArray<string>) => ({
+  required: names,
+  properties: Object.fromEntries(names.map((name) => [name, {}]))
+})
+
 // -- curated tools ------------------------------------------------------------------------------------
 
 export const SearchInput = strict({
@@ -32,9 +41,13 @@ export const WeatherInput = strict({
   Schema.filter((w) =>
     w.q !== undefined || (w.lat !== undefined && w.lon !== undefined)
       ? undefined
-      : "give either q, or both lat and lon"
-  )
-)
+      : "give either q, or both lat and lon", {
+    // published: every field is optional on its own, but not all together (under allOf: an anyOf of its own would
+    // replace the struct's schema instead of adding to it)
+    jsonSchema: { allOf: [{ anyOf: [requiring("q"), requiring("lat", "lon")] }] }
+  })
+  // named here too, so that the named schema carries the rule (not only the places that use it)
+).annotations({ identifier: "WeatherInput" })
 
 export const MobileAppSearchInput = strict({
   query: NonEmpty.annotations({ description: "App name or keywords" }),
@@ -92,7 +105,8 @@ export const GammaScrapeInput = open({
 
 export const GammaSearchInput = open({
   query: NonEmpty.annotations({ description: "What to search for" }),
-  limit: opt(Schema.Int.annotations({ description: "Results to return, 1 to 100; default 5. Priced per 10 results" }))
+  // Firecrawl's search reference: limit's required range is 1 to 100 (https://docs.firecrawl.dev/api-reference/endpoint/search)
+  limit: opt(intBetween(1, 100).annotations({ description: "Results to return, 1 to 100 (Firecrawl refuses others); default 5. Priced per 10 results" }))
 }, "GammaSearchInput", "Firecrawl search: its request body; extra properties (sources, tbs, scrapeOptions, …) are forwarded to Firecrawl")
 
 export const XiMovieInput = strict({
@@ -152,8 +166,29 @@ export const KappaDeleteBenefitInput = strict({
   benefit_id: NonEmpty.annotations({ description: "The Polar benefit's id" })
 }, "KappaDeleteBenefitInput", "Delete a benefit on the connected Polar account")
 
+/**
+ * One event as Polar's `POST /v1/events/ingest` takes it (https://docs.polar.sh/api-reference/events/ingest: each event
+ * is an `EventCreateCustomer`, with `customer_id`, or an `EventCreateExternalCustomer`, with `external_customer_id`;
+ * `name` is required in both). Its other fields (metadata, timestamp, external_id, …) are Polar's to check.
+ */
+export const PolarEvent = Schema.Struct({
+  name: NonEmpty.annotations({ description: "The event's name, e.g. \"api_call\"" }),
+  customer_id: opt(NonEmpty.annotations({ description: "The Polar customer's id" })),
+  external_customer_id: opt(NonEmpty.annotations({ description: "The customer's id in your system" }))
+}, Schema.Record({ key: Schema.String, value: Schema.Unknown })).pipe(
+  Schema.filter((e) =>
+    e.customer_id !== undefined || e.external_customer_id !== undefined
+      ? undefined
+      : { path: ["customer_id"], message: "give customer_id or external_customer_id (whose event it is)" }, {
+    jsonSchema: { allOf: [{ anyOf: [requiring("customer_id"), requiring("external_customer_id")] }] }
+  })
+).annotations({
+  identifier: "PolarEvent",
+  description: "An event: name, and customer_id or external_customer_id; metadata, timestamp, external_id and Polar's other fields as Polar takes them"
+})
+
 export const KappaIngestEventsInput = strict({
-  events: Schema.Array(JsonObject).pipe(Schema.minItems(1)).annotations({
+  events: Schema.Array(PolarEvent).pipe(Schema.minItems(1)).annotations({
     description: "The events, at least one, as Polar takes them: name, customer_id or external_customer_id, and metadata"
   })
 }, "KappaIngestEventsInput", "Ingest events into the connected Polar account")
@@ -180,13 +215,59 @@ export const LambdaUpdateBroadcastInput = strict({
   Schema.filter((b) =>
     broadcastFields.some((field) => Object.hasOwn(b, field))
       ? undefined
-      : `give at least one field to change besides id (${broadcastFields.join(", ")})`
-  )
-)
+      : `give at least one field to change besides id (${broadcastFields.join(", ")})`, {
+    // the struct takes no other property, so "id and one more" is two properties at least
+    jsonSchema: { minProperties: 2 }
+  })
+).annotations({ identifier: "LambdaUpdateBroadcastInput" })
 
-export const LambdaBatchEmailsInput = JsonObject.annotations({
+/**
+ * Resend's batch endpoint sends 1 to 100 emails (https://resend.com/docs/api-reference/emails/send-batch-emails), each
+ * with `from`, `to` and `subject` (https://resend.com/docs/api-reference/emails/send-email): what cannot be sent is
+ * refused here, before any credit is held. The rest of each email is Resend's to check.
+ */
+export const MAX_BATCH_EMAILS = 100
+const EMAIL_FIELDS = ["from", "to", "subject"] as const
+
+/** What is wrong with one email of a batch (`at`: where it is), or undefined. */
+const emailProblem = (email: unknown, at: string): string | undefined => {
+  if (typeof email !== "object" || email === null || Array.isArray(email)) return `${at} must be an email object`
+  const missing = EMAIL_FIELDS.filter((field) => !Object.hasOwn(email, field))
+  return missing.length === 0 ? undefined : `${at} needs ${missing.join(", ")}`
+}
+
+/** What Resend would refuse in a batch on its face, or undefined. */
+const batchProblem = (input: Readonly<Record<string, unknown>>): string | undefined => {
+  if (!Object.hasOwn(input, "emails")) return emailProblem(input, "the email (no emails array was given)")
+  const emails = input["emails"]
+  if (!Array.isArray(emails)) return "emails must be an array of emails"
+  if (emails.length === 0 || emails.length > MAX_BATCH_EMAILS) {
+    return `emails must hold 1 to ${MAX_BATCH_EMAILS} emails (Resend's batch limit; got ${emails.length})`
+  }
+  for (const [i, email] of emails.entries()) {
+    const problem = emailProblem(email, `emails[${i}]`)
+    if (problem !== undefined) return problem
+  }
+  return undefined
+}
+
+const emailSchema = { type: "object", ...requiring(...EMAIL_FIELDS) }
+
+export const LambdaBatchEmailsInput = JsonObject.pipe(
+  Schema.filter(batchProblem, {
+    jsonSchema: {
+      allOf: [{
+        anyOf: [
+          { required: ["emails"], properties: { emails: { type: "array", minItems: 1, maxItems: MAX_BATCH_EMAILS, items: emailSchema } } },
+          { not: requiring("emails"), ...emailSchema }
+        ]
+      }]
+    }
+  })
+).annotations({
   identifier: "LambdaBatchEmailsInput",
-  description: "Resend's batch request, forwarded to the connected Resend account: {\"emails\": [...]} (or one email), each email with from, to, subject and html or text"
+  description: "Resend's batch request, forwarded to the connected Resend account: {\"emails\": [...]} with 1 to 100 emails (or one email), " +
+    "each email with from, to, subject and html or text"
 })
 
 export const MuDatabaseInput = strict({

@@ -2,10 +2,12 @@
  * The tool catalog: every tool of the API contract with its input and output schema, whether it runs
  * on the caller's own provider account, whether it is beta, whether it reads or writes, and its price.
  */
-import type * as Schema from "effect/Schema"
+import type * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
 import type { AccountProvider, Credentials } from "./connections.js"
 import type { CredentialRequired } from "./errors.js"
 import type { Price } from "./pricing.js"
+import { strict } from "./schema-helpers.js"
 import * as S from "./schemas.js"
 
 export type ProviderName =
@@ -364,3 +366,25 @@ export const toolNames: ReadonlyArray<ToolName> = Object.keys(tools).filter(isTo
 export function isToolName(name: string): name is ToolName {
   return Object.hasOwn(tools, name)
 }
+
+const toolNameList: ReadonlyArray<string> = toolNames
+
+/** The value a refinement refused, quoted and cut short, for a message. */
+const refused = (issue: ParseResult.ParseIssue): string => JSON.stringify(issue.actual)?.slice(0, 100) ?? "the value"
+
+/** A tool's name: one of the catalog's (published as an enum). */
+export const ToolNameSchema = Schema.String.pipe(
+  Schema.filter((s) => toolNameList.includes(s), {
+    message: (issue) => `${refused(issue)} is not a tool`,
+    jsonSchema: { enum: toolNameList }
+  })
+).annotations({ identifier: "ToolName", description: "A tool's name" })
+
+/**
+ * `POST /v1/run`'s body over HTTP: `S.RunRequest` with `tool` one of the catalog's, so that the published schema says
+ * which names it takes (a name that is no tool is refused as the body's decode refuses any other field).
+ */
+export const RunPayload = strict({
+  tool: ToolNameSchema.annotations({ description: "The tool whose provider to call" }),
+  input: S.RunRequest.fields.input
+}, "RunRequest", "Call a tool's provider and answer its raw, unnormalized answer")

@@ -20,7 +20,7 @@ import { Text } from "../domain/schema-helpers.js"
 import * as S from "../domain/schemas.js"
 import type { OrgId } from "../domain/ids.js"
 import type { Caller } from "../services/KeyStore.js"
-import { type Catalog, catalog, type ToolName } from "../domain/tools.js"
+import { type Catalog, catalog, RunPayload, type ToolName } from "../domain/tools.js"
 import { cleanSpec, textAlternative } from "./openapi.js"
 import {
   ApiKeyErrors,
@@ -29,10 +29,10 @@ import {
   CallErrors,
   DashboardErrors,
   IdTokenErrors,
-  InternalError,
   InvalidRequest,
   MethodNotAllowed,
   NotFound,
+  ServerErrors,
   UnknownTool
 } from "../domain/errors.js"
 import { wireOf, wireUnion } from "./wire.js"
@@ -119,7 +119,7 @@ export class ToolsGroup extends HttpApiGroup.make("tools")
   .add(toolEndpoint<"nu_account">(c.nu_account))
   .add(
     HttpApiEndpoint.post("run", "/v1/run")
-      .setPayload(S.RunRequest)
+      .setPayload(RunPayload)
       .addSuccess(S.RunOutput)
       .annotate(OpenApi.Summary, "run: call a tool's provider and answer its raw answer")
   )
@@ -307,7 +307,7 @@ export class Api extends HttpApi.make("tool-gateway")
   .add(ArtifactsGroup)
   .add(DevGroup)
   .add(UnknownToolGroup)
-  .addError(wireOf(InternalError))
+  .addError(wireUnion(...ServerErrors))
   .annotate(OpenApi.Title, "Tool Gateway")
   .annotate(OpenApi.Version, "v1")
   // relative to where the document is served (its root); GET /openapi.json names PUBLIC_URL instead when it is set

@@ -10,46 +10,24 @@ import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { Connections } from "../src/services/Connections.js"
 import { expectEnvelope, expectOk } from "./support/assert.js"
+import { failingStatements, readAgain } from "./support/database.js"
 import { books, callTool, gatewayLayer, givenOrg, TestUpstreams } from "./support/gateway.js"
 import { EPSILON_TOKEN } from "./upstreams/accounts.js"
 
-/** A read of the test's own, on the gateway's pool: its first try may get a session the fault has just ended. */
-const read = <A, E, R>(statement: Effect.Effect<A, E, R>) => Effect.orDie(Effect.retry(statement, { times: 3 }))
-
-/**
- * The first `failures` statements that delete (or complete) the idempotency record under `key` fail, and are
- * rolled back: `terminate`, the server ends the statement's session (its connection is lost); `raise`, the
- * statement gets an error and the session lives on. The attempts are counted by a sequence (which a rollback
- * does not undo).
- */
+/** The first `failures` statements that delete (or complete) the idempotency record under `key` fail. */
 const failWrites = (write: "release" | "complete", key: string, failures: number, how: "terminate" | "raise") =>
-  Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
-    const name = `fault_${write}_${key.replace(/[^a-z0-9]/g, "_")}`
-    yield* sql.unsafe(`CREATE SEQUENCE ${name}`)
-    yield* sql.unsafe(`CREATE FUNCTION ${name}() RETURNS trigger LANGUAGE plpgsql AS $$
-      BEGIN
-        IF nextval('${name}') <= ${failures} THEN
-          ${how === "terminate" ? "PERFORM pg_terminate_backend(pg_backend_pid());" : "RAISE EXCEPTION 'the database is failing';"}
-        END IF;
-        RETURN ${write === "release" ? "OLD" : "NEW"};
-      END $$`)
-    yield* sql.unsafe(write === "release"
-      ? `CREATE TRIGGER ${name} BEFORE DELETE ON idempotency FOR EACH ROW
-           WHEN (OLD.key = '${key}') EXECUTE FUNCTION ${name}()`
-      : `CREATE TRIGGER ${name} BEFORE UPDATE ON idempotency FOR EACH ROW
-           WHEN (OLD.key = '${key}' AND NEW.status = 'completed') EXECUTE FUNCTION ${name}()`)
-    const attempts = read(Effect.map(
-      sql<{ readonly n: number }>`SELECT CASE WHEN is_called THEN last_value ELSE 0 END::int AS n FROM ${sql(name)}`,
-      (rows) => rows[0]?.n ?? 0
-    ))
-    const remove = sql.unsafe(`DROP TRIGGER ${name} ON idempotency`)
-    return { attempts, remove }
-  }).pipe(Effect.orDie)
+  failingStatements({
+    name: `${write}_${key}`,
+    table: "idempotency",
+    event: write === "release" ? "DELETE" : "UPDATE",
+    when: write === "release" ? `OLD.key = '${key}'` : `OLD.key = '${key}' AND NEW.status = 'completed'`,
+    failures,
+    how
+  })
 
 const recordOf = (orgId: string, key: string) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    read(sql<{ readonly status: string }>`SELECT status FROM idempotency WHERE org_id = ${orgId} AND key = ${key}`)).pipe(
+    readAgain(sql<{ readonly status: string }>`SELECT status FROM idempotency WHERE org_id = ${orgId} AND key = ${key}`)).pipe(
     Effect.map((rows) => rows.map((row) => row.status))
   )
 
@@ -72,7 +50,7 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.1"] } }), { excludeTestSe
       expect(retried.headers.get("idempotent-replayed")).toBeNull()
       expect(u.itunes.hits()).toBe(hitsBefore + 1)
       expect(yield* books(orgId)).toMatchObject({ balance: 9, held: 0 })
-      yield* Effect.orDie(fault.remove)
+      yield* fault.remove
     }))
 
   it.effect("a write whose outcome is unknown is kept although the first two writes lose their connection: the retry replays it", () =>
@@ -93,7 +71,7 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.1"] } }), { excludeTestSe
       expect(again.headers.get("idempotent-replayed")).toBe("true")
       expect(u.rest.hits("/payments")).toBe(1)
       expect(yield* books(orgId)).toMatchObject({ balance: 10, held: 0 })
-      yield* Effect.orDie(fault.remove)
+      yield* fault.remove
     }))
 
   it.effect("a database that keeps failing: five attempts, then the key stays running (a defect, beside the call's own answer)", () =>
@@ -108,7 +86,7 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.1"] } }), { excludeTestSe
       expect(yield* fault.attempts).toBe(5)
       expect(yield* recordOf(orgId, "release-2")).toEqual(["running"])
       expect(yield* books(orgId)).toMatchObject({ balance: 10, held: 0 })
-      yield* Effect.orDie(fault.remove)
+      yield* fault.remove
       u.itunes.fault()
     }))
 })

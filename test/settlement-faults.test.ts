@@ -11,42 +11,23 @@ import { pgLayer } from "../src/db/Database.js"
 import { Ledger, LedgerLive } from "../src/services/Ledger.js"
 import { ledgerBatchSize } from "../src/services/Telemetry.js"
 import { expectEnvelope, expectOk } from "./support/assert.js"
-import { relay, TestDatabaseUrl } from "./support/database.js"
+import { failingStatements, readAgain, relay, TestDatabaseUrl } from "./support/database.js"
 import { books, callTool, capturedLogs, gatewayLayer, givenOrg, TestUpstreams } from "./support/gateway.js"
 
-/** A read of the test's own, on the gateway's pool: its first try may get a session the fault has just ended. */
-const read = <A, E, R>(statement: Effect.Effect<A, E, R>) => Effect.orDie(Effect.retry(statement, { times: 3 }))
-
-/**
- * Statements that settle one of the org's holds: the first `failures` of them fail and are rolled back —
- * `terminate`, the server ends the statement's session (its connection is lost); `raise`, an error, the session
- * lives on. Every settlement of the org's holds is counted, failed or not (a sequence, which a rollback does not undo).
- */
+/** Statements that settle one of the org's holds: the first `failures` of them fail; every one is counted. */
 const failSettlements = (orgId: string, failures: number, how: "terminate" | "raise") =>
-  Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
-    const name = `fault_settle_${orgId.toLowerCase().replace(/[^a-z0-9]/g, "_")}`
-    yield* sql.unsafe(`CREATE SEQUENCE ${name}`)
-    yield* sql.unsafe(`CREATE FUNCTION ${name}() RETURNS trigger LANGUAGE plpgsql AS $$
-      BEGIN
-        IF nextval('${name}') <= ${failures} THEN
-          ${how === "terminate" ? "PERFORM pg_terminate_backend(pg_backend_pid());" : "RAISE EXCEPTION 'the database is failing';"}
-        END IF;
-        RETURN NEW;
-      END $$`)
-    yield* sql.unsafe(`CREATE TRIGGER ${name} BEFORE UPDATE ON holds FOR EACH ROW
-      WHEN (OLD.org_id = '${orgId}' AND NEW.status = 'settled') EXECUTE FUNCTION ${name}()`)
-    const attempts = read(Effect.map(
-      sql<{ readonly n: number }>`SELECT CASE WHEN is_called THEN last_value ELSE 0 END::int AS n FROM ${sql(name)}`,
-      (rows) => rows[0]?.n ?? 0
-    ))
-    const remove = Effect.orDie(sql.unsafe(`DROP TRIGGER ${name} ON holds`))
-    return { attempts, remove }
-  }).pipe(Effect.orDie)
+  failingStatements({
+    name: `settle_${orgId}`,
+    table: "holds",
+    event: "UPDATE",
+    when: `OLD.org_id = '${orgId}' AND NEW.status = 'settled'`,
+    failures,
+    how
+  })
 
 const keptRecord = (orgId: string, key: string) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    read(sql<{ readonly status: string; readonly charged: number | null }>`
+    readAgain(sql<{ readonly status: string; readonly charged: number | null }>`
       SELECT status, charged FROM idempotency WHERE org_id = ${orgId} AND key = ${key}`))
 
 layer(gatewayLayer(), { excludeTestServices: true })("a settlement through a database error", (it) => {

@@ -242,6 +242,22 @@ layer(gatewayLayer(), { excludeTestServices: true })("validation", (it) => {
         }
       }))
 
+    it.effect("lambda_batch_emails says what a batch or an email lacks", () =>
+      Effect.gen(function* () {
+        const { key } = yield* givenOrg()
+        const email = { from: "a@example.com", to: "b@example.com", subject: "Hi" }
+        const cases: ReadonlyArray<readonly [unknown, string]> = [
+          [{ emails: [] }, "emails: must hold 1 to 100 emails (Resend's batch limit)"],
+          [{ emails: Array.from({ length: 101 }, () => email) }, "emails: must hold 1 to 100 emails"],
+          [{ emails: [email, { from: "a@example.com", to: "b@example.com" }] }, "emails[1].subject: is missing"],
+          [{ from: "a@example.com", to: "b@example.com" }, "emails: is missing: give an array of 1 to 100 emails, or one email with from, to and subject"],
+          [{ emails: [{ ...email, to: 1 }] }, "emails[0].to: "]
+        ]
+        for (const [input, message] of cases) {
+          expectEnvelope(yield* callTool("lambda_batch_emails", input, { key }), { ...invalid, message })
+        }
+      }))
+
     it.effect("malformed JSON, a non-object body, an empty body, deep nesting", () =>
       Effect.gen(function* () {
         const { key } = yield* givenOrg()

@@ -48,10 +48,9 @@ const httpUrlPattern = new RegExp(HTTP_URL_PATTERN)
 
 export const HttpUrl = Schema.String.pipe(
   Schema.filter((s) => {
-    // the published pattern is the check itself, so that a document-valid URL is one the gateway takes
-    if (!httpUrlPattern.test(s) || !URL.canParse(s)) return false
-    const protocol = new URL(s).protocol
-    return protocol === "http:" || protocol === "https:"
+    // the published pattern is the scheme's check, so that a document-valid URL is one the gateway takes (a URL that
+    // starts with it parses with the protocol http: or https:); the rest is WHATWG's URL parser's
+    return httpUrlPattern.test(s) && URL.canParse(s)
   }, {
     message: () => "must be an absolute http:// or https:// URL",
     jsonSchema: { format: "uri", pattern: HTTP_URL_PATTERN },

@@ -227,46 +227,25 @@ export const LambdaUpdateBroadcastInput = strict({
  * refused here, before any credit is held. The rest of each email is Resend's to check.
  */
 export const MAX_BATCH_EMAILS = 100
-const EMAIL_FIELDS = ["from", "to", "subject"] as const
 
-/** What is wrong with one email of a batch (`at`: where it is), or undefined. */
-const emailProblem = (email: unknown, at: string): string | undefined => {
-  if (typeof email !== "object" || email === null || Array.isArray(email)) return `${at} must be an email object`
-  const missing = EMAIL_FIELDS.filter((field) => !Object.hasOwn(email, field))
-  return missing.length === 0 ? undefined : `${at} needs ${missing.join(", ")}`
-}
+/** The rest of an email or of the batch: Resend's to check. */
+const ResendRest = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 
-/** What Resend would refuse in a batch on its face, or undefined. */
-const batchProblem = (input: Readonly<Record<string, unknown>>): string | undefined => {
-  if (!Object.hasOwn(input, "emails")) return emailProblem(input, "the email (no emails array was given)")
-  const emails = input["emails"]
-  if (!Array.isArray(emails)) return "emails must be an array of emails"
-  if (emails.length === 0 || emails.length > MAX_BATCH_EMAILS) {
-    return `emails must hold 1 to ${MAX_BATCH_EMAILS} emails (Resend's batch limit; got ${emails.length})`
-  }
-  for (const [i, email] of emails.entries()) {
-    const problem = emailProblem(email, `emails[${i}]`)
-    if (problem !== undefined) return problem
-  }
-  return undefined
-}
+/** One email: Resend's `from`, `to` (one address or a list) and `subject`, and whatever else Resend takes. */
+const BatchEmail = Schema.Struct({
+  from: Schema.String.annotations({ description: "Sender, e.g. \"Acme <team@example.com>\"" }),
+  to: Schema.Union(Schema.String, Schema.Array(Schema.String)).annotations({ description: "Recipient address or addresses" }),
+  subject: Schema.String.annotations({ description: "Subject line" })
+}, ResendRest).annotations({ identifier: "BatchEmail" })
 
-const emailSchema = { type: "object", ...requiring(...EMAIL_FIELDS) }
-
-export const LambdaBatchEmailsInput = JsonObject.pipe(
-  Schema.filter(batchProblem, {
-    // for property tests: draw batches that pass (a JSON object drawn at random almost never does)
-    arbitrary: () => (fc) =>
-      fc.record({ emails: fc.array(fc.record({ from: fc.string(), to: fc.string(), subject: fc.string() }), { minLength: 1, maxLength: 3 }) }),
-    jsonSchema: {
-      allOf: [{
-        anyOf: [
-          { required: ["emails"], properties: { emails: { type: "array", minItems: 1, maxItems: MAX_BATCH_EMAILS, items: emailSchema } } },
-          { not: requiring("emails"), ...emailSchema }
-        ]
-      }]
-    }
-  })
+export const LambdaBatchEmailsInput = Schema.Union(
+  Schema.Struct({
+    emails: Schema.propertySignature(Schema.Array(BatchEmail).pipe(
+      Schema.minItems(1, { message: () => `must hold 1 to ${MAX_BATCH_EMAILS} emails (Resend's batch limit)` }),
+      Schema.maxItems(MAX_BATCH_EMAILS, { message: () => `must hold 1 to ${MAX_BATCH_EMAILS} emails (Resend's batch limit)` })
+    )).annotations({ missingMessage: () => "is missing: give an array of 1 to 100 emails, or one email with from, to and subject" })
+  }, ResendRest),
+  BatchEmail
 ).annotations({
   identifier: "LambdaBatchEmailsInput",
   description: "Resend's batch request, forwarded to the connected Resend account: {\"emails\": [...]} with 1 to 100 emails (or one email), " +

@@ -79,15 +79,16 @@ const ListParams = Schema.UndefinedOr(Schema.Struct({ cursor: Schema.optional(Sc
  * The params of the requests this server answers, as MCP's schema (2025-11-25) gives them: a call is a name with its
  * arguments as an object; a read, a resource's URI; a list, perhaps a cursor.
  */
-const paramsOf: Readonly<Record<string, (params: unknown) => Either.Either<unknown, ParseResult.ParseError>>> = {
-  "tools/call": Schema.decodeUnknownEither(
+type DecodeParams = (params: unknown) => Either.Either<unknown, ParseResult.ParseError>
+const paramsOf: ReadonlyMap<string, DecodeParams> = new Map<string, DecodeParams>([
+  ["tools/call", Schema.decodeUnknownEither(
     Schema.Struct({ name: Schema.String, arguments: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown })), _meta: Meta }),
     { errors: "all" }
-  ),
-  "tools/list": Schema.decodeUnknownEither(ListParams, { errors: "all" }),
-  "resources/list": Schema.decodeUnknownEither(ListParams, { errors: "all" }),
-  "resources/read": Schema.decodeUnknownEither(Schema.Struct({ uri: Schema.String, _meta: Meta }), { errors: "all" })
-}
+  )],
+  ["tools/list", Schema.decodeUnknownEither(ListParams, { errors: "all" })],
+  ["resources/list", Schema.decodeUnknownEither(ListParams, { errors: "all" })],
+  ["resources/read", Schema.decodeUnknownEither(Schema.Struct({ uri: Schema.String, _meta: Meta }), { errors: "all" })]
+])
 
 /**
  * A request whose params are not what its method takes: JSON-RPC's invalid params (-32602), answered before the
@@ -98,9 +99,10 @@ const paramsOf: Readonly<Record<string, (params: unknown) => Either.Either<unkno
 const invalidParams = (message: Readonly<Record<string, unknown>>): JSONRPCErrorResponse | undefined => {
   const id = message["id"]
   const method = message["method"]
-  if (typeof method !== "string" || !Object.hasOwn(paramsOf, method) || (typeof id !== "string" && typeof id !== "number")) return undefined
-  const decoded = paramsOf[method]?.(message["params"])
-  return decoded === undefined || decoded._tag === "Right"
+  const decode = typeof method === "string" ? paramsOf.get(method) : undefined
+  if (decode === undefined || typeof method !== "string" || (typeof id !== "string" && typeof id !== "number")) return undefined
+  const decoded = decode(message["params"])
+  return decoded._tag === "Right"
     ? undefined
     : { jsonrpc: "2.0", id, error: { code: INVALID_PARAMS, message: `Invalid ${method} params: ${describeParseError(decoded.left)}` } }
 }

@@ -76,10 +76,8 @@ export const lambdaUpdateBroadcast: AccountTool<"lambda_update_broadcast", "lamb
 }
 
 /** The batch: the input's `emails` array, or the input itself as a single email. */
-export const batchOf = (input: Readonly<Record<string, unknown>>): ReadonlyArray<unknown> => {
-  const emails = input["emails"]
-  return Array.isArray(emails) ? emails : [input]
-}
+const batchOf = (input: ToolInput<"lambda_batch_emails">): ReadonlyArray<unknown> =>
+  "emails" in input && Array.isArray(input.emails) ? input.emails : [input]
 
 export const lambdaBatchEmails: AccountTool<"lambda_batch_emails", "lambda"> = {
   fetch: (input, credentials) =>

@@ -132,3 +132,43 @@ export const relay = (target: URL) =>
       state.server.close(() => resume(Effect.void))
     })
   )
+
+/** A read of a test's own, on the gateway's pool: its first try may get a session a fault has just ended. */
+export const readAgain = <A, E, R>(statement: Effect.Effect<A, E, R>) =>
+  Effect.orDie(Effect.retry(statement, { times: 3 }))
+
+/**
+ * A fault in the database itself: the first `failures` statements that `event` a row of `table` matching `when` (a
+ * trigger's WHEN condition over OLD and NEW) fail and are rolled back — `terminate`, the server ends the statement's
+ * session (its connection is lost); `raise`, the statement gets an error and the session lives on. Every matching
+ * statement is counted, failed or not, by a sequence (which a rollback does not undo): `attempts` reads the count,
+ * `remove` drops the trigger.
+ */
+export const failingStatements = (fault: {
+  readonly name: string
+  readonly table: "holds" | "idempotency"
+  readonly event: "UPDATE" | "DELETE"
+  readonly when: string
+  readonly failures: number
+  readonly how: "terminate" | "raise"
+}) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const name = `fault_${fault.name.toLowerCase().replace(/[^a-z0-9]/g, "_")}`
+    yield* sql.unsafe(`CREATE SEQUENCE ${name}`)
+    yield* sql.unsafe(`CREATE FUNCTION ${name}() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF nextval('${name}') <= ${fault.failures} THEN
+          ${fault.how === "terminate" ? "PERFORM pg_terminate_backend(pg_backend_pid());" : "RAISE EXCEPTION 'the database is failing';"}
+        END IF;
+        RETURN ${fault.event === "DELETE" ? "OLD" : "NEW"};
+      END $$`)
+    yield* sql.unsafe(`CREATE TRIGGER ${name} BEFORE ${fault.event} ON ${fault.table} FOR EACH ROW
+      WHEN (${fault.when}) EXECUTE FUNCTION ${name}()`)
+    const attempts = readAgain(Effect.map(
+      sql<{ readonly n: number }>`SELECT CASE WHEN is_called THEN last_value ELSE 0 END::int AS n FROM ${sql(name)}`,
+      (rows) => rows[0]?.n ?? 0
+    ))
+    const remove = Effect.orDie(sql.unsafe(`DROP TRIGGER ${name} ON ${fault.table}`))
+    return { attempts, remove }
+  }).pipe(Effect.orDie)

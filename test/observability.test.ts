@@ -21,6 +21,7 @@ import { blockDatabase, TestDatabaseUrl } from "./support/database.js"
 import { post, serve } from "./support/processes.js"
 import {
   baseUrl,
+  books,
   callTool,
   capturedLogs,
   gatewayLayer,
@@ -237,6 +238,19 @@ layer(gatewayLayer(), { excludeTestServices: true })("the key cache", (it) => {
       expect((yield* callTool("weather", { q: "Berlin" }, { key: c.key })).status).toBe(402)
       yield* revokeElsewhere(c.keyId)
       expectEnvelope(yield* callTool("weather", { q: "Berlin" }, { key: c.key }), invalidKey)
+    }))
+
+  it.effect("a key whose expiry another process moves earlier is refused on the next call, and not charged", () =>
+    Effect.gen(function* () {
+      const a = yield* givenOrg({ credits: 10 })
+      expectOk(yield* callTool("weather", { q: "Berlin" }, { key: a.key }), 1)
+      // another process's PATCH set an expiry a moment ahead, and the moment has passed: this one has the key
+      // cached without one
+      yield* Effect.orDie(Effect.flatMap(SqlClient.SqlClient, (sql) =>
+        sql`UPDATE api_keys SET expires_at = now() - interval '1 second' WHERE id = ${a.keyId}`))
+      expectEnvelope(yield* callTool("weather", { q: "Berlin" }, { key: a.key }), invalidKey)
+      expectEnvelope(yield* callTool("weather", { q: 5 }, { key: a.key }), invalidKey)
+      expect(yield* books(a.orgId)).toMatchObject({ balance: 9, held: 0 })
     }))
 })
 

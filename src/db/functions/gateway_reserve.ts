@@ -1,6 +1,7 @@
 /**
- * The ledger's reservation, one round trip: it confirms the key (a key verified from a process's cache is
- * checked here, in the same statement), then holds the amount on the org (within its balance, and within
+ * The ledger's reservation, one round trip: it confirms the key — not revoked, not expired — (a key verified from
+ * a process's cache is checked here, in the same statement, so a revocation or an earlier expiry made on another
+ * process binds at once), then holds the amount on the org (within its balance, and within
  * its spend cap or, without one, the largest amount a number carries exactly) and on the key (within its
  * monthly limit), taking the row locks in the ledger's one order (org, key). It commits without waiting
  * for the WAL flush: a lost hold has nothing to settle.
@@ -24,7 +25,9 @@ export const gatewayReserve = sqlFunction("gateway_reserve", `
       h bigint;
     BEGIN
       PERFORM set_config('synchronous_commit', 'off', true);
-      PERFORM 1 FROM api_keys WHERE api_keys.id = p_key AND api_keys.revoked_at IS NULL;
+      PERFORM 1 FROM api_keys
+        WHERE api_keys.id = p_key AND api_keys.revoked_at IS NULL
+          AND (api_keys.expires_at IS NULL OR api_keys.expires_at > p_now);
       IF NOT FOUND THEN
         RETURN QUERY SELECT NULL::bigint, 'invalid_key', NULL::bigint, NULL::bigint, NULL::bigint, NULL::bigint,
           NULL::bigint, NULL::bigint, NULL::bigint;

@@ -360,6 +360,10 @@ describe("with an operator's prices and PUBLIC_URL", () => {
         const spec = yield* servedDocument
         const page = yield* request("/docs", { method: "GET" })
         expect(page.status).toBe(200)
+        // never framed by another site, never sniffed
+        expect(page.headers.get("content-security-policy")).toContain("frame-ancestors 'none'")
+        expect(page.headers.get("x-content-type-options")).toBe("nosniff")
+        expect(page.headers.get("referrer-policy")).toBe("no-referrer")
         // the page carries its document as JSON in a script element (HttpApiScalar's page)
         const embedded = /<script id="api-reference" type="application\/json">([\s\S]*?)<\/script>/.exec(page.text)?.[1]
         expect(embedded).toBeDefined()

@@ -69,6 +69,17 @@ const docsPage: ScalarPageConfig = {
 }
 
 /**
+ * The reference page is never framed by another site (its "Test Request" sends what a visitor types to this
+ * gateway), never sniffed, and sends no Referer. Its scripts and styles are inline, as `HttpApiScalar` writes
+ * them, so the policy says where the page may be shown and what it may not load, not which scripts run.
+ */
+const DOCS_HEADERS = {
+  "content-security-policy": "frame-ancestors 'none'; base-uri 'none'; form-action 'none'; object-src 'none'",
+  "x-content-type-options": "nosniff",
+  "referrer-policy": "no-referrer"
+}
+
+/**
  * `GET /docs`: `HttpApiScalar`'s page, with its script inline (it works offline). The module holds that
  * script (3.4 MB of source, a string twice that size in memory, and the page built from it), so it is
  * loaded, and the page built, when `/docs` is first asked for, not by every process that never serves it.
@@ -84,7 +95,7 @@ const ScalarLive = HttpApiBuilder.Router.use((router) =>
         Effect.scoped
       )
     )
-    yield* router.get("/docs", Effect.flatten(page))
+    yield* router.get("/docs", Effect.map(Effect.flatten(page), HttpServerResponse.setHeaders(DOCS_HEADERS)))
   })
 )
 

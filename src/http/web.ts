@@ -10,6 +10,7 @@
  * Also the CORS middleware, for dashboards served elsewhere (`CORS_ORIGINS`; none by default).
  */
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpMiddleware from "@effect/platform/HttpMiddleware"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Effect from "effect/Effect"
@@ -148,15 +149,25 @@ export const DashboardSiteLive = HttpApiBuilder.Router.use((router) =>
 
 const EXPOSED = ["x-request-id", "x-credits-charged", "idempotent-replayed", "ratelimit", "ratelimit-policy", "retry-after", "content-disposition"]
 
-/** CORS for the origins of `CORS_ORIGINS` (preflight answered); nothing at all when it names none. */
+/**
+ * CORS for the origins of `CORS_ORIGINS` (preflight answered); nothing at all when it names none. A request from
+ * any other origin (or with none) is served as if CORS were off: no CORS headers, its preflight `405` (the
+ * platform's CORS middleware alone would expose the headers and answer the preflight `204` for every origin).
+ */
 export const CorsLive = Layer.unwrapEffect(
   Effect.map(ServerConfig, (config) =>
     config.corsOrigins.length === 0
       ? Layer.empty
-      : HttpApiBuilder.middlewareCors({
-        allowedOrigins: (origin) => config.corsOrigins.includes(origin),
-        allowedHeaders: ["authorization", "content-type", "x-api-key", "idempotency-key"],
-        exposedHeaders: EXPOSED,
-        maxAge: 600
+      : HttpApiBuilder.middleware((app) => {
+        const withCors = HttpMiddleware.cors({
+          allowedOrigins: config.corsOrigins,
+          allowedHeaders: ["authorization", "content-type", "x-api-key", "idempotency-key"],
+          exposedHeaders: EXPOSED,
+          maxAge: 600
+        })(app)
+        return Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+          const origin = request.headers["origin"]
+          return origin !== undefined && config.corsOrigins.includes(origin) ? withCors : app
+        })
       }))
 )

@@ -3,7 +3,7 @@
  * for Google's), dev tokens, and every way a token can be wrong. API keys are refused on these routes.
  */
 import { expect, layer } from "@effect/vitest"
-import { Effect, Exit, Layer, Option, TestClock } from "effect"
+import { Effect, Exit, Layer, Logger, LogLevel, Option, TestClock } from "effect"
 import { SignJWT, UnsecuredJWT } from "jose"
 import { Identity, IdentityLive } from "../src/services/Identity.js"
 import { defaults, IdentityConfig, ServerConfig } from "../src/config.js"
@@ -172,6 +172,27 @@ layer(servicesLayer())("identity in process", (it) => {
       const exit = yield* Effect.exit(Layer.build(IdentityLive.pipe(Layer.provide(config))).pipe(Effect.scoped))
       expect(Exit.isFailure(exit)).toBe(true)
       expect(String(exit)).toContain("loopback")
+    }))
+
+  it.effect("the dev issuer beside a real Firebase project starts with a warning that dev tokens can name its users", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      const warnings: Array<string> = []
+      const logger = Logger.replace(Logger.defaultLogger, Logger.make(({ logLevel, message }) => {
+        if (logLevel === LogLevel.Warning) warnings.push(String(message))
+      }))
+      const build = (identity: Partial<typeof defaults.identity>) =>
+        Layer.build(IdentityLive.pipe(Layer.provide(Layer.mergeAll(
+          Layer.succeed(ServerConfig, { ...defaults.server, dataDir: u.dataDir }),
+          Layer.succeed(IdentityConfig, { ...defaults.identity, devIssuer: true, ...identity })
+        )))).pipe(Effect.scoped, Effect.provide(logger), Effect.orDie)
+      yield* build({})
+      expect(warnings).toEqual([])
+      yield* build({ firebaseProjectId: Option.some(FIREBASE_PROJECT) })
+      expect(warnings).toEqual([expect.stringContaining("sign in as any Firebase user")])
+      // with the Auth emulator, a local run: no warning
+      yield* build({ firebaseProjectId: Option.some(FIREBASE_PROJECT), firebaseAuthEmulatorHost: Option.some("127.0.0.1:9099") })
+      expect(warnings).toHaveLength(1)
     }))
 })
 

@@ -174,6 +174,12 @@ export const make = Effect.gen(function* () {
     if (!isLoopback(config.host)) {
       return yield* new IdentityError({ message: `DEV_IDENTITY only runs on a loopback HOST (HOST is ${config.host})` })
     }
+    if (Option.isSome(firebaseProject) && Option.isNone(identity.firebaseAuthEmulatorHost)) {
+      // members are keyed by the token's `sub` whoever issued it: a dev token can name a Firebase user's
+      yield* Effect.logWarning("DEV_IDENTITY is on beside FIREBASE_PROJECT_ID: a dev token can name any user id, " +
+        "so whoever reaches POST /dev/token through a loopback Host can sign in as any Firebase user. " +
+        "Turn DEV_IDENTITY off where real users sign in (the Firebase Auth emulator, FIREBASE_AUTH_EMULATOR_HOST, is for local runs).")
+    }
     const key = yield* devKey(config.dataDir)
     const jwks: JSONWebKeySet = { keys: [{ ...key.publicJwk, alg: "RS256", use: "sig" }] }
     dev = Option.some({ jwks, keySet: createLocalJWKSet(jwks), key })

@@ -27,7 +27,9 @@ export const CatalogLive = HttpApiBuilder.group(Api, "catalog", (handlers) =>
         effect: def.effect,
         configured: providers.configured(name),
         price,
-        input_schema: jsonSchemaOf(def.input.ast),
+        // every input is a JSON object, also one said as a choice of shapes (lambda_batch_emails': a batch or one
+        // email), as MCP's tool listing says it too
+        input_schema: { type: "object", ...jsonSchemaOf(def.input.ast) },
         output_schema: jsonSchemaOf(def.output.ast)
       }
     })

@@ -2,8 +2,9 @@
  * Upstream faults for each curated tool: the right code and flags, and the hold voided — or settled at the
  * tool's minimum price for a normalization failure, where the provider did answer.
  */
+import { SqlClient } from "@effect/sql"
 import { describe, expect, layer } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Schedule } from "effect"
 import { type ExpectedError, expectEnvelope, expectOk } from "./support/assert.js"
 import { books, callTool, gatewayLayer, givenOrg, TestUpstreams, type Upstreams } from "./support/gateway.js"
 import type { Fault, Upstream } from "../src/testing/harness.js"
@@ -38,6 +39,15 @@ interface ToolCase {
   readonly skip?: ReadonlyArray<string>
 }
 
+/** The provider of a call's usage record, once it is written (records are written in batches). */
+const usageProviderOf = (requestId: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql<{ readonly provider: string | null }>`SELECT provider FROM usage WHERE request_id = ${requestId}`).pipe(
+    Effect.flatMap((rows) => rows[0] === undefined ? Effect.fail("not written yet") : Effect.succeed(rows[0].provider)),
+    Effect.retry({ schedule: Schedule.spaced("50 millis"), times: 100 }),
+    Effect.orDie
+  )
+
 const check = (t: ToolCase, f: FaultCase) =>
   Effect.gen(function* () {
     const u = yield* TestUpstreams
@@ -52,6 +62,9 @@ const check = (t: ToolCase, f: FaultCase) =>
     if (f.settled) {
       expect(b.holdsByStatus).toEqual({ settled: 1 })
       expect(b.balance).toBe(99)
+      // a charged failure says whose answer it was, as a charged success does
+      const provider = yield* usageProviderOf(result.headers.get("x-request-id") ?? "")
+      expect(provider, `${t.tool}: the usage record's provider`).toEqual(expect.any(String))
     } else {
       expect(b.holdsByStatus).toEqual({ voided: 1 })
       expect(b.balance).toBe(100)

@@ -79,6 +79,7 @@ export const decodeUpstream = <A, I>(provider: string, schema: Schema.Schema<A, 
     decode(body).pipe(
       Effect.mapError((error) =>
         new NormalizationFailed({
+          provider,
           message: step === undefined
             ? `The ${provider} answer could not be mapped to the ${tool} output (${describeParseError(error)}). ` +
               `POST /v1/run with {"tool":"${tool}","input":...} returns the provider's raw answer.`
@@ -118,6 +119,7 @@ export const requestJson = (request: UpstreamRequest): ProviderEffect<Raw> =>
           request.idempotent
             ? new ProviderUnavailable({ message: `${request.provider} answered with invalid JSON.` })
             : new NormalizationFailed({
+              provider: request.provider,
               message: `${request.provider} accepted the write (HTTP ${response.status}) but answered with invalid JSON: ` +
                 "it has probably been done; check before sending it again."
             })

@@ -374,7 +374,11 @@ export const make = Effect.gen(function* () {
           ? undefined
           : { orgId: call.caller.orgId, key: call.key, status: envelopeOf.NormalizationFailed.status, body: JSON.stringify(envelope(failed)) }
         const charged = yield* settle(call, hold, chargeFor(call.price, 0, call.reservation), keep)
-        return yield* new NormalizationFailed({ message: failure.message, charged })
+        return yield* new NormalizationFailed({
+          message: failure.message,
+          charged,
+          ...(failure.provider === undefined ? {} : { provider: failure.provider })
+        })
       }
       yield* ledger.void(hold)
       // the provider refused the org's own credentials: show it on the connection
@@ -418,7 +422,9 @@ export const make = Effect.gen(function* () {
         ? exit.value._tag === "Fresh"
           ? [200, "ok", exit.value.charged, exit.value.provider] as const
           : [exit.value.status, "replayed", 0, null] as const
-        : [spec.status, spec.code, failure?._tag === "NormalizationFailed" ? failure.charged ?? 0 : 0, null] as const
+        : failure?._tag === "NormalizationFailed"
+        ? [spec.status, spec.code, failure.charged ?? 0, failure.provider ?? null] as const
+        : [spec.status, spec.code, 0, null] as const
       const facts = yield* callFacts
       Object.assign(facts, { orgId: call.caller.orgId, keyId: call.caller.keyId, tool: call.label, credits, status, code })
       yield* recordCall(call.label, code, credits, (ended - started) / 1000)

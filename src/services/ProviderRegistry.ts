@@ -13,7 +13,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { ProvidersConfig } from "../config.js"
-import type { InvalidRequest, UrlNotAllowed } from "../domain/errors.js"
+import { type InvalidRequest, NormalizationFailed, type UrlNotAllowed } from "../domain/errors.js"
 import type { OrgId } from "../domain/ids.js"
 import { catalog, type ConnectionError, type CredentialFor, type ToolInput, type ToolName, type ToolOutput } from "../domain/tools.js"
 import type { Answered, ProviderCallError, Raw } from "../providers/common.js"
@@ -84,7 +84,14 @@ export const make = Effect.gen(function* () {
     call: (tool, input, credentials, own) => {
       const impl = implementation(tool)
       return Effect.flatMap(impl.fetch(input, credentials), (raw) =>
-        Effect.map(impl.normalize(input, raw), (output) => ({ provider: raw.provider, output }))).pipe(withCall(own))
+        impl.normalize(input, raw).pipe(
+          Effect.map((output) => ({ provider: raw.provider, output })),
+          // a failure of the normalization is the answering provider's (a page's conversion does not know it)
+          Effect.mapError((error) =>
+            error._tag === "NormalizationFailed" && error.provider === undefined
+              ? new NormalizationFailed({ message: error.message, provider: raw.provider })
+              : error)
+        )).pipe(withCall(own))
     },
     callRaw: (tool, input, credentials, own) =>
       Effect.map(implementation(tool).fetch(input, credentials), (raw) => ({ provider: raw.provider, output: raw })).pipe(

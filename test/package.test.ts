@@ -6,6 +6,10 @@
  * installed types (the scratch project's node_modules, this repository's tsc), and the example runs: over a
  * fresh database of the test server it creates an org and a key and calls `weather` against the fake
  * Open-Meteo of `tool-gateway/testing`, in process and over HTTP with the typed client.
+ *
+ * The scratch project checks the package's declarations as a consumer's would (`skipLibCheck: false`, no DOM
+ * library) and emits its own (`declaration: true`): a layer it exports must be nameable through the package's
+ * exports and its peers, never through a path inside the package (TS2742).
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
@@ -29,8 +33,22 @@ const PackageJson = Schema.Struct({
   exports: Schema.Record({ key: Schema.String, value: Target })
 })
 const manifest = Schema.decodeUnknownSync(PackageJson)(JSON.parse(Fs.readFileSync("package.json", "utf8")))
+/** The specifiers a consumer imports: `tool-gateway`, `tool-gateway/client`, … */
+const entryPoints = new Set(Object.keys(manifest.exports).map((path) => path === "." ? manifest.name : `${manifest.name}/${path.slice(2)}`))
+const isPeer = (specifier: string) => Object.keys(manifest.peerDependencies).some((name) => specifier === name || specifier.startsWith(`${name}/`))
+const NODE_MODULES = `${Path.sep}node_modules${Path.sep}`
+
+/** The package a file in node_modules belongs to, and that package's directory. */
+const installedPackageOf = (file: string) => {
+  const at = file.lastIndexOf(NODE_MODULES)
+  if (at < 0) return undefined
+  const [scope = "", name = ""] = file.slice(at + NODE_MODULES.length).split(Path.sep)
+  const full = scope.startsWith("@") ? `${scope}/${name}` : scope
+  return { name: full, dir: file.slice(0, at + NODE_MODULES.length) + full }
+}
 const Packed = Schema.Array(Schema.Struct({ filename: Schema.String, files: Schema.Array(Schema.Struct({ path: Schema.String })) }))
 const Installed = Schema.Struct({ version: Schema.String })
+const ExportNames = Schema.Record({ key: Schema.String, value: Schema.Array(Schema.String) })
 const Result = Schema.Struct({
   orgId: Schema.String,
   celsius: Schema.Number,
@@ -66,6 +84,17 @@ const readmePeers = (): Record<string, string> => {
 
 /** The ```ts blocks of a markdown text. */
 const tsBlocks = (markdown: string) => [...markdown.matchAll(/^```ts\n([\s\S]*?)^```/gm)].map((m) => m[1] ?? "")
+
+const Tsconfig = Schema.Struct({ compilerOptions: Schema.Record({ key: Schema.String, value: Schema.Unknown }) })
+
+/** The tsconfig.json that docs/library.md's "TypeScript settings" shows a consumer. */
+const documentedTsconfig = () => {
+  const doc = Fs.readFileSync("docs/library.md", "utf8")
+  const section = doc.slice(doc.indexOf("## TypeScript settings"))
+  const block = /^```json\n([\s\S]*?)^```/m.exec(section.slice(0, section.indexOf("\n## ")))?.[1]
+  if (block === undefined) return expect.fail("docs/library.md shows no tsconfig.json under \"TypeScript settings\"")
+  return Schema.decodeUnknownSync(Tsconfig)(JSON.parse(block))
+}
 
 interface Run {
   readonly code: number
@@ -103,7 +132,7 @@ import { Gateway, InsufficientCredits, KeyStore, Orgs } from "tool-gateway"
 import { callMeta, InsufficientCredits as ClientInsufficientCredits, ToolGatewayClient } from "tool-gateway/client"
 import { FakeUpstreams, testServerLayer, testServerUrl } from "tool-gateway/testing"
 
-const TestGateway = Layer.unwrapEffect(Effect.map(Config.redacted("DATABASE_URL"), (databaseUrl) => testServerLayer({ databaseUrl })))
+export const TestGateway = Layer.unwrapEffect(Effect.map(Config.redacted("DATABASE_URL"), (databaseUrl) => testServerLayer({ databaseUrl })))
 
 const program = Effect.gen(function* () {
   const orgs = yield* Orgs
@@ -220,9 +249,12 @@ describe("the packed package", () => {
         yield* run(Path.join(dir, "node_modules", ".bin", "tool-gateway"), ["migrate", "--json"], { cwd: dir, env: { DATABASE_URL: databaseUrl }, timeoutMs: 60_000 })
       )
       expect(JSON.parse(migrated)).toHaveProperty("applied")
-      // no missing or invalid peer anywhere, and one copy of effect
-      const effects = succeeded("npm ls", yield* run("npm", ["ls", "--all", "--parseable", "effect"], { cwd: dir, timeoutMs: 60_000 }))
-      expect(effects.split("\n").filter((line) => line.endsWith(`${Path.sep}effect`))).toEqual([Path.join(dir, "node_modules", "effect")])
+      // no missing or invalid peer anywhere, and one copy of each, at the top of node_modules
+      const peers = Object.keys(manifest.peerDependencies)
+      const copies = succeeded("npm ls", yield* run("npm", ["ls", "--all", "--parseable", ...peers], { cwd: dir, timeoutMs: 60_000 })).split("\n")
+      for (const name of peers) {
+        expect(copies.filter((line) => line.endsWith(`${Path.sep}node_modules${Path.sep}${name}`)), name).toEqual([Path.join(dir, "node_modules", name)])
+      }
 
       // the examples, type-checked against the installed package with the strictest settings the repository uses
       const src = Path.join(dir, "src")
@@ -237,17 +269,30 @@ describe("the packed package", () => {
       expect(documented.length).toBeGreaterThanOrEqual(7)
       // each block is a module of its own: `export {}` keeps one without exports from being a script
       for (const [name, code] of documented) Fs.writeFileSync(Path.join(src, name), `${code}\nexport {}\n`)
+      // and every value the three entry points export, re-exported as it is: its type must be nameable too
+      const listed = succeeded("listing the exports", yield* run("node", ["--input-type=module", "-e", [
+        "const names = {}",
+        `for (const entry of ${JSON.stringify([...entryPoints])}) names[entry] = Object.keys(await import(entry))`,
+        "console.log(JSON.stringify(names))"
+      ].join("\n")], { cwd: dir, timeoutMs: 60_000 }))
+      const exported = Object.entries(Schema.decodeUnknownSync(ExportNames)(JSON.parse(listed)))
+      expect(exported.find(([entry]) => entry === manifest.name)?.[1]).toEqual(expect.arrayContaining(["GatewayLive", "ServicesLive", "DatabaseLive", "HttpServerLive", "ApiLive"]))
+      Fs.writeFileSync(Path.join(src, "reexports.ts"), exported.flatMap(([entry, names], i) => [
+        `import * as entry${i} from "${entry}"`,
+        ...names.map((name) => `export const entry${i}_${name} = entry${i}.${name}`)
+      ]).join("\n") + "\n")
+      // docs/library.md's settings, with the strictest checks the repository uses: no skipLibCheck, no DOM
+      const documentedOptions = documentedTsconfig().compilerOptions
+      expect(documentedOptions).toMatchObject({ lib: ["ES2022"], declaration: true })
+      expect(documentedOptions).not.toHaveProperty("skipLibCheck")
       Fs.writeFileSync(Path.join(dir, "tsconfig.json"), JSON.stringify({
         compilerOptions: {
-          target: "ES2022",
-          lib: ["ES2022"],
-          module: "NodeNext",
-          moduleResolution: "NodeNext",
-          strict: true,
+          ...documentedOptions,
           exactOptionalPropertyTypes: true,
           noUncheckedIndexedAccess: true,
-          skipLibCheck: true,
-          types: ["node"],
+          // the package's declarations are checked too, and the consumer's own are emitted
+          skipLibCheck: false,
+          declaration: true,
           typeRoots: [Path.join(ROOT, "node_modules/@types")],
           rootDir: "src",
           outDir: "build"
@@ -255,6 +300,30 @@ describe("the packed package", () => {
         include: ["src"]
       }))
       succeeded("tsc in the scratch project", yield* run("node", [TSC, "-p", "tsconfig.json"], { cwd: dir, timeoutMs: 120_000 }))
+
+      // what the checker loaded: no DOM (linkedom's types, lib.dom), and every peer from its one copy
+      const loaded = succeeded("tsc --listFilesOnly", yield* run("node", [TSC, "-p", "tsconfig.json", "--listFilesOnly"], { cwd: dir, timeoutMs: 120_000 }))
+        .split("\n").map((line) => line.trim()).filter((line) => line !== "")
+      expect(loaded.filter((file) => /[\\/]linkedom[\\/]|[\\/]lib\.dom\./.test(file))).toEqual([])
+      const peerDirs = new Map<string, Set<string>>()
+      for (const file of loaded) {
+        const found = installedPackageOf(file)
+        if (found === undefined || !(found.name in manifest.peerDependencies)) continue
+        peerDirs.set(found.name, (peerDirs.get(found.name) ?? new Set()).add(found.dir))
+      }
+      expect(peerDirs.get("effect")?.size).toBe(1)
+      for (const [name, dirs] of peerDirs) expect([...dirs], name).toEqual([Path.join(dir, "node_modules", name)])
+
+      // the layers the examples export are named in their declarations through the package and its peers only
+      const emitted = Fs.readdirSync(Path.join(dir, "build")).filter((file) => file.endsWith(".d.ts"))
+      const specifiers = new Set(emitted.flatMap((file) =>
+        [...Fs.readFileSync(Path.join(dir, "build", file), "utf8").matchAll(/(?:import\(|from )"([^"]+)"/g)].map((m) => m[1] ?? "")))
+      expect([...specifiers].filter((specifier) => !isPeer(specifier) && !entryPoints.has(specifier) && !specifier.startsWith("node:"))).toEqual([])
+      expect(specifiers).toContain("tool-gateway")
+      expect(specifiers).toContain("tool-gateway/testing")
+      expect(specifiers).toContain("@effect/sql/SqlClient")
+      const layerDeclaration = Fs.readFileSync(Path.join(dir, "build", "docs-library-1.d.ts"), "utf8")
+      expect(layerDeclaration).toMatch(/export declare const ToolGateway: Layer\.Layer<.*import\("tool-gateway"\)\.Gateway\b/s)
 
       // the example runs: an in-process gateway over the test server's fresh database
       const ran = yield* run("node", ["build/example.js"], { cwd: dir, env: { DATABASE_URL: databaseUrl }, timeoutMs: 60_000 })

@@ -41,11 +41,15 @@ export class DatabasePool extends Context.Tag("DatabasePool")<DatabasePool, {
 
 const CONNECT_TIMEOUT = Duration.seconds(5)
 
-/** A PgClient for a given URL, with the gateway's settings, over a pool whose state `DatabasePool` reports. */
+/**
+ * A PgClient for a given URL, with the gateway's settings, over a pool whose state `DatabasePool` reports.
+ * Typed as the `SqlClient` it is used as: `PgClient`'s declarations need `pg`'s types (`@types/pg`), which the
+ * package's users should not have to install.
+ */
 export const pgLayer = (
   url: Redacted.Redacted,
   options: PoolOptions = {}
-): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient | DatabasePool, SqlError> =>
+): Layer.Layer<SqlClient.SqlClient | DatabasePool, SqlError> =>
   Layer.scopedContext(Effect.gen(function* () {
     const pool = yield* Effect.acquireRelease(
       Effect.sync(() => {
@@ -96,7 +100,7 @@ export const MigrationsLive: Layer.Layer<never, SqlError | MigrationError, SqlCl
 
 /** The connection pool, migrated, for the configured (or embedded) database. */
 export const DatabaseLive: Layer.Layer<
-  PgClient.PgClient | SqlClient.SqlClient | DatabasePool,
+  SqlClient.SqlClient | DatabasePool,
   SqlError | MigrationError | EmbeddedPostgresError,
   ServerConfig
 > = Layer.provideMerge(MigrationsLive, Layer.unwrapScoped(Effect.map(databaseUrl, (url) => pgLayer(url))))

@@ -11,18 +11,12 @@
 import { Readability } from "@mozilla/readability"
 import { parseHTML } from "linkedom"
 import TurndownService from "turndown"
+import type { Extracted } from "./extracted.js"
 
 /** Nesting deeper than this is no article: it is read as text. */
 export const MAX_DEPTH = 128
 /** More elements than this is read as text. */
 export const MAX_ELEMENTS = 50_000
-
-export interface Extracted {
-  readonly title: string | null
-  readonly markdown: string
-  /** How it was read: converted to markdown, or (too deep, too large, or too hard) read as text. */
-  readonly mode: "markdown" | "text"
-}
 
 const turndown = new TurndownService({ headingStyle: "atx", codeBlockStyle: "fenced", bulletListMarker: "-" })
 turndown.remove(["script", "style", "noscript", "iframe"])

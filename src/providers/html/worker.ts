@@ -4,7 +4,8 @@
  */
 import * as Os from "node:os"
 import type { MessagePort } from "node:worker_threads"
-import { type Extracted, extractHtml } from "./extract.js"
+import { extractHtml } from "./extract.js"
+import type { Extracted } from "./extracted.js"
 
 export interface ConvertTask {
   readonly html: string

@@ -7,26 +7,48 @@ import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
-import * as LogLevel from "effect/LogLevel"
+import * as Option from "effect/Option"
 import Cluster from "node:cluster"
 import { cli } from "./cli/main.js"
-import { argumentMistake, describeStartupError } from "./cli/errors.js"
-import { outputLayer, wantsJson } from "./cli/terminal.js"
-import { envelope, InvalidRequest } from "./domain/errors.js"
+import { describeStartupError, startupEnvelopeError } from "./cli/errors.js"
+import { envelopeOnFailure, outputLayer, wantsJson } from "./cli/terminal.js"
+import { databaseUrlIsSet, logging } from "./config.js"
+import { envelope } from "./domain/errors.js"
 
-const level = (process.env["LOG_LEVEL"] ?? "info").toLowerCase()
-const aliases: Record<string, string> = { warning: "warn", none: "off", silent: "off" }
-const minimum = LogLevel.allLevels.find((l) => l.label.toLowerCase() === (aliases[level] ?? level)) ?? LogLevel.Info
+// LOG_LEVEL and LOG_FORMAT, checked like every other variable (a mistake stops the command below)
+const logs = Effect.runSync(Effect.either(logging))
+const logFormat = Either.match(logs, { onLeft: () => undefined, onRight: (l) => Option.getOrUndefined(l.format) })
 // One JSON object per line for log collectors; readable lines on a terminal; colour only there.
 const output = outputLayer({
-  logFormat: process.env["LOG_FORMAT"],
+  logFormat,
   noColor: process.env["NO_COLOR"],
   argv: process.argv,
   isTerminal: process.stdout.isTTY === true
 })
-const asJson = wantsJson(process.argv)
+const databaseUrlSet = Effect.runSync(Effect.orElseSucceed(databaseUrlIsSet, () => false))
+
+/**
+ * A command that cannot start — its arguments, the configuration, the database: one line on stderr, no stack
+ * trace, and status 2. With `--json` the error envelope is printed on stdout too: for a mistake in the arguments
+ * always, for the rest by every command but `serve` (whose output is log lines).
+ */
+const refuseToStart = (error: unknown) => {
+  const line = describeStartupError(error, { databaseUrlSet })
+  const printed = ValidationError.isValidationError(error) ? wantsJson(process.argv) : envelopeOnFailure(process.argv)
+  const asError = printed ? startupEnvelopeError(error, line) : undefined
+  return Effect.all([
+    asError === undefined ? Effect.void : Console.log(JSON.stringify(envelope(asError), null, 2)),
+    line === "" ? Effect.void : Console.error(line),
+    Effect.sync(() => {
+      process.exitCode = 2
+      // a cluster worker stays alive on its channel to the primary: leave, so that the primary sees why
+      if (Cluster.isWorker) process.exit(2)
+    })
+  ], { discard: true })
+}
 
 // The first SIGINT or SIGTERM starts the drain (the runtime's own listener, which then goes): calls in flight
 // finish and are charged, and the embedded database stops last. A second must not kill the process in the
@@ -42,23 +64,10 @@ const again = () => {
 process.on("SIGINT", again)
 process.on("SIGTERM", again)
 
-cli(process.argv).pipe(
-  // Configuration mistakes, an unreachable database: one clear line, no stack trace.
-  Effect.catchAll((error) => {
-    const message = describeStartupError(error)
-    // with --json, a mistake in the arguments is the error envelope on stdout too
-    const asEnvelope = asJson && ValidationError.isValidationError(error) && !ValidationError.isHelpRequested(error)
-      ? Console.log(JSON.stringify(envelope(new InvalidRequest({ message: argumentMistake(error) })), null, 2))
-      : Effect.void
-    return Effect.zipRight(
-      Effect.zipRight(asEnvelope, message === "" ? Effect.void : Console.error(message)),
-      Effect.sync(() => {
-        process.exitCode = 2
-        // a cluster worker stays alive on its channel to the primary: leave, so that the primary sees why
-        if (Cluster.isWorker) process.exit(2)
-      })
-    )
-  }),
-  Effect.provide(Layer.mergeAll(NodeContext.layer, output, Logger.minimumLogLevel(minimum))),
+Either.match(logs, {
+  onLeft: refuseToStart,
+  onRight: ({ level }) => cli(process.argv).pipe(Effect.catchAll(refuseToStart), Effect.provide(Logger.minimumLogLevel(level)))
+}).pipe(
+  Effect.provide(Layer.merge(NodeContext.layer, output)),
   NodeRuntime.runMain({ disableErrorReporting: false, disablePrettyLogger: true })
 )

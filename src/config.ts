@@ -1,46 +1,128 @@
 /**
- * Operator configuration, per concern — the server, the ledger, the providers, identity — each read once
- * from the environment with Effect's `Config` (every name documented in docs/configuration.md). Each field is
- * written once: its name, its default and its check are the `Config` below, its type follows from it, and
+ * Operator configuration, per concern — the server, the ledger, the providers, identity, the logs — each read
+ * once from the environment with Effect's `Config` (every name documented in docs/configuration.md). Each field
+ * is written once: its name, its default and its check are the `Config` below, its type follows from it, and
  * the defaults of tests and in-process use (`configLayer`) come from running the same `Config` on an empty
- * environment. A zero where zero means nothing (a timeout, a size) is refused at start-up with one line.
+ * environment.
+ *
+ * A variable set to nothing (or only spaces) counts as unset: `PORT=` is the default port, not port 0. A value
+ * that cannot be right stops the start with one line naming the variable (`describeConfigError`): a number that
+ * is not decimal digits or is out of its range, a timer past what Node's timers take, an unknown name in a list.
  */
 import * as Config from "effect/Config"
+import * as ConfigError from "effect/ConfigError"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
+import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
+import { MAX_CREDITS } from "./domain/credits.js"
+import { MAX_RATE } from "./domain/dashboard.js"
+import { isPolicyEntry } from "./services/Ssrf.js"
 
 // -- building blocks ----------------------------------------------------------------------------------
 
-/** A whole number of at least `min` (a timeout of 0 ms, a size of 0 bytes mean nothing: refused). */
-const whole = (name: string, fallback: number, min: number) =>
-  Config.integer(name).pipe(
-    Config.validate({
-      message: min === 0 ? `${name} must be a whole number, 0 or more` : `${name} must be a whole number of at least ${min}`,
-      validation: (n) => Number.isSafeInteger(n) && n >= min
+/** The longest delay Node's timers take (2^31 − 1 ms, about 24.8 days); a longer one fires after 1 ms. */
+export const MAX_TIMER_MS = 2 ** 31 - 1
+/** The longest retention: 100 years, in seconds (a longer one takes dates past what a `Date` holds). */
+export const MAX_RETENTION_SECONDS = 36_525 * 24 * 60 * 60
+
+/** The value as written, quoted (control characters escaped) and cut short, for a message. */
+const shown = (text: string) => JSON.stringify(text.length > 40 ? `${text.slice(0, 40)}…` : text)
+
+const invalid = (message: string) => Either.left(ConfigError.InvalidData([], message))
+
+/** A variable's text; set to nothing or to spaces only, it counts as unset (so its default applies). */
+const setting = (name: string): Config.Config<string> =>
+  Config.string(name).pipe(
+    Config.mapOrFail((text) => text.trim() === "" ? Either.left(ConfigError.MissingData([], `${name} is not set`)) : Either.right(text))
+  )
+
+/** A whole number from `min` to `max`, written in decimal digits only (no sign, exponent, fraction or hex). */
+const whole = (name: string, fallback: number, min: number, max: number = Number.MAX_SAFE_INTEGER) =>
+  setting(name).pipe(
+    Config.mapOrFail((text) => {
+      const n = /^\d{1,16}$/.test(text) ? Number(text) : Number.NaN
+      return Number.isSafeInteger(n) && n >= min && n <= max
+        ? Either.right(n)
+        : invalid(`${name} must be a whole number of at least ${min} and at most ${max}, in decimal digits (got ${shown(text)})`)
     }),
     Config.withDefault(fallback)
   )
 
-/** Seconds in the environment, milliseconds in the program. */
-const seconds = (name: string, fallback: number) => whole(name, fallback, 1).pipe(Config.map((s) => s * 1000))
+/** A timer's duration in milliseconds: at least `min`, at most what Node's timers take. */
+const timer = (name: string, fallback: number, min: number, max: number = MAX_TIMER_MS) => whole(name, fallback, min, max)
 
-const list = (name: string, fallback: ReadonlyArray<string>) =>
-  Config.string(name).pipe(
-    Config.map((s): ReadonlyArray<string> => s.split(",").map((x) => x.trim()).filter((x) => x.length > 0)),
+/** Seconds in the environment (a retention: 1 s to 100 years), milliseconds in the program. */
+const retention = (name: string, fallback: number) =>
+  whole(name, fallback, 1, MAX_RETENTION_SECONDS).pipe(Config.map((s) => s * 1000))
+
+/** One of `values`, written as they are. */
+const oneOf = <const A extends string>(name: string, values: ReadonlyArray<A>): Config.Config<A> =>
+  setting(name).pipe(
+    Config.mapOrFail((text) => {
+      const found = values.find((v) => v === text)
+      return found !== undefined ? Either.right(found) : invalid(`${name} must be ${values.join(" or ")} (got ${shown(text)})`)
+    })
+  )
+
+const TRUE = ["true", "yes", "on", "1"]
+const FALSE = ["false", "no", "off", "0"]
+const boolean = (name: string, fallback: boolean) =>
+  setting(name).pipe(
+    Config.mapOrFail((text) => {
+      const lower = text.toLowerCase()
+      return TRUE.includes(lower)
+        ? Either.right(true)
+        : FALSE.includes(lower)
+        ? Either.right(false)
+        : invalid(`${name} must be true or false (got ${shown(text)})`)
+    }),
     Config.withDefault(fallback)
   )
 
+/** Comma-separated entries (blanks between commas ignored), each checked by `check` (else the message). */
+const list = (name: string, fallback: ReadonlyArray<string>, check?: { readonly is: (entry: string) => boolean; readonly expected: string }) =>
+  setting(name).pipe(
+    Config.mapOrFail((text) => {
+      const entries = text.split(",").map((x) => x.trim()).filter((x) => x.length > 0)
+      const wrong = check === undefined ? [] : entries.filter((e) => !check.is(e))
+      if (entries.length === 0) return invalid(`${name} must be a comma-separated list with at least one entry (got ${shown(text)})`)
+      return wrong.length === 0
+        ? Either.right<ReadonlyArray<string>>(entries)
+        : invalid(`${name}: ${wrong.map(shown).join(", ")} ${wrong.length === 1 ? "is" : "are"} not ${check?.expected ?? "valid"}`)
+    }),
+    Config.withDefault(fallback)
+  )
+
+/** Providers a curated tool may try, in order. */
+const providerList = (name: string, fallback: ReadonlyArray<string>, known: ReadonlyArray<string>) =>
+  list(name, fallback, { is: (e) => known.includes(e), expected: `one of ${known.join(", ")}` })
+
 const trimSlash = (s: string) => s.replace(/\/+$/, "")
 
+/** An http(s) URL the gateway appends paths to: no spaces, no query, no fragment. */
+const isBaseUrl = (s: string) => {
+  if (/[\s\p{Cc}]/u.test(s) || !/^https?:\/\/[^/?#]/i.test(s) || !URL.canParse(s)) return false
+  const url = new URL(s)
+  return (url.protocol === "http:" || url.protocol === "https:") && url.hostname !== "" && url.search === "" && url.hash === "" &&
+    !s.includes("?") && !s.includes("#")
+}
+
 const url = (name: string) =>
-  Config.string(name).pipe(
-    Config.validate({ message: `${name} must be an http(s) URL`, validation: (s) => /^https?:\/\/[^/]/.test(s) }),
-    Config.map(trimSlash)
+  setting(name).pipe(
+    Config.mapOrFail((text) =>
+      isBaseUrl(text)
+        ? Either.right(trimSlash(text))
+        : invalid(`${name} must be an http(s) URL such as https://api.example.com, without spaces, query or fragment (got ${shown(text)})`)
+    )
   )
+
+/** A secret: its text is never in a message. */
+const secret = (name: string) => Config.option(Config.redacted(setting(name)))
 
 /** Where a provider is, and the operator's key for it (account providers use each org's own instead). */
 export interface ProviderEndpoint {
@@ -49,38 +131,41 @@ export interface ProviderEndpoint {
 }
 
 /** `<NAME>_BASE_URL` (else `fallback`) and `<NAME>_API_KEY`. */
-const endpoint = (name: string, fallback: string, key: Config.Config<Option.Option<Redacted.Redacted>> = Config.option(Config.redacted(`${name}_API_KEY`))) =>
+const endpoint = (name: string, fallback: string, key: Config.Config<Option.Option<Redacted.Redacted>> = secret(`${name}_API_KEY`)) =>
   Config.all({ baseUrl: url(`${name}_BASE_URL`).pipe(Config.withDefault(fallback)), apiKey: key })
 
 // -- the server --------------------------------------------------------------------------------------
 
 const server = Config.all({
-  port: Config.integer("PORT").pipe(
-    Config.validate({ message: "PORT must be an integer from 0 to 65535", validation: (n) => n >= 0 && n <= 65535 }),
-    Config.withDefault(8787)
-  ),
-  host: Config.string("HOST").pipe(Config.withDefault("127.0.0.1")),
+  port: whole("PORT", 8787, 0, 65535),
+  host: setting("HOST").pipe(Config.withDefault("127.0.0.1")),
   /** The gateway's public base URL, for absolute artifact URLs (else they are paths). */
   publicUrl: Config.option(url("PUBLIC_URL")),
   /** The database; none: the embedded PostgreSQL in `dataDir`. */
-  databaseUrl: Config.option(Config.redacted("DATABASE_URL")),
-  dataDir: Config.string("GATEWAY_DATA_DIR").pipe(Config.withDefault(".data")),
+  databaseUrl: Config.option(
+    // checked outside `redacted`, which replaces the messages of what fails inside it with "<redacted>"
+    Config.redacted(setting("DATABASE_URL")).pipe(Config.validate({
+      message: "DATABASE_URL must be a postgres:// or postgresql:// URL, e.g. postgres://user:password@host:5432/database",
+      validation: (url) => /^postgres(ql)?:\/\//i.test(Redacted.value(url)) && URL.canParse(Redacted.value(url))
+    }))
+  ),
+  dataDir: setting("GATEWAY_DATA_DIR").pipe(Config.withDefault(".data")),
   /** Create a `default` org and print a key on first start of an empty embedded database. */
-  bootstrap: Config.boolean("GATEWAY_BOOTSTRAP").pipe(Config.withDefault(true)),
+  bootstrap: boolean("GATEWAY_BOOTSTRAP", true),
   /** Largest request body, in bytes. */
   maxBodyBytes: whole("MAX_BODY_BYTES", 1024 * 1024, 1),
   /** A client sends its headers within this, the whole request within `requestTimeoutMs`. */
-  headersTimeoutMs: whole("HEADERS_TIMEOUT_MS", 10_000, 1),
-  requestTimeoutMs: whole("REQUEST_TIMEOUT_MS", 30_000, 1),
-  /** An idle keep-alive connection is closed after this. */
-  keepAliveTimeoutMs: whole("KEEP_ALIVE_TIMEOUT_MS", 5_000, 1),
+  headersTimeoutMs: timer("HEADERS_TIMEOUT_MS", 10_000, 1),
+  requestTimeoutMs: timer("REQUEST_TIMEOUT_MS", 30_000, 1),
+  /** An idle keep-alive connection is closed after this (Node's timer for it runs 1 s longer). */
+  keepAliveTimeoutMs: timer("KEEP_ALIVE_TIMEOUT_MS", 5_000, 1, MAX_TIMER_MS - 1_000),
   /** Per-key default rate: sustained requests per second and burst; 0 turns it off. */
-  rateLimitPerSecond: whole("RATE_LIMIT_PER_SECOND", 50, 0),
-  rateLimitBurst: whole("RATE_LIMIT_BURST", 100, 0),
+  rateLimitPerSecond: whole("RATE_LIMIT_PER_SECOND", 50, 0, MAX_RATE),
+  rateLimitBurst: whole("RATE_LIMIT_BURST", 100, 0, MAX_RATE),
   /** Redis for the rate limit buckets, shared by every process using it; none: per-process memory. */
   redisUrl: Config.option(
-    Config.redacted("REDIS_URL").pipe(Config.validate({
-      message: "must be a redis:// or rediss:// URL, e.g. redis://127.0.0.1:6379",
+    Config.redacted(setting("REDIS_URL")).pipe(Config.validate({
+      message: "REDIS_URL must be a redis:// or rediss:// URL, e.g. redis://127.0.0.1:6379",
       validation: (url) => {
         const text = Redacted.value(url)
         return URL.canParse(text) && /^rediss?:$/.test(new URL(text).protocol) && /^(\/\d*)?$/.test(new URL(text).pathname)
@@ -99,10 +184,10 @@ const server = Config.all({
     })
   ),
   /** When set, `GET /metrics` requires `Authorization: Bearer <token>`. */
-  metricsToken: Config.option(Config.redacted("METRICS_TOKEN")),
+  metricsToken: secret("METRICS_TOKEN"),
   /** OTLP/HTTP collector base URL (`…/v1/traces` is appended); none: tracing is off, at no cost. */
   otlpEndpoint: Config.option(url("OTEL_EXPORTER_OTLP_ENDPOINT")),
-  serviceName: Config.string("OTEL_SERVICE_NAME").pipe(Config.withDefault("tool-gateway"))
+  serviceName: setting("OTEL_SERVICE_NAME").pipe(Config.withDefault("tool-gateway"))
 })
 
 // -- the ledger --------------------------------------------------------------------------------------
@@ -112,54 +197,64 @@ const ledger = Config.all({
    * How long a hold (and an Idempotency-Key claim) stays valid without renewal; a process renews the
    * leases of its calls in flight every third of this, so only a dead process's holds expire.
    */
-  holdLeaseMs: whole("HOLD_LEASE_MS", 30_000, 30),
+  holdLeaseMs: timer("HOLD_LEASE_MS", 30_000, 30),
   /** How often expired holds, Idempotency-Key records and files are swept; 0: never (tests). */
-  sweepIntervalMs: whole("SWEEP_INTERVAL_MS", 15_000, 0),
+  sweepIntervalMs: timer("SWEEP_INTERVAL_MS", 15_000, 0),
   /** How long a completed Idempotency-Key is remembered. */
-  idempotencyRetentionMs: seconds("IDEMPOTENCY_RETENTION_SECONDS", 24 * 60 * 60),
+  idempotencyRetentionMs: retention("IDEMPOTENCY_RETENTION_SECONDS", 24 * 60 * 60),
   /** A JSON file of tool prices that replace the catalog's. */
-  pricesFile: Config.option(Config.string("PRICES_FILE")),
+  pricesFile: Config.option(setting("PRICES_FILE")),
   /**
    * `full`: a settlement returns once its charge is on disk (the WAL flushed). `relaxed`: settlements commit
    * without waiting, like reservations and voids; a database crash can forget the last fraction of a second of
    * charges (in the callers' favour), never charge twice.
    */
-  ledgerSync: Config.literal("full", "relaxed")("LEDGER_SYNC").pipe(Config.withDefault("full" as const))
+  ledgerSync: oneOf("LEDGER_SYNC", ["full", "relaxed"]).pipe(Config.withDefault("full" as const))
 })
 
 // -- the providers -----------------------------------------------------------------------------------
 
-const betaKey = Config.option(Config.redacted("BETA_API_KEY"))
-/** BETA_BASE_URL points both Jina hosts at one server; BETA_READ_BASE_URL and BETA_SEARCH_BASE_URL win over it. */
+const betaKey = secret("BETA_API_KEY")
+/**
+ * BETA_BASE_URL points both Jina hosts at one server; BETA_READ_BASE_URL and BETA_SEARCH_BASE_URL win over it
+ * (when set: a wrong one is an error, not a reason to use the other).
+ */
 const betaBase = (specific: string, fallback: string) =>
-  url(specific).pipe(Config.orElse(() => url("BETA_BASE_URL")), Config.withDefault(fallback))
+  url(specific).pipe(
+    Config.orElseIf({ if: ConfigError.isMissingDataOnly, orElse: () => url("BETA_BASE_URL") }),
+    Config.withDefault(fallback)
+  )
+
+/** The providers `search` and `read` can try (src/providers/index.ts). */
+export const SEARCH_PROVIDERS = ["alpha", "beta", "gamma"] as const
+export const READ_PROVIDERS = ["builtin", "beta", "gamma"] as const
 
 const noKey: Config.Config<Option.Option<Redacted.Redacted>> = Config.succeed(Option.none())
 
 const providers = Config.all({
   /** Deadline of one upstream call; a call's provider phase (fallbacks included) gets three times this. */
-  timeoutMs: whole("PROVIDER_TIMEOUT_MS", 10_000, 1),
+  timeoutMs: timer("PROVIDER_TIMEOUT_MS", 10_000, 1, Math.floor(MAX_TIMER_MS / 3)),
   /** Largest upstream answer the gateway reads, in bytes. */
   maxResponseBytes: whole("PROVIDER_MAX_RESPONSE_BYTES", 5 * 1024 * 1024, 1),
   /** The longest a page's conversion to markdown may work (never past the call's deadline). */
-  htmlConvertTimeoutMs: whole("HTML_CONVERT_TIMEOUT_MS", 5_000, 1),
+  htmlConvertTimeoutMs: timer("HTML_CONVERT_TIMEOUT_MS", 5_000, 1),
   /** Hosts or CIDRs that the SSRF guard lets through (caller-supplied URLs only). */
-  ssrfAllow: list("SSRF_ALLOW", []),
-  searchProviders: list("SEARCH_PROVIDERS", ["alpha", "beta", "gamma"]),
-  readProviders: list("READ_PROVIDERS", ["builtin", "beta", "gamma"]),
+  ssrfAllow: list("SSRF_ALLOW", [], { is: isPolicyEntry, expected: "a host name, an IP address or a CIDR such as 10.0.0.0/8" }),
+  searchProviders: providerList("SEARCH_PROVIDERS", SEARCH_PROVIDERS, SEARCH_PROVIDERS),
+  readProviders: providerList("READ_PROVIDERS", READ_PROVIDERS, READ_PROVIDERS),
   /** Files kept from tool answers (screenshots, PDFs): largest size, and how long they are kept. */
   artifactMaxBytes: whole("ARTIFACT_MAX_BYTES", 10 * 1024 * 1024, 1),
-  artifactRetentionMs: seconds("ARTIFACT_RETENTION_SECONDS", 7 * 24 * 60 * 60),
+  artifactRetentionMs: retention("ARTIFACT_RETENTION_SECONDS", 7 * 24 * 60 * 60),
   /**
    * The Graph API version `zeta_request` calls when its input names none. Meta keeps a version about two
    * years and then serves its calls as the oldest one it still has (developers.facebook.com/docs/graph-api/changelog).
    */
-  zetaApiVersion: Config.string("ZETA_API_VERSION").pipe(
+  zetaApiVersion: setting("ZETA_API_VERSION").pipe(
     Config.validate({ message: "ZETA_API_VERSION must be a Graph API version such as v26.0", validation: (s) => /^v\d+\.\d+$/.test(s) }),
     Config.withDefault("v26.0")
   ),
   /** The `Notion-Version` mu sends; from 2025-09-03 on, a database's properties are its data sources'. */
-  muApiVersion: Config.string("MU_API_VERSION").pipe(
+  muApiVersion: setting("MU_API_VERSION").pipe(
     Config.validate({ message: "MU_API_VERSION must be a Notion-Version date such as 2025-09-03", validation: (s) => /^\d{4}-\d{2}-\d{2}$/.test(s) }),
     Config.withDefault("2025-09-03")
   ),
@@ -192,32 +287,51 @@ const providers = Config.all({
 
 const identity = Config.all({
   /** Firebase project whose ID tokens sign users in to the dashboard; none: only dev tokens. */
-  firebaseProjectId: Config.option(Config.string("FIREBASE_PROJECT_ID")),
+  firebaseProjectId: Config.option(setting("FIREBASE_PROJECT_ID")),
   firebaseJwksUrl: url("FIREBASE_JWKS_URL").pipe(
     Config.withDefault("https://www.googleapis.com/service_accounts/v1/jwk/securetoken@system.gserviceaccount.com")
   ),
   /** The Firebase web app's API key and auth domain, for the dashboard's sign-in page (public values). */
-  firebaseWebApiKey: Config.option(Config.string("FIREBASE_WEB_API_KEY")),
+  firebaseWebApiKey: Config.option(setting("FIREBASE_WEB_API_KEY")),
   /** Default: `<FIREBASE_PROJECT_ID>.firebaseapp.com`. */
-  firebaseAuthDomain: Config.option(Config.string("FIREBASE_AUTH_DOMAIN")),
+  firebaseAuthDomain: Config.option(setting("FIREBASE_AUTH_DOMAIN")),
   /** A Firebase Auth emulator (`host:port`, the name Firebase's own tools use) the sign-in page talks to. */
   firebaseAuthEmulatorHost: Config.option(
-    Config.string("FIREBASE_AUTH_EMULATOR_HOST").pipe(Config.validate({
+    setting("FIREBASE_AUTH_EMULATOR_HOST").pipe(Config.validate({
       message: "FIREBASE_AUTH_EMULATOR_HOST must be host:port, e.g. 127.0.0.1:9099",
       validation: (s) => /^([A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]):\d{1,5}$/.test(s)
     }))
   ),
   /** Accept tokens from the local dev issuer (`tool-gateway dev token`); loopback HOST only. */
-  devIssuer: Config.boolean("DEV_IDENTITY").pipe(Config.withDefault(false)),
+  devIssuer: boolean("DEV_IDENTITY", false),
   /** Least time between two JWKS fetches triggered by an unknown key id. */
-  jwksCooldownMs: whole("JWKS_COOLDOWN_MS", 30_000, 0),
+  jwksCooldownMs: timer("JWKS_COOLDOWN_MS", 30_000, 0),
   /** A user who signs in without an org gets a personal one (off: they are refused). */
-  autoCreateOrgs: Config.boolean("AUTO_CREATE_ORGS").pipe(Config.withDefault(false)),
-  signupCredits: whole("SIGNUP_CREDITS", 0, 0),
+  autoCreateOrgs: boolean("AUTO_CREATE_ORGS", false),
+  signupCredits: whole("SIGNUP_CREDITS", 0, 0, MAX_CREDITS),
   /** AES-256-GCM key for connection credentials; none: one generated into the data directory. */
-  encryptionKey: Config.option(Config.redacted("GATEWAY_ENCRYPTION_KEY")),
+  encryptionKey: secret("GATEWAY_ENCRYPTION_KEY"),
   /** Earlier keys, still used to read rows written with them. */
   encryptionOldKeys: list("GATEWAY_ENCRYPTION_OLD_KEYS", []).pipe(Config.map((keys) => keys.map((k) => Redacted.make(k))))
+})
+
+// -- the logs (read by the `tool-gateway` process, src/bin.ts) --------------------------------------
+
+const LOG_LEVEL_ALIASES: Readonly<Record<string, string>> = { warning: "warn", none: "off", silent: "off" }
+const logLevelNames = [...LogLevel.allLevels.map((l) => l.label.toLowerCase()), ...Object.keys(LOG_LEVEL_ALIASES)]
+
+export const logging = Config.all({
+  /** The least level logged; any case. */
+  level: setting("LOG_LEVEL").pipe(
+    Config.mapOrFail((text) => {
+      const name = text.toLowerCase()
+      const level = LogLevel.allLevels.find((l) => l.label.toLowerCase() === (LOG_LEVEL_ALIASES[name] ?? name))
+      return level !== undefined ? Either.right(level) : invalid(`LOG_LEVEL must be one of ${logLevelNames.join(", ")} (got ${shown(text)})`)
+    }),
+    Config.withDefault(LogLevel.Info)
+  ),
+  /** none: JSON lines, or readable ones on a terminal. */
+  format: Config.option(oneOf("LOG_FORMAT", ["json", "pretty"]))
 })
 
 // -- the tags ----------------------------------------------------------------------------------------
@@ -234,13 +348,50 @@ export class IdentityConfig extends Context.Tag("IdentityConfig")<IdentityConfig
 
 export type GatewayConfigs = ServerConfig | LedgerConfig | ProvidersConfig | IdentityConfig
 
+/** Every concern's configuration, as one `Config`: reading it reports every wrong variable at once. */
+export const gatewayConfig = Config.all({ server, ledger, providers, identity })
+
 /** Every concern's configuration, read from the environment (a mistake stops the start with one line). */
-export const ConfigFromEnv = Layer.mergeAll(
-  Layer.effect(ServerConfig, server),
-  Layer.effect(LedgerConfig, ledger),
-  Layer.effect(ProvidersConfig, providers),
-  Layer.effect(IdentityConfig, identity)
+export const ConfigFromEnv: Layer.Layer<GatewayConfigs, ConfigError.ConfigError> = Layer.effectContext(
+  Effect.map(gatewayConfig, (c) =>
+    Context.make(ServerConfig, c.server).pipe(
+      Context.add(LedgerConfig, c.ledger),
+      Context.add(ProvidersConfig, c.providers),
+      Context.add(IdentityConfig, c.identity)
+    ))
 )
+
+/** Whether `DATABASE_URL` is set (to something other than blanks), whatever its value. */
+export const databaseUrlIsSet: Config.Config<boolean> = Config.option(setting("DATABASE_URL")).pipe(Config.map(Option.isSome))
+
+/**
+ * A configuration mistake as one line: what is wrong with each variable (every message above names its
+ * variable), `; `-separated. Where a variable was read in turn from two places, the wrong value is reported,
+ * not the other's absence.
+ */
+export const describeConfigError = (error: ConfigError.ConfigError): string => {
+  const collect = (e: ConfigError.ConfigError): { readonly invalid: ReadonlyArray<string>; readonly missing: ReadonlyArray<string> } => {
+    switch (e._op) {
+      case "And":
+      case "Or": {
+        const [l, r] = [collect(e.left), collect(e.right)]
+        return { invalid: [...l.invalid, ...r.invalid], missing: [...l.missing, ...r.missing] }
+      }
+      case "MissingData":
+        return { invalid: [], missing: [e.path.length > 0 ? `${e.path.join(".")} is not set` : e.message] }
+      case "InvalidData":
+      case "SourceUnavailable":
+      case "Unsupported": {
+        const name = e.path.join(".")
+        // a secret's own message is "<redacted>": say which variable, not what it holds
+        const message = e.message === "<redacted>" && name !== "" ? `${name} is not valid` : e.message.replace(/\s*\n\s*/g, " ")
+        return { invalid: [name === "" || message.includes(name) ? message : `${name}: ${message}`], missing: [] }
+      }
+    }
+  }
+  const { invalid, missing } = collect(error)
+  return [...new Set(invalid.length > 0 ? invalid : missing)].join("; ")
+}
 
 /** What a `Config` reads from an empty environment: its defaults. */
 const defaultsOf = <A>(config: Config.Config<A>): A =>

@@ -195,14 +195,14 @@ layer(gatewayLayer(), { excludeTestServices: true })("the CLI against DATABASE_U
       expect(JSON.parse(asJson.stdout)).toEqual({
         error: { type: "not_found", code: "not_found", message: expect.stringContaining("org_doesnotexist"), retryable: false, billable: false }
       })
-      // an org needs a name
+      // an org needs a name: a mistake in the arguments (status 2), as the API refuses a key's
       const [unnamed, blank] = yield* Effect.all([run(["org", "create", "--name", "", "--json"], env), run(["org", "create", "--name", "  "], env)], {
         concurrency: 2
       })
-      expect(unnamed.code).toBe(1)
-      expect(JSON.parse(unnamed.stdout)).toMatchObject({ error: { code: "invalid_request", message: "An org's name must not be empty." } })
-      expect(blank.code).toBe(1)
-      expect(blank.stderr).toContain("must not be empty")
+      expect(unnamed.code).toBe(2)
+      expect(JSON.parse(unnamed.stdout)).toMatchObject({ error: { code: "invalid_request", message: expect.stringContaining("--name must be 1 to 100 characters") } })
+      expect(blank.code).toBe(2)
+      expect(blank.stderr).toContain("--name must be 1 to 100 characters, not blank")
       // a mistake in the arguments, with --json: the envelope on stdout too (and status 2)
       const mistakes = [
         [["org", "create"], "--name"],
@@ -259,7 +259,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("the CLI against DATABASE_U
       expect(exposed.code).toBe(1)
       expect(exposed.stderr).toContain("loopback")
       const expired = yield* run(["dev", "token", "--uid", "alice", "--ttl", "-100"], dev)
-      expect(expired.code).toBe(1)
+      expect(expired.code).toBe(2)
       expect(expired.stderr).toContain("--ttl")
       const ok = yield* run(["dev", "token", "--uid", "alice", "--ttl", "60"], dev)
       expect(ok.code, ok.stderr).toBe(0)
@@ -271,6 +271,88 @@ layer(gatewayLayer(), { excludeTestServices: true })("the CLI against DATABASE_U
       expect(refused.code).toBe(1)
       expect(JSON.parse(refused.stdout)).toMatchObject({ error: { code: "invalid_request", message: expect.stringContaining("DEV_IDENTITY=true") } })
     }))
+
+  it.effect("--name, --uid, --burst and --ttl take what the API takes; anything else is a mistake in the arguments (status 2)", () =>
+    Effect.gen(function* () {
+      const env = yield* envFor
+      const dev = { ...env, DEV_IDENTITY: "true", GATEWAY_DATA_DIR: Path.join(Os.tmpdir(), `tg-dev-${process.pid}`) }
+      const long = (n: number) => "n".repeat(n)
+      const mistakes = [
+        [["dev", "token", "--uid", ""], dev, "--uid must be 1 to 128 characters"],
+        [["dev", "token", "--uid", "   "], dev, "--uid must be 1 to 128 characters"],
+        [["members", "add", "--org", "org_x", "--uid", long(129)], env, "--uid must be 1 to 128 characters"],
+        [["org", "create", "--name", long(100_000)], env, "--name must be 1 to 100 characters"],
+        [["keys", "create", "--org", "org_x", "--name", long(101)], env, "--name must be 1 to 100 characters"],
+        [["keys", "create", "--org", "org_x", "--burst", "5"], env, "--burst needs --rate-limit"],
+        [["dev", "token", "--uid", "alice", "--ttl", "0"], dev, "--ttl must be a whole number from 1 to 604800"],
+        [["dev", "token", "--uid", "alice", "--ttl", "604801"], dev, "--ttl must be a whole number from 1 to 604800"],
+        [["dev", "token", "--uid", "alice", "--ttl", "1e3"], dev, "--ttl must be a whole number from 1 to 604800"]
+      ] as const
+      const answers = yield* Effect.forEach(mistakes, ([args, env]) => run([...args, "--json"], env), { concurrency: 4 })
+      answers.forEach((answer, i) => {
+        const [args, , says] = mistakes[i] ?? [[], {}, ""]
+        const what = args.join(" ").slice(0, 80)
+        expect(answer.code, what).toBe(2)
+        expect(JSON.parse(answer.stdout), what).toEqual({
+          error: { type: "validation", code: "invalid_request", message: expect.stringContaining(says), retryable: false, billable: false }
+        })
+        // the value refused is not echoed back whole
+        expect(answer.stdout.length + answer.stderr.length, what).toBeLessThan(2_000)
+      })
+      // the longest the API takes is taken
+      const org = yield* runJson(["org", "create", "--name", long(100)], env)
+      expect(org["name"]).toBe(long(100))
+      const id = String(org["id"])
+      expect(yield* runJson(["members", "add", "--org", id, "--uid", long(128)], env)).toMatchObject({ uid: long(128) })
+      expect(yield* runJson(["keys", "create", "--org", id, "--name", long(100), "--rate-limit", "5"], env)).toMatchObject({
+        name: long(100),
+        rate_limit: { per_second: 5, burst: 5 }
+      })
+    }), 120_000)
+
+  it.effect("with --json, a command that cannot start on its configuration or its database prints the envelope and exits 2", () =>
+    Effect.gen(function* () {
+      const env = yield* envFor
+      const commands = [
+        ["migrate"],
+        ["org", "list"],
+        ["org", "show", "--org", "org_x"],
+        ["keys", "list", "--org", "org_x"],
+        ["members", "list", "--org", "org_x"],
+        ["connections", "reseal"]
+      ] as const
+      // configuration: invalid_request, naming the variable
+      const misconfigured = yield* Effect.forEach(
+        [...commands, ["dev", "token", "--uid", "alice"] as const],
+        (args) => run([...args, "--json"], { ...env, PORT: "1e3" }),
+        { concurrency: 4 }
+      )
+      misconfigured.forEach((answer) => {
+        expect(answer.code, answer.stderr).toBe(2)
+        expect(JSON.parse(answer.stdout)).toEqual({
+          error: { type: "validation", code: "invalid_request", message: expect.stringContaining("PORT must be"), retryable: false, billable: false }
+        })
+        expect(answer.stderr.trim().split("\n")).toHaveLength(1)
+      })
+      // the database: internal_error, with the hint about DATABASE_URL (it is set)
+      const unreachable = yield* Effect.forEach(
+        commands,
+        (args) => run([...args, "--json"], { DATABASE_URL: "postgres://nobody@127.0.0.1:1/none", GATEWAY_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY }),
+        { concurrency: 4 }
+      )
+      unreachable.forEach((answer, i) => {
+        const what = (commands[i] ?? []).join(" ")
+        expect(answer.code, what).toBe(2)
+        expect(JSON.parse(answer.stdout), what).toEqual({
+          error: { type: "internal", code: "internal_error", message: expect.stringContaining("(check DATABASE_URL)"), retryable: true, billable: false }
+        })
+      })
+      // serve's --json is its log format: no envelope, the one line on stderr
+      const served = yield* run(["serve", "--json"], { ...env, PORT: "1e3" })
+      expect(served.code).toBe(2)
+      expect(served.stdout).toBe("")
+      expect(served.stderr.trim()).toMatch(/^configuration error: PORT must be/)
+    }), 120_000)
 
   it.effect("serve --workers with the dev issuer on a non-loopback HOST refuses to start, at once", () =>
     Effect.gen(function* () {

@@ -13,11 +13,12 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
 import * as Os from "node:os"
 import { migrate } from "../db/migrations/index.js"
 import { DatabaseLive } from "../db/Database.js"
 import { parseCredits } from "../domain/credits.js"
-import { MAX_RATE } from "../domain/dashboard.js"
+import { KeyName, MAX_RATE, Uid } from "../domain/dashboard.js"
 import { envelope, InvalidRequest, isGatewayError } from "../domain/errors.js"
 import { KeyId, OrgId } from "../domain/ids.js"
 import { catalog, isToolName, toolNames } from "../domain/tools.js"
@@ -136,7 +137,7 @@ const credits = (name: string, min = 0) =>
     )
   )
 
-/** A whole number from 1 to `max` (a rate), or a clear message naming the option. */
+/** A whole number from 1 to `max` (a rate, a lifetime), or a clear message naming the option. */
 const positive = (name: string, max: number) =>
   Options.text(name).pipe(
     Options.mapEffect((text) => {
@@ -147,8 +148,27 @@ const positive = (name: string, max: number) =>
     })
   )
 
+/** The value refused, for a message: quoted when short, its length when long. */
+const shownValue = (text: string) => (text.length > 40 ? `${text.length} characters` : JSON.stringify(text))
+
+/** Text the API's `schema` takes (the same check as over HTTP), or a clear message naming the option. */
+const checkedText = <A>(name: string, schema: Schema.Schema<A, string>, expected: string) =>
+  Options.text(name).pipe(
+    Options.mapEffect((text) =>
+      Either.match(Schema.decodeEither(schema)(text), {
+        onLeft: () => Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--${name} must be ${expected} (got ${shownValue(text)})`))),
+        onRight: Effect.succeed
+      })
+    )
+  )
+
+/** An org's or a key's name: what the API takes for a key's. */
+const nameOption = checkedText("name", KeyName, "1 to 100 characters, not blank")
+/** A dashboard user (an ID token's sub): what the API's dev token request takes. */
+const uidOption = checkedText("uid", Uid, "1 to 128 characters, not blank")
+
 const orgCreate = Command.make("create", {
-  name: Options.text("name").pipe(Options.withDescription("Org name")),
+  name: nameOption.pipe(Options.withDescription("Org name")),
   credits: credits("credits").pipe(Options.withDefault(0)),
   spendCap: credits("spend-cap").pipe(Options.optional),
   json
@@ -230,7 +250,7 @@ const capSet = Command.make("set", {
 
 const keysCreate = Command.make("create", {
   org: orgOption,
-  name: Options.text("name").pipe(Options.withDefault("default")),
+  name: nameOption.pipe(Options.withDescription("Key name"), Options.withDefault("default")),
   spendLimit: credits("spend-limit").pipe(Options.withDescription("Monthly spend limit of the key"), Options.optional),
   tools: Options.text("tools").pipe(
     Options.withDescription("Comma-separated tools the key may call (default: all)"),
@@ -245,13 +265,22 @@ const keysCreate = Command.make("create", {
     }),
     Options.optional
   ),
-  rateLimit: positive("rate-limit", MAX_RATE).pipe(
-    Options.withDescription("The key's own sustained requests per second (default: the gateway's)"),
-    Options.optional
+  rate: Options.all({
+    rateLimit: positive("rate-limit", MAX_RATE).pipe(
+      Options.withDescription("The key's own sustained requests per second (default: the gateway's)"),
+      Options.optional
+    ),
+    burst: positive("burst", MAX_RATE).pipe(Options.withDescription("The key's burst (default: its --rate-limit)"), Options.optional)
+  }).pipe(
+    // a burst alone would be dropped: the key would have the gateway's rate, not the burst asked for
+    Options.mapEffect(({ burst, rateLimit }) =>
+      Option.isSome(burst) && Option.isNone(rateLimit)
+        ? Effect.fail(ValidationError.invalidValue(HelpDoc.p("--burst needs --rate-limit (the key's own rate; its burst defaults to it)")))
+        : Effect.succeed({ burst, rateLimit })
+    )
   ),
-  burst: positive("burst", MAX_RATE).pipe(Options.withDescription("The key's burst (default: its --rate-limit)"), Options.optional),
   json
-}, ({ burst, json, name, org, rateLimit, spendLimit, tools }) =>
+}, ({ json, name, org, rate: { burst, rateLimit }, spendLimit, tools }) =>
   admin(json, Effect.gen(function* () {
     const keys = yield* KeyStore
     const created = yield* keys.create(OrgId.make(org), {
@@ -300,7 +329,11 @@ const betaCommand = (action: "enable" | "disable") =>
       yield* print(json, { org_id: org, betas: enabled }, `Beta tools enabled for ${org}: ${enabled.join(", ") || "none"}`)
     }))).pipe(Command.withDescription(`${action === "enable" ? "Enable" : "Disable"} a beta tool for an org`))
 
-const membersAdd = Command.make("add", { org: orgOption, uid: Options.text("uid"), json }, ({ json, org, uid }) =>
+const membersAdd = Command.make("add", {
+  org: orgOption,
+  uid: uidOption.pipe(Options.withDescription("The user id (the ID token's sub)")),
+  json
+}, ({ json, org, uid }) =>
   admin(json, Effect.gen(function* () {
     const members = yield* Members
     const member = yield* members.add(OrgId.make(org), uid)
@@ -340,8 +373,8 @@ const connectionsReseal = Command.make("reseal", { json }, ({ json }) =>
 const MAX_DEV_TTL_SECONDS = 7 * 24 * 3600
 
 const devToken = Command.make("token", {
-  uid: Options.text("uid").pipe(Options.withDescription("The user id (sub)")),
-  ttl: Options.integer("ttl").pipe(Options.withDescription("Lifetime in seconds"), Options.withDefault(3600)),
+  uid: uidOption.pipe(Options.withDescription("The user id (sub)")),
+  ttl: positive("ttl", MAX_DEV_TTL_SECONDS).pipe(Options.withDescription("Lifetime in seconds"), Options.withDefault(3600)),
   json
 }, ({ json, ttl, uid }) =>
   Effect.gen(function* () {
@@ -358,7 +391,6 @@ const devToken = Command.make("token", {
       return yield* refuse("the dev issuer is off; start the gateway and this command with DEV_IDENTITY=true")
     }
     if (!isLoopback(config.host)) return yield* refuse(`DEV_IDENTITY only runs on a loopback HOST (HOST is ${config.host})`)
-    if (ttl < 1 || ttl > MAX_DEV_TTL_SECONDS) return yield* refuse(`--ttl must be from 1 to ${MAX_DEV_TTL_SECONDS} seconds`)
     const key = yield* devKey(config.dataDir)
     const now = yield* nowMillis
     const token = yield* mintDevToken(key, uid, now, ttl)

@@ -12,6 +12,13 @@ import * as Util from "node:util"
 /** Whether the command was asked for machine-readable output (every command takes `--json`). */
 export const wantsJson = (argv: ReadonlyArray<string>): boolean => argv.includes("--json")
 
+/**
+ * Whether a failure to start is printed as the error envelope on stdout: with `--json`, for every command but
+ * `serve` (whose `--json` is the format of its log lines, and whose output is logs, not an answer).
+ */
+export const envelopeOnFailure = (argv: ReadonlyArray<string>): boolean =>
+  wantsJson(argv) && argv.slice(2).find((arg) => !arg.startsWith("-")) !== "serve"
+
 /** Colour only for a terminal, and not when `NO_COLOR` is set to anything but the empty string. */
 const useColour = (noColor: string | undefined, isTerminal: boolean): boolean => isTerminal && (noColor ?? "") === ""
 
@@ -78,7 +85,7 @@ const jsonLines = Logger.replace(
  */
 export const outputLayer = (options: {
   /** `LOG_FORMAT` */
-  readonly logFormat: string | undefined
+  readonly logFormat: "json" | "pretty" | undefined
   /** `NO_COLOR` */
   readonly noColor: string | undefined
   readonly argv: ReadonlyArray<string>

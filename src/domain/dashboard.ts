@@ -74,8 +74,11 @@ export const ConnectionList = Schema.Struct({ data: Schema.Array(ConnectionView)
 
 // -- keys ------------------------------------------------------------------------------------------------
 
+/** A key's name (and, in the CLI, an org's): 1 to 100 characters, not blank. */
+export const KeyName = NonEmptyText.pipe(Schema.maxLength(100))
+
 export const CreateKey = strict({
-  name: NonEmptyText.pipe(Schema.maxLength(100)),
+  name: KeyName,
   monthly_spend_limit: opt(Schema.NullOr(Credits)),
   allowed_tools: opt(Schema.NullOr(Schema.Array(ToolNameSchema).pipe(Schema.minItems(1)))),
   rate_limit: opt(Schema.NullOr(KeyRateLimitView)),
@@ -83,7 +86,7 @@ export const CreateKey = strict({
 }, "CreateKey", "A new API key, optionally with a monthly spend limit, a tool allow-list, its own rate limit and an expiry")
 
 export const UpdateKey = strict({
-  name: opt(NonEmptyText.pipe(Schema.maxLength(100))),
+  name: opt(KeyName),
   monthly_spend_limit: opt(Schema.NullOr(Credits).annotations({ description: "Credits per UTC month; null removes the limit" })),
   allowed_tools: opt(Schema.NullOr(Schema.Array(ToolNameSchema).pipe(Schema.minItems(1))).annotations({
     description: "The only tools the key may call; null: every tool"
@@ -206,8 +209,11 @@ export const UsageSummaryView = Schema.Struct({
 
 // -- the dev issuer ---------------------------------------------------------------------------------------
 
+/** A dashboard user's id (an ID token's `sub`): 1 to 128 characters, not blank. */
+export const Uid = NonEmptyText.pipe(Schema.maxLength(128))
+
 export const DevTokenRequest = strict({
-  uid: NonEmptyText.pipe(Schema.maxLength(128)).annotations({ description: "The user id (the token's sub)" })
+  uid: Uid.annotations({ description: "The user id (the token's sub)" })
 }, "DevTokenRequest", "A dev ID token for a user id")
 
 export const DevTokenView = Schema.Struct({

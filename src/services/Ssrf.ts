@@ -64,6 +64,21 @@ export interface SsrfPolicy {
   readonly allowList: Net.BlockList
 }
 
+const HOSTNAME = /^(?=.{1,253}\.?$)[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)*\.?$/i
+
+/**
+ * Whether `entry` is one `makePolicy` takes: an IP address (IPv6 in brackets or not), a CIDR (an address and a
+ * prefix length its family has), or a host name. Anything else would be a host name that never matches.
+ */
+export const isPolicyEntry = (raw: string): boolean => {
+  const entry = raw.trim().replace(/^\[|\]$/g, "")
+  const slash = entry.indexOf("/")
+  if (slash === -1) return Net.isIP(entry) !== 0 || HOSTNAME.test(entry)
+  const family = Net.isIP(entry.slice(0, slash))
+  const prefix = entry.slice(slash + 1)
+  return family !== 0 && /^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128)
+}
+
 export const makePolicy = (entries: ReadonlyArray<string>): SsrfPolicy => {
   const allowHosts = new Set<string>()
   const allowList = new Net.BlockList()

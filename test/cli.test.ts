@@ -233,6 +233,12 @@ layer(gatewayLayer(), { excludeTestServices: true })("the CLI against DATABASE_U
       expect(yield* runJson(["members", "add", "--org", id, "--uid", "alice"], env)).toMatchObject({ uid: "alice", org_id: id })
       const listed = yield* run(["members", "list", "--org", id, "--json"], env)
       expect(JSON.parse(listed.stdout)).toEqual([expect.objectContaining({ uid: "alice", org_id: id })])
+      // and out again; a user who is not a member of that org is an error
+      expect(yield* runJson(["members", "remove", "--org", id, "--uid", "alice"], env)).toEqual({ uid: "alice", org_id: id, removed: true })
+      expect(JSON.parse((yield* run(["members", "list", "--org", id, "--json"], env)).stdout)).toEqual([])
+      const again = yield* run(["members", "remove", "--org", id, "--uid", "alice"], env)
+      expect(again.code).toBe(1)
+      expect(again.stderr).toContain("alice is not a member of")
     }))
 
   it.effect("connections reseal: after a rotation, every connection sealed with the current key", () =>

@@ -10,6 +10,7 @@ import { Effect, Schema } from "effect"
 import { InvalidRequest, NotFound, ToolGatewayClient } from "../src/client.js"
 import type { OrgId } from "../src/domain/ids.js"
 import { USAGE_CSV_MAX } from "../src/domain/dashboard.js"
+import { Members } from "../src/services/Members.js"
 import { expectEnvelope, expectOk } from "./support/assert.js"
 import { baseUrl, callTool, dashboard, gatewayLayer, givenMember, type HttpResult, request, requestChunked } from "./support/gateway.js"
 
@@ -47,6 +48,21 @@ const givenUsage = (orgId: OrgId, keyId: string, rows: ReadonlyArray<{ readonly 
     })))}`).pipe(Effect.orDie)
 
 layer(gatewayLayer(), { excludeTestServices: true })("dashboard API: keys, usage, dev sign-in", (it) => {
+  it.effect("a member taken out of the org is refused on their next request, with the token they still hold", () =>
+    Effect.gen(function* () {
+      const { orgId, token, uid } = yield* givenMember()
+      expect((yield* dashboard("GET", "/v1/org", token)).status).toBe(200)
+      yield* Effect.orDie(Effect.flatMap(Members, (m) => m.remove(orgId, uid)))
+      const notAMember = { status: 403, type: "auth", code: "not_a_member", retryable: false, billable: false } as const
+      expectEnvelope(yield* dashboard("GET", "/v1/org", token), notAMember)
+      expectEnvelope(yield* dashboard("GET", "/v1/keys", token), notAMember)
+      // not a member of that org (any more): not found, nothing removed elsewhere
+      const other = yield* givenMember()
+      const refused = yield* Effect.flip(Effect.flatMap(Members, (m) => m.remove(orgId, other.uid)))
+      expect(refused._tag).toBe("NotFound")
+      expect((yield* dashboard("GET", "/v1/org", other.token)).status).toBe(200)
+    }))
+
   describe("PATCH /v1/keys/{id}", () => {
     it.effect("changes name, spend limit, tools and rate limit; null removes a limit; the answer is the key", () =>
       Effect.gen(function* () {

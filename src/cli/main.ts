@@ -344,6 +344,17 @@ const membersAdd = Command.make("add", {
     )
   }))).pipe(Command.withDescription("Make a dashboard user (the ID token's sub) a member of an org"))
 
+const membersRemove = Command.make("remove", {
+  org: orgOption,
+  uid: uidOption.pipe(Options.withDescription("The user id (the ID token's sub)")),
+  json
+}, ({ json, org, uid }) =>
+  admin(json, Effect.gen(function* () {
+    const members = yield* Members
+    yield* members.remove(OrgId.make(org), uid)
+    yield* print(json, { uid, org_id: org, removed: true }, `${uid} is no longer a member of ${org}.`)
+  }))).pipe(Command.withDescription("Take a dashboard user out of an org (their next dashboard request is refused)"))
+
 const membersList = Command.make("list", { org: orgOption, json }, ({ json, org }) =>
   admin(json, Effect.gen(function* () {
     yield* existingOrg(org)
@@ -408,7 +419,7 @@ export const command = Command.make("tool-gateway").pipe(
     Command.make("cap").pipe(Command.withSubcommands([capSet])),
     Command.make("keys").pipe(Command.withSubcommands([keysCreate, keysList, keysRevoke])),
     Command.make("beta").pipe(Command.withSubcommands([betaCommand("enable"), betaCommand("disable")])),
-    Command.make("members").pipe(Command.withSubcommands([membersAdd, membersList])),
+    Command.make("members").pipe(Command.withSubcommands([membersAdd, membersRemove, membersList])),
     Command.make("connections").pipe(Command.withSubcommands([connectionsReseal])),
     Command.make("dev").pipe(Command.withSubcommands([devToken]))
   ])

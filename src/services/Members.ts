@@ -24,6 +24,8 @@ export interface Member {
 export class Members extends Context.Tag("Members")<Members, {
   /** Add (or move) a user to an org. */
   readonly add: (orgId: OrgId, uid: string) => Effect.Effect<Member, NotFound>
+  /** Take a user out of an org: their next dashboard request is refused (`not_a_member`). */
+  readonly remove: (orgId: OrgId, uid: string) => Effect.Effect<void, NotFound>
   readonly list: (orgId: OrgId) => Effect.Effect<ReadonlyArray<Member>>
   /** The org of a signed-in user. */
   readonly orgOf: (uid: string) => Effect.Effect<OrgId, NotAMember>
@@ -69,6 +71,13 @@ export const make = Effect.gen(function* () {
       return toMember(row.value)
     }).pipe(Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die }))
 
+  const remove = (orgId: OrgId, uid: string) =>
+    Effect.gen(function* () {
+      const removed = yield* sql<{ readonly uid: string }>`
+        DELETE FROM members WHERE org_id = ${orgId} AND uid = ${uid} RETURNING uid`
+      if (removed.length === 0) return yield* new NotFound({ message: `${uid} is not a member of ${orgId}` })
+    }).pipe(Effect.catchTags({ SqlError: Effect.die }))
+
   const list = (orgId: OrgId) =>
     findMembers(orgId).pipe(
       Effect.map((rows) => rows.map(toMember)),
@@ -94,7 +103,7 @@ export const make = Effect.gen(function* () {
       return Option.match(settled, { onNone: () => org.id, onSome: (m) => m.org_id })
     }).pipe(Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die }))
 
-  return Members.of({ add, list, orgOf })
+  return Members.of({ add, remove, list, orgOf })
 })
 
 export const MembersLive = Layer.effect(Members, make)

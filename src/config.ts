@@ -198,6 +198,12 @@ const ledger = Config.all({
    * leases of its calls in flight every third of this, so only a dead process's holds expire.
    */
   holdLeaseMs: timer("HOLD_LEASE_MS", 30_000, 30),
+  /**
+   * How long a call waits for the statement that reserves its credits: past it, the call answers `500
+   * internal_error` (retryable) without calling its provider, and what the statement does if it commits later is
+   * undone (a database that stopped answering, or a lock held that long).
+   */
+  databaseTimeoutMs: timer("DATABASE_TIMEOUT_MS", 10_000, 1),
   /** How often expired holds, Idempotency-Key records and files are swept; 0: never (tests). */
   sweepIntervalMs: timer("SWEEP_INTERVAL_MS", 15_000, 0),
   /** How long a completed Idempotency-Key is remembered. */

@@ -11,10 +11,11 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
-import type { SqlError } from "@effect/sql/SqlError"
+import { SqlError } from "@effect/sql/SqlError"
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
@@ -199,6 +200,33 @@ export const make = Effect.gen(function* () {
     return { at: toDate(now), month: monthOf(now) }
   }
 
+  /**
+   * What a reservation statement did for calls that were answered as failed before it ended (see
+   * `databaseTimeoutMs`): their holds voided, their claims of Idempotency-Keys taken back, since none of the calls
+   * went on to its provider. A hold this cannot void is voided by a sweeper when its lease runs out.
+   */
+  const undoReservations = (calls: ReadonlyArray<ReserveCall>, rows: ReadonlyArray<typeof ReserveBatchRow.Type>) =>
+    Effect.gen(function* () {
+      const holds = rows.flatMap((row) => (row.hold_id === null ? [] : [row.hold_id]))
+      const claims = calls.flatMap((c) => (c.claim === null ? [] : [{ orgId: c.orgId, key: c.claim.key, requestId: c.requestId }]))
+      const at = toDate(yield* nowMillis)
+      if (holds.length > 0) yield* sql`SELECT gateway_void(id, ${at}) FROM unnest(${holds}::bigint[]) AS id`
+      if (claims.length > 0) {
+        yield* sql`
+          DELETE FROM idempotency AS i
+           USING unnest(${claims.map((c) => c.orgId)}::text[], ${claims.map((c) => c.key)}::text[],
+                        ${claims.map((c) => c.requestId)}::text[]) AS c (org_id, key, request_id)
+           WHERE i.org_id = c.org_id AND i.key = c.key AND i.request_id = c.request_id AND i.status = 'running'`
+      }
+      yield* Effect.logWarning(
+        `a reservation the database took after its calls were answered as failed was undone (${holds.length} holds voided, ` +
+          `${claims.length} Idempotency-Key claims taken back)`
+      )
+    }).pipe(
+      Effect.catchAllCause((cause) =>
+        Effect.logError("a late reservation could not be undone: its holds are voided when their leases run out", cause))
+    )
+
   // A call gets its row, or `None` when it claimed a key that was not new (no row: nothing was reserved). A key
   // claimed twice in one batch goes in once: the other calls are not sent, and answered `None`.
   const reservations = yield* batched({
@@ -211,7 +239,25 @@ export const make = Effect.gen(function* () {
         claimants.add(id)
         return true
       })
-      return reserveRows({ calls: sent, time: batchTime(sent) }).pipe(
+      // answered as failed when the database does not answer in time (set once, by the timeout, before the
+      // statement's own end is seen: the statement then undoes what it did)
+      let gaveUp = false
+      const statement = reserveRows({ calls: sent, time: batchTime(sent) }).pipe(
+        Effect.tap((rows) => (gaveUp ? undoReservations(sent, rows) : Effect.void))
+      )
+      // the statement runs in a fiber of its own, to its end, whoever waits for it: nothing cancels it half-way
+      // (its calls run uninterruptibly: only the wait for it can be cut short)
+      return Effect.flatMap(Effect.forkDaemon(statement), (fiber) => Effect.interruptible(Fiber.join(fiber))).pipe(
+        Effect.timeoutFail({
+          duration: config.databaseTimeoutMs,
+          onTimeout: () => {
+            gaveUp = true
+            return new SqlError({
+              cause: new Error(`no answer within DATABASE_TIMEOUT_MS (${config.databaseTimeoutMs} ms)`),
+              message: "The database did not answer the reservation in time"
+            })
+          }
+        }),
         Effect.map((rows) => {
           const bySent = new Map<ReserveCall, typeof ReserveBatchRow.Type>()
           for (const row of rows) {

@@ -1,0 +1,63 @@
+/**
+ * A database that does not answer a call's reservation: the call is answered `500 internal_error` (retryable, not
+ * billable) after DATABASE_TIMEOUT_MS, before its provider is called, and what the statement does when the database
+ * takes it after all is undone — so a caller who retries later (with the same Idempotency-Key) is served once,
+ * and a write is never sent after its caller was told it failed.
+ *
+ * The database here does not answer because another session holds the org's row (the reservation waits on its
+ * lock): from the gateway's side, the same as a database that stopped answering on an open connection.
+ */
+import { expect, layer } from "@effect/vitest"
+import { Effect, Schedule } from "effect"
+import Pg from "pg"
+import { expectEnvelope, expectOk } from "./support/assert.js"
+import { TestDatabaseUrl } from "./support/database.js"
+import { books, callTool, gatewayLayer, givenOrg, TestUpstreams } from "./support/gateway.js"
+
+const TIMEOUT_MS = 500
+
+/** Another session that holds an org's row until `release`. */
+const holdOrgRow = (orgId: string) =>
+  Effect.gen(function* () {
+    const { url } = yield* TestDatabaseUrl
+    const session = new Pg.Client({ connectionString: url })
+    yield* Effect.promise(async () => {
+      await session.connect()
+      await session.query("BEGIN")
+      await session.query("SELECT id FROM orgs WHERE id = $1 FOR UPDATE", [orgId])
+    })
+    return { release: Effect.promise(async () => { await session.query("COMMIT"); await session.end() }) }
+  })
+
+layer(gatewayLayer({ ledger: { databaseTimeoutMs: TIMEOUT_MS } }), { excludeTestServices: true })("a reservation the database does not answer", (it) => {
+  it.effect("is answered 500 (retryable) in time, its provider not called; taken late, it is undone and the key serves the retry once", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      const { key, orgId } = yield* givenOrg({ credits: 10 })
+      // the key is verified (and cached) before the org's row is taken
+      expectOk(yield* callTool("mobile_app_search", { query: "warm" }, { key }), 1)
+      const hitsBefore = u.itunes.hits()
+      const blocker = yield* holdOrgRow(orgId)
+      const started = performance.now()
+      const answered = yield* callTool("mobile_app_search", { query: "slow" }, { key, idempotencyKey: "slow-1" })
+      const tookMs = performance.now() - started
+      expectEnvelope(answered, { status: 500, type: "internal", code: "internal_error", retryable: true, billable: false })
+      expect(tookMs).toBeGreaterThanOrEqual(TIMEOUT_MS - 50)
+      expect(tookMs).toBeLessThan(TIMEOUT_MS + 2_500)
+      expect(u.itunes.hits()).toBe(hitsBefore)
+      // the database takes the statement now: the hold it made is voided, the key's claim taken back
+      yield* blocker.release
+      const settled = yield* books(orgId).pipe(
+        Effect.filterOrFail((b) => b.pendingHolds === 0 && (b.holdsByStatus["voided"] ?? 0) === 1, () => "not undone yet"),
+        Effect.retry({ schedule: Schedule.spaced("50 millis"), times: 100 }),
+        Effect.orDie
+      )
+      expect(settled).toMatchObject({ balance: 9, held: 0, journalSum: 9 })
+      expect(u.itunes.hits()).toBe(hitsBefore)
+      // the same key now runs the call, once
+      expectOk(yield* callTool("mobile_app_search", { query: "slow" }, { key, idempotencyKey: "slow-1" }), 1)
+      expect(u.itunes.hits()).toBe(hitsBefore + 1)
+      expect((yield* books(orgId)).balance).toBe(8)
+    }))
+})

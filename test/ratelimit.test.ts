@@ -8,10 +8,10 @@ import { describe, expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { expectEnvelope, expectOk } from "./support/assert.js"
 import { TestDatabaseUrl } from "./support/database.js"
-import { callTool, dashboard, gatewayLayer, givenMember, givenOrg, TEST_ENCRYPTION_KEY, TestUpstreams } from "./support/gateway.js"
+import { callTool, capturedLogs, dashboard, gatewayLayer, givenMember, givenOrg, TEST_ENCRYPTION_KEY, TestUpstreams } from "./support/gateway.js"
 import { KeyStore } from "../src/services/KeyStore.js"
 import { post, serve } from "./support/processes.js"
-import { Redacted } from "effect"
+import { Option, Redacted, Schema } from "effect"
 
 const limited = { status: 429, type: "rate_limited", code: "rate_limit_exceeded", retryable: true, billable: false } as const
 
@@ -123,3 +123,25 @@ layer(gatewayLayer(), { excludeTestServices: true })("rate limits across process
       }), 60_000)
   })
 })
+
+const LogLine = Schema.Struct({ message: Schema.Unknown, logLevel: Schema.String })
+
+// Redis that cannot be reached (nothing listens on port 1): calls are let through, and the log says why, in one line.
+layer(gatewayLayer({ server: { rateLimitPerSecond: 5, rateLimitBurst: 5, redisUrl: Option.some(Redacted.make("redis://127.0.0.1:1")) } }), {
+  excludeTestServices: true
+})(
+  "rate limits with Redis away",
+  (it) => {
+    it.effect("calls are let through; one WARN line, a string that names the store's error", () =>
+      Effect.gen(function* () {
+        const { key } = yield* givenOrg({ credits: 10 })
+        expectOk(yield* callTool("mobile_app_search", { query: "no redis" }, { key }), 1)
+        const warnings = capturedLogs
+          .map((line) => Schema.decodeUnknownSync(LogLine)(JSON.parse(line)))
+          .filter((l) => l.logLevel === "WARN" && JSON.stringify(l.message).includes("rate limit store unavailable"))
+        expect(warnings.length).toBeGreaterThanOrEqual(1)
+        expect(typeof warnings[0]?.message).toBe("string")
+        expect(String(warnings[0]?.message)).toMatch(/^rate limit store unavailable \(.+\); requests are let through$/)
+      }))
+  }
+)

@@ -71,7 +71,9 @@ export const make = Effect.gen(function* () {
           : Effect.flatMap(nowMillis, (now) => {
             if (now - lastWarned < STORE_WARNING_INTERVAL_MS) return Effect.succeed(undefined)
             lastWarned = now
-            return Effect.as(Effect.logWarning("rate limit store unavailable; requests are let through", e), undefined)
+            // one line, its reason in it (the error as a second argument made the message an array, its cause `{}`)
+            const why = e.cause instanceof Error ? `${e.message}: ${e.cause.message}` : e.message
+            return Effect.as(Effect.logWarning(`rate limit store unavailable (${why}); requests are let through`), undefined)
           })
       )
     )

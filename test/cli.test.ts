@@ -11,7 +11,9 @@ import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { TestDatabaseUrl } from "./support/database.js"
-import { callTool, gatewayLayer, TEST_ENCRYPTION_KEY } from "./support/gateway.js"
+import { callTool, gatewayLayer, givenOrg, TEST_ENCRYPTION_KEY } from "./support/gateway.js"
+import { CREDENTIALS } from "./upstreams/accounts.js"
+import { Connections } from "../src/services/Connections.js"
 import { expectEnvelope, expectOk } from "./support/assert.js"
 import { BIN } from "./support/processes.js"
 import { startUpstream } from "../src/testing/harness.js"
@@ -248,6 +250,21 @@ layer(gatewayLayer(), { excludeTestServices: true })("the CLI against DATABASE_U
       expect(first).toEqual({ resealed: expect.any(Number), unreadable: 0 })
       // nothing left to do the second time
       expect(yield* runJson(["connections", "reseal"], env)).toEqual({ resealed: 0, unreadable: 0 })
+      // a key that did not seal them (and no old keys): the connections are unreadable, and the exit status says so
+      const { orgId } = yield* givenOrg()
+      yield* Effect.orDie(Effect.flatMap(Connections, (c) => c.connect(orgId, "lambda", CREDENTIALS.lambda, null)))
+      const otherKey = Buffer.alloc(32, 9).toString("base64")
+      const unreadable = yield* run(["connections", "reseal", "--json"], { ...env, GATEWAY_ENCRYPTION_KEY: otherKey })
+      expect(unreadable.code, unreadable.stdout + unreadable.stderr).toBe(1)
+      expect(JSON.parse(unreadable.stdout)).toEqual({ resealed: 0, unreadable: expect.any(Number) })
+      expect(JSON.parse(unreadable.stdout).unreadable).toBeGreaterThan(0)
+      // and the process that builds the connections says so at start, in its log (stderr for a command: not in its answer)
+      expect(unreadable.stderr).toContain("sealed with a key this process does not have")
+      // with every log line on (DEBUG), a command's --json answer is still one JSON document
+      const verbose = yield* run(["org", "list", "--json"], { ...env, LOG_LEVEL: "debug" })
+      expect(verbose.code, verbose.stderr).toBe(0)
+      expect(Array.isArray(JSON.parse(verbose.stdout))).toBe(true)
+      expect(verbose.stderr).toContain("\"logLevel\":\"DEBUG\"")
       // with DATABASE_URL the key must be given
       const keyless = yield* run(["connections", "reseal"], yield* envFor)
       expect(keyless.code).not.toBe(0)
@@ -366,7 +383,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("the CLI against DATABASE_U
       const started = Date.now()
       const refused = yield* run(["serve", "--workers", "2"], {
         ...env,
-        GATEWAY_ENCRYPTION_KEY: Buffer.alloc(32, 7).toString("base64"),
+        GATEWAY_ENCRYPTION_KEY: Buffer.alloc(32, 9).toString("base64"),
         DEV_IDENTITY: "true",
         HOST: "0.0.0.0",
         PORT: "0"

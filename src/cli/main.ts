@@ -377,6 +377,12 @@ const connectionsReseal = Command.make("reseal", { json }, ({ json }) =>
       `Sealed ${resealed} connection(s) again with the current key.` +
         (unreadable > 0 ? ` ${unreadable} are sealed with a key that is not configured (GATEWAY_ENCRYPTION_OLD_KEYS).` : "")
     )
+    // connections no process can read: a script that runs this after a rotation must see it
+    if (unreadable > 0) {
+      yield* Effect.sync(() => {
+        process.exitCode = 1
+      })
+    }
   }).pipe(Effect.provide(ConnectionsLive.pipe(Layer.provide(EncryptionLive)))))).pipe(
   Command.withDescription("Seal every connection with the current GATEWAY_ENCRYPTION_KEY (after a rotation)")
 )

@@ -17,7 +17,10 @@ export const wantsJson = (argv: ReadonlyArray<string>): boolean => argv.includes
  * `serve` (whose `--json` is the format of its log lines, and whose output is logs, not an answer).
  */
 export const envelopeOnFailure = (argv: ReadonlyArray<string>): boolean =>
-  wantsJson(argv) && argv.slice(2).find((arg) => !arg.startsWith("-")) !== "serve"
+  wantsJson(argv) && commandOf(argv) !== "serve"
+
+/** The command named on the command line (its first word that is not an option). */
+const commandOf = (argv: ReadonlyArray<string>): string | undefined => argv.slice(2).find((arg) => !arg.startsWith("-"))
 
 /** Colour only for a terminal, and not when `NO_COLOR` is set to anything but the empty string. */
 const useColour = (noColor: string | undefined, isTerminal: boolean): boolean => isTerminal && (noColor ?? "") === ""
@@ -93,8 +96,13 @@ export const outputLayer = (options: {
 }): Layer.Layer<never> => {
   const colour = useColour(options.noColor, options.isTerminal)
   const format = wantsJson(options.argv) ? "json" : options.logFormat ?? (options.isTerminal ? "pretty" : "json")
+  // `serve`'s output is its log lines; another command's is its answer (a JSON document with `--json`), so its log
+  // lines go to stderr, where they cannot break that document
+  const serving = commandOf(options.argv) === "serve"
   const logger = format === "pretty"
-    ? Logger.replace(Logger.defaultLogger, Logger.prettyLogger({ colors: colour }))
-    : jsonLines
+    ? Logger.replace(Logger.defaultLogger, Logger.prettyLogger({ colors: colour, stderr: !serving }))
+    : serving
+    ? jsonLines
+    : Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.jsonLogger))
   return colour ? logger : Layer.merge(logger, Layer.unwrapEffect(Effect.map(Effect.console, (base) => Console.setConsole(plainConsole(base)))))
 }

@@ -98,6 +98,20 @@ const associatedData = (orgId: OrgId, provider: AccountProvider) => `connection:
 export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const encryption = yield* Encryption
+
+  // Connections sealed with a key this process lacks fail every call that needs them (500 internal_error): say so
+  // at start, where the operator looks after a rotation, not only on the calls
+  const byKey = yield* sql<{ readonly key_id: string; readonly n: number }>`
+    SELECT key_id, count(*)::int AS n FROM connections GROUP BY key_id`.pipe(
+    Effect.catchAll(() => Effect.succeed([]))
+  )
+  const unreadable = byKey.filter((k) => !encryption.knows(k.key_id)).reduce((sum, k) => sum + k.n, 0)
+  if (unreadable > 0) {
+    yield* Effect.logWarning(
+      `${unreadable} connection(s) are sealed with a key this process does not have: the calls that need them fail ` +
+        "(500 internal_error) until GATEWAY_ENCRYPTION_OLD_KEYS names that key (then run tool-gateway connections reseal)"
+    )
+  }
   const policy = makePolicy((yield* ProvidersConfig).ssrfAllow)
 
   const upsertConnection = SqlSchema.findOne({

@@ -84,7 +84,7 @@ export const decodeUpstream = <A, I>(provider: string, schema: Schema.Schema<A, 
             ? `The ${provider} answer could not be mapped to the ${tool} output (${describeParseError(error)}). ` +
               `POST /v1/run with {"tool":"${tool}","input":...} returns the provider's raw answer.`
             : `The ${provider} ${step} answer, which ${tool} needs before its call, could not be read ` +
-              `(${describeParseError(error)}); the call was not made.`
+              `(${describeParseError(error)}); ${tool}'s own request was not sent, and the call is billed for the ${step} the provider answered.`
         })
       )
     )

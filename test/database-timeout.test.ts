@@ -1,5 +1,5 @@
 /**
- * A database that does not answer a call's reservation: the call is answered `500 internal_error` (retryable, not
+ * A database that does not answer a call's key lookup or reservation: the call is answered `500 internal_error` (retryable, not
  * billable) after DATABASE_TIMEOUT_MS, before its provider is called, and what the statement does when the database
  * takes it after all is undone — so a caller who retries later (with the same Idempotency-Key) is served once,
  * and a write is never sent after its caller was told it failed.
@@ -16,18 +16,21 @@ import { books, callTool, gatewayLayer, givenOrg, TestUpstreams } from "./suppor
 
 const TIMEOUT_MS = 500
 
-/** Another session that holds an org's row until `release`. */
-const holdOrgRow = (orgId: string) =>
+/** Another session that holds a lock (taken by `statement`) until `release`. */
+const holding = (statement: string, params: ReadonlyArray<string> = []) =>
   Effect.gen(function* () {
     const { url } = yield* TestDatabaseUrl
     const session = new Pg.Client({ connectionString: url })
     yield* Effect.promise(async () => {
       await session.connect()
       await session.query("BEGIN")
-      await session.query("SELECT id FROM orgs WHERE id = $1 FOR UPDATE", [orgId])
+      await session.query(statement, [...params])
     })
     return { release: Effect.promise(async () => { await session.query("COMMIT"); await session.end() }) }
   })
+
+/** Another session that holds an org's row (a reservation waits for it). */
+const holdOrgRow = (orgId: string) => holding("SELECT id FROM orgs WHERE id = $1 FOR UPDATE", [orgId])
 
 layer(gatewayLayer({ ledger: { databaseTimeoutMs: TIMEOUT_MS } }), { excludeTestServices: true })("a reservation the database does not answer", (it) => {
   it.effect("is answered 500 (retryable) in time, its provider not called; taken late, it is undone and the key serves the retry once", () =>
@@ -59,5 +62,23 @@ layer(gatewayLayer({ ledger: { databaseTimeoutMs: TIMEOUT_MS } }), { excludeTest
       expectOk(yield* callTool("mobile_app_search", { query: "slow" }, { key, idempotencyKey: "slow-1" }), 1)
       expect(u.itunes.hits()).toBe(hitsBefore + 1)
       expect((yield* books(orgId)).balance).toBe(8)
+    }))
+
+  it.effect("a key not cached yet, looked up while the database does not answer: 500 (retryable) in time, then served", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      const { key } = yield* givenOrg({ credits: 10 })
+      const hitsBefore = u.itunes.hits()
+      // nobody may read the keys' table: the lookup waits, as on a database that stopped answering
+      const blocker = yield* holding("LOCK TABLE api_keys IN ACCESS EXCLUSIVE MODE")
+      const started = performance.now()
+      const answered = yield* callTool("mobile_app_search", { query: "locked out" }, { key })
+      const tookMs = performance.now() - started
+      expectEnvelope(answered, { status: 500, type: "internal", code: "internal_error", retryable: true, billable: false })
+      expect(tookMs).toBeLessThan(TIMEOUT_MS + 2_500)
+      expect(u.itunes.hits()).toBe(hitsBefore)
+      yield* blocker.release
+      expectOk(yield* callTool("mobile_app_search", { query: "back" }, { key }), 1)
     }))
 })

@@ -22,7 +22,9 @@ import { creditsMessage, isCredits } from "../domain/credits.js"
 import { MAX_RATE } from "../domain/dashboard.js"
 import { InvalidKey, InvalidRequest, NotFound } from "../domain/errors.js"
 import { API_KEY_PATTERN, API_KEY_PREFIX, KeyId, OrgId } from "../domain/ids.js"
+import { LedgerConfig } from "../config.js"
 import { setBounded } from "./bounded.js"
+import { waitAtMost } from "./databaseWait.js"
 import { base62, randomId, sha256 } from "./random.js"
 import { monthOf, nowMillis, toDate } from "./time.js"
 import { traced } from "./tracing.js"
@@ -223,6 +225,7 @@ interface CachedKey {
 
 export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
+  const ledger = yield* LedgerConfig
   const lastUsedWritten = new Map<string, number>()
   const background = yield* FiberSet.make()
   const cache = new Map<string, CachedKey>()
@@ -330,7 +333,9 @@ export const make = Effect.gen(function* () {
           return { [minted]: true, keyId: hit.keyId, orgId: hit.orgId, allowedTools: hit.allowedTools, rateLimit: hit.rateLimit, confirmed: false } as const
         }
       }
-      const found = yield* findCaller({ hash, now: toDate(now) })
+      // a key not cached is looked up before anything else of the call: a database that does not answer fails it
+      // here (500, retryable) rather than holding it until the database is back
+      const found = yield* waitAtMost(findCaller({ hash, now: toDate(now) }), { ms: ledger.databaseTimeoutMs, what: "the key's lookup" })
       if (Option.isNone(found)) {
         cache.delete(cacheKey)
         return yield* new InvalidKey({ message: INVALID })

@@ -11,11 +11,10 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
-import { SqlError } from "@effect/sql/SqlError"
+import type { SqlError } from "@effect/sql/SqlError"
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
@@ -25,6 +24,7 @@ import type { KeyId, OrgId } from "../domain/ids.js"
 import { LedgerConfig } from "../config.js"
 import { retriedAfterCall } from "./afterCall.js"
 import { batched } from "./batching.js"
+import { waitAtMost } from "./databaseWait.js"
 import { recordId } from "./recordLocks.js"
 import { millisToNextMonth, monthOf, nowMillis, toDate } from "./time.js"
 import { traced } from "./tracing.js"
@@ -245,19 +245,14 @@ export const make = Effect.gen(function* () {
       const statement = reserveRows({ calls: sent, time: batchTime(sent) }).pipe(
         Effect.tap((rows) => (gaveUp ? undoReservations(sent, rows) : Effect.void))
       )
-      // the statement runs in a fiber of its own, to its end, whoever waits for it: nothing cancels it half-way
-      // (its calls run uninterruptibly: only the wait for it can be cut short)
-      return Effect.flatMap(Effect.forkDaemon(statement), (fiber) => Effect.interruptible(Fiber.join(fiber))).pipe(
-        Effect.timeoutFail({
-          duration: config.databaseTimeoutMs,
-          onTimeout: () => {
-            gaveUp = true
-            return new SqlError({
-              cause: new Error(`no answer within DATABASE_TIMEOUT_MS (${config.databaseTimeoutMs} ms)`),
-              message: "The database did not answer the reservation in time"
-            })
-          }
-        }),
+      // the calls run uninterruptibly: only their wait for the statement is cut short
+      return waitAtMost(statement, {
+        ms: config.databaseTimeoutMs,
+        what: "the reservation",
+        onGiveUp: () => {
+          gaveUp = true
+        }
+      }).pipe(
         Effect.map((rows) => {
           const bySent = new Map<ReserveCall, typeof ReserveBatchRow.Type>()
           for (const row of rows) {

@@ -127,6 +127,9 @@ describe("refused at start, naming the variable", () => {
       expect(Number.isFinite(new Date(Date.UTC(2026, 0, 1) + config.ledger.idempotencyRetentionMs).getTime())).toBe(true)
       expect(config.providers.readProviders).toEqual(["gamma", "builtin"])
       expect(config.server.port).toBe(65535)
+      // a Unix socket's directory in the query, with no host (the driver's form; WHATWG's URL parser refuses it)
+      const socket = yield* load({ DATABASE_URL: "postgres://user:pw@/gateway?host=/run/postgresql" })
+      expect(socket.server.databaseUrl._tag).toBe("Some")
       // and a value past them was refused (above): the line for one past the timer's bound
       expect(yield* refusal({ HEADERS_TIMEOUT_MS: PAST_TIMER })).toContain("HEADERS_TIMEOUT_MS")
     }))

@@ -203,7 +203,9 @@ export const make = Effect.gen(function* () {
   /**
    * What a reservation statement did for calls that were answered as failed before it ended (see
    * `databaseTimeoutMs`): their holds voided, their claims of Idempotency-Keys taken back, since none of the calls
-   * went on to its provider. A hold this cannot void is voided by a sweeper when its lease runs out.
+   * went on to its provider. If this fails (the database failing again, the process stopping), a hold is voided
+   * by a sweeper when its lease runs out, but a claimed key stays `running` and then answers
+   * `idempotency_replay_unavailable` until its retention ends: the ERROR line names the calls' request ids.
    */
   const undoReservations = (calls: ReadonlyArray<ReserveCall>, rows: ReadonlyArray<typeof ReserveBatchRow.Type>) =>
     Effect.gen(function* () {
@@ -224,7 +226,11 @@ export const make = Effect.gen(function* () {
       )
     }).pipe(
       Effect.catchAllCause((cause) =>
-        Effect.logError("a late reservation could not be undone: its holds are voided when their leases run out", cause))
+        Effect.logError(
+          "a late reservation could not be undone: its holds are voided when their leases run out; its Idempotency-Key " +
+            "claims stay until their retention (requests " + calls.map((c) => c.requestId).join(", ") + ")",
+          cause
+        ))
     )
 
   // A call gets its row, or `None` when it claimed a key that was not new (no row: nothing was reserved). A key
@@ -239,19 +245,12 @@ export const make = Effect.gen(function* () {
         claimants.add(id)
         return true
       })
-      // answered as failed when the database does not answer in time (set once, by the timeout, before the
-      // statement's own end is seen: the statement then undoes what it did)
-      let gaveUp = false
-      const statement = reserveRows({ calls: sent, time: batchTime(sent) }).pipe(
-        Effect.tap((rows) => (gaveUp ? undoReservations(sent, rows) : Effect.void))
-      )
-      // the calls run uninterruptibly: only their wait for the statement is cut short
-      return waitAtMost(statement, {
+      // the calls run uninterruptibly: only their wait for the statement is cut short, and what a statement that
+      // answers too late did for them is undone
+      return waitAtMost(reserveRows({ calls: sent, time: batchTime(sent) }), {
         ms: config.databaseTimeoutMs,
         what: "the reservation",
-        onGiveUp: () => {
-          gaveUp = true
-        }
+        onLate: (rows) => undoReservations(sent, rows)
       }).pipe(
         Effect.map((rows) => {
           const bySent = new Map<ReserveCall, typeof ReserveBatchRow.Type>()

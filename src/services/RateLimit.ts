@@ -8,9 +8,11 @@ import * as RateLimiter from "@effect/experimental/RateLimiter"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
+import * as Scope from "effect/Scope"
 import { RateLimitExceeded, type RateLimitState } from "../domain/errors.js"
 import { ServerConfig } from "../config.js"
 import type { Caller, KeyRateLimit } from "./KeyStore.js"
@@ -88,9 +90,10 @@ const StoreLive = Layer.unwrapEffect(
     Option.match(config.redisUrl, {
       onNone: () => RateLimiter.layerStoreMemory,
       // the Redis store and its client (ioredis) are loaded only when REDIS_URL is set
-      onSome: (url) => Layer.unwrapEffect(Effect.map(Effect.promise(() => import("@effect/experimental/RateLimiter/Redis")), (RateLimiterRedis) => {
+      onSome: (url) => Layer.unwrapScoped(Effect.gen(function* () {
+        const RateLimiterRedis = yield* Effect.promise(() => import("@effect/experimental/RateLimiter/Redis"))
         const parsed = new URL(Redacted.value(url))
-        return RateLimiterRedis.layerStore({
+        const store = RateLimiterRedis.layerStore({
           host: parsed.hostname.replace(/^\[(.*)\]$/, "$1"),
           port: parsed.port === "" ? 6379 : Number(parsed.port),
           ...(parsed.username !== "" ? { username: decodeURIComponent(parsed.username) } : {}),
@@ -104,6 +107,14 @@ const StoreLive = Layer.unwrapEffect(
           // a Redis that accepts connections but does not answer must not stall every request
           commandTimeout: 200
         })
+        // the store's client says goodbye to Redis when it closes, and that fails when Redis is away: a process that
+        // stops then must not fail for it (the client is gone either way)
+        const scope = yield* Scope.make()
+        yield* Effect.addFinalizer(() =>
+          Scope.close(scope, Exit.void).pipe(
+            Effect.catchAllCause((cause) => Effect.logDebug("the Redis client closed with an error (Redis away)", cause))
+          ))
+        return Layer.succeedContext(yield* Layer.buildWithScope(store, scope))
       }))
     })
   )

@@ -14,7 +14,9 @@
  * ledger's and the idempotency store's do not, and none of their callers holds a transaction).
  *
  * A statement, once started, runs to its end uninterruptibly, so its callers always get their results; when the
- * owning scope closes, items still waiting die (the process is stopping after its calls drained).
+ * owning scope closes, items still waiting die (the process is stopping after its calls drained). A statement
+ * whose `execute` stops waiting for the database (the reservation's, `databaseWait.ts`) ends its turn then: the
+ * next is sent while the database still holds the first.
  */
 import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"

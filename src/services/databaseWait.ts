@@ -5,26 +5,42 @@
  *
  * The statement runs to its end in a fiber of its own, whoever waits for it: nothing cancels it half-way (a
  * cancellation needs the same database, on another connection, and leaves the first one busy). Only the wait is
- * cut short, with an `SqlError` (a call answers `500 internal_error`, retryable); what the statement does after
- * that is its caller's to undo, if anything (`onGiveUp` says when it gave up).
+ * cut short, with an `SqlError` (a call answers `500 internal_error`, retryable). Whether the statement's answer
+ * reached its caller or came too late is decided in one synchronous step, where the answer arrives or where the
+ * wait gives up, whichever is first: an answer that comes too late goes to `onLate` (to undo what the statement
+ * did), never to the caller, and is never lost between the two.
  */
 import { SqlError } from "@effect/sql/SqlError"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
 
 export const waitAtMost = <A, E, R>(
   statement: Effect.Effect<A, E, R>,
-  options: { readonly ms: number; readonly what: string; readonly onGiveUp?: () => void }
+  options: {
+    readonly ms: number
+    readonly what: string
+    /** What to do with an answer that came after the caller was told the database did not answer. */
+    readonly onLate?: (answer: A) => Effect.Effect<void>
+  }
 ): Effect.Effect<A, E | SqlError, R> =>
-  Effect.flatMap(Effect.forkDaemon(statement), (fiber) => Effect.interruptible(Fiber.join(fiber))).pipe(
-    Effect.timeoutFail({
-      duration: options.ms,
-      onTimeout: () => {
-        options.onGiveUp?.()
-        return new SqlError({
-          cause: new Error(`no answer within DATABASE_TIMEOUT_MS (${options.ms} ms)`),
-          message: `The database did not answer ${options.what} in time`
-        })
-      }
+  Effect.gen(function* () {
+    // read and written only in synchronous steps (the answer's arrival, the wait's end)
+    const state: { value: "waiting" | "answered" | "late" } = { value: "waiting" }
+    const run = Effect.tap(statement, (answer) =>
+      Effect.suspend(() => {
+        if (state.value === "late") return options.onLate?.(answer) ?? Effect.void
+        state.value = "answered"
+        return Effect.void
+      }))
+    const fiber = yield* Effect.forkDaemon(run)
+    const joined = yield* Effect.timeoutOption(Effect.interruptible(Fiber.join(fiber)), options.ms)
+    if (Option.isSome(joined)) return joined.value
+    // the wait ran out: unless the answer is in already (then it is the caller's), it is now too late
+    if (state.value === "answered") return yield* Fiber.join(fiber)
+    state.value = "late"
+    return yield* new SqlError({
+      cause: new Error(`no answer within DATABASE_TIMEOUT_MS (${options.ms} ms)`),
+      message: `The database did not answer ${options.what} in time`
     })
-  )
+  })

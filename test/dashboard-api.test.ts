@@ -409,6 +409,9 @@ layer(gatewayLayer({ server: { corsOrigins: ["https://dash.example.com", "http:/
         // and so is a request with no Origin at all (not a browser's cross-origin request)
         const plain = yield* dashboard("GET", "/v1/org", token)
         expect(corsHeaders(plain.headers)).toEqual([])
+        // each says that it depends on the Origin, for the caches between (a listed origin's answer differs)
+        expect(read.headers.get("vary")).toBe("Origin")
+        expect(plain.headers.get("vary")).toBe("Origin")
       }))
   }
 )

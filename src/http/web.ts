@@ -165,9 +165,11 @@ export const CorsLive = Layer.unwrapEffect(
           exposedHeaders: EXPOSED,
           maxAge: 600
         })(app)
+        // the answer depends on the Origin either way: a shared cache must not give one origin's to another
+        const withoutCors = Effect.map(app, HttpServerResponse.setHeader("vary", "Origin"))
         return Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
           const origin = request.headers["origin"]
-          return origin !== undefined && config.corsOrigins.includes(origin) ? withCors : app
+          return origin !== undefined && config.corsOrigins.includes(origin) ? withCors : withoutCors
         })
       }))
 )

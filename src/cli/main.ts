@@ -329,11 +329,14 @@ const betaCommand = (action: "enable" | "disable") =>
       yield* print(json, { org_id: org, betas: enabled }, `Beta tools enabled for ${org}: ${enabled.join(", ") || "none"}`)
     }))).pipe(Command.withDescription(`${action === "enable" ? "Enable" : "Disable"} a beta tool for an org`))
 
-const membersAdd = Command.make("add", {
+/** A member's org and user id (the ID token's sub). */
+const memberOptions = {
   org: orgOption,
   uid: uidOption.pipe(Options.withDescription("The user id (the ID token's sub)")),
   json
-}, ({ json, org, uid }) =>
+}
+
+const membersAdd = Command.make("add", memberOptions, ({ json, org, uid }) =>
   admin(json, Effect.gen(function* () {
     const members = yield* Members
     const member = yield* members.add(OrgId.make(org), uid)
@@ -344,11 +347,7 @@ const membersAdd = Command.make("add", {
     )
   }))).pipe(Command.withDescription("Make a dashboard user (the ID token's sub) a member of an org"))
 
-const membersRemove = Command.make("remove", {
-  org: orgOption,
-  uid: uidOption.pipe(Options.withDescription("The user id (the ID token's sub)")),
-  json
-}, ({ json, org, uid }) =>
+const membersRemove = Command.make("remove", memberOptions, ({ json, org, uid }) =>
   admin(json, Effect.gen(function* () {
     const members = yield* Members
     yield* members.remove(OrgId.make(org), uid)

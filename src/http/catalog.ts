@@ -8,7 +8,7 @@ import { catalog, toolNames } from "../domain/tools.js"
 import { ProviderRegistry } from "../services/ProviderRegistry.js"
 import { Pricing } from "../services/Pricing.js"
 import { Api } from "./Api.js"
-import { jsonSchemaOf } from "./jsonSchema.js"
+import { objectSchemaOf } from "./jsonSchema.js"
 
 export const CatalogLive = HttpApiBuilder.group(Api, "catalog", (handlers) =>
   Effect.gen(function* () {
@@ -27,10 +27,8 @@ export const CatalogLive = HttpApiBuilder.group(Api, "catalog", (handlers) =>
         effect: def.effect,
         configured: providers.configured(name),
         price,
-        // every input is a JSON object, also one said as a choice of shapes (lambda_batch_emails': a batch or one
-        // email), as MCP's tool listing says it too
-        input_schema: { type: "object", ...jsonSchemaOf(def.input.ast) },
-        output_schema: jsonSchemaOf(def.output.ast)
+        input_schema: objectSchemaOf(def.input.ast),
+        output_schema: objectSchemaOf(def.output.ast)
       }
     })
     return handlers.handle("list", () => Effect.succeed({ data }))

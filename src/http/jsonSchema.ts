@@ -92,3 +92,9 @@ export const jsonSchemaOf = (ast: SchemaAST.AST): Json => {
   const { root, defs: kept } = inlineTypeOnly(isObject(schema) ? schema : {}, isObject(defs) ? defs : {}, "#/$defs/")
   return Object.keys(kept).length > 0 ? { ...root, $defs: kept } : root
 }
+
+/**
+ * A tool's input or output as the catalog and MCP's tool listing publish it: always `type: object` at the top (MCP
+ * requires it), also where the schema is a choice of object shapes (`anyOf`, which says no type of its own).
+ */
+export const objectSchemaOf = (ast: SchemaAST.AST): Json & { readonly type: "object" } => ({ ...jsonSchemaOf(ast), type: "object" })

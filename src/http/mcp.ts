@@ -55,7 +55,7 @@ import type { Caller } from "../services/KeyStore.js"
 import { Pricing } from "../services/Pricing.js"
 import { callFacts, CurrentCallFacts } from "../services/Telemetry.js"
 import { currentRequest, type RequestState } from "./envelope.js"
-import { jsonSchemaOf } from "./jsonSchema.js"
+import { jsonSchemaOf, objectSchemaOf } from "./jsonSchema.js"
 import { readJsonObject } from "./security.js"
 import { cachedSuccess } from "../services/cachedSuccess.js"
 
@@ -157,8 +157,8 @@ const toolDescriptions = (pricing: typeof Pricing.Service) =>
       name,
       title: def.summary,
       description: describeTool(def, pricing.priceOf(name)),
-      inputSchema: { type: "object", ...jsonSchemaOf(def.input.ast) },
-      outputSchema: { type: "object", ...jsonSchemaOf(def.output.ast) },
+      inputSchema: objectSchemaOf(def.input.ast),
+      outputSchema: objectSchemaOf(def.output.ast),
       annotations: {
         title: def.summary,
         readOnlyHint: def.effect === "read",

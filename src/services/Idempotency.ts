@@ -21,7 +21,7 @@ import { LedgerConfig } from "../config.js"
 import { retriedAfterCall } from "./afterCall.js"
 import { batched } from "./batching.js"
 import { Ledger } from "./Ledger.js"
-import { lockedInKeyOrder, recordId } from "./recordLocks.js"
+import { lockedInKeyOrder, recordId, releaseClaim } from "./recordLocks.js"
 import { sha256Hex } from "./random.js"
 import * as retention from "./retention.js"
 import { nowMillis, toDate } from "./time.js"
@@ -262,11 +262,8 @@ export const make = Effect.gen(function* () {
       traced("Idempotency.complete")
     )
 
-  // Only this request's record: when a first attempt was carried out but its answer lost, the key may have been
-  // claimed again by then, and that claim is not this one's to free.
   const release = (orgId: OrgId, key: string, requestId: string) =>
-    retriedAfterCall(sql`DELETE FROM idempotency WHERE org_id = ${orgId} AND key = ${key} AND status = 'running'
-                  AND request_id = ${requestId}`).pipe(
+    retriedAfterCall(releaseClaim(sql, { orgId, key, requestId })).pipe(
       Effect.asVoid,
       Effect.orDie,
       traced("Idempotency.release")

@@ -20,12 +20,12 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import { MAX_CREDITS } from "../domain/credits.js"
 import { InsufficientCredits, InvalidKey, KeySpendLimitExceeded, SpendCapExceeded } from "../domain/errors.js"
-import type { KeyId, OrgId } from "../domain/ids.js"
+import { type KeyId, OrgId } from "../domain/ids.js"
 import { LedgerConfig } from "../config.js"
 import { retriedAfterCall } from "./afterCall.js"
 import { batched } from "./batching.js"
 import { waitAtMost } from "./databaseWait.js"
-import { recordId } from "./recordLocks.js"
+import { recordId, releaseClaim } from "./recordLocks.js"
 import { millisToNextMonth, monthOf, nowMillis, toDate } from "./time.js"
 import { traced } from "./tracing.js"
 
@@ -209,20 +209,19 @@ export const make = Effect.gen(function* () {
    */
   const undoReservations = (calls: ReadonlyArray<ReserveCall>, rows: ReadonlyArray<typeof ReserveBatchRow.Type>) =>
     Effect.gen(function* () {
-      const holds = rows.flatMap((row) => (row.hold_id === null ? [] : [row.hold_id]))
+      // the calls that got a hold (a row's `ord` is its call's place in the batch), voided as a sweep voids them;
+      // then their claims freed, as a release frees one
+      const held = rows.flatMap((row) => {
+        const call = calls[row.ord - 1]
+        return row.hold_id === null || call === undefined ? [] : [call]
+      })
+      const now = yield* nowMillis
+      const voided = yield* Effect.forEach(held, (c) => voidWhere(now, { orgId: OrgId.make(c.orgId), requestId: c.requestId }))
       const claims = calls.flatMap((c) => (c.claim === null ? [] : [{ orgId: c.orgId, key: c.claim.key, requestId: c.requestId }]))
-      const at = toDate(yield* nowMillis)
-      if (holds.length > 0) yield* sql`SELECT gateway_void(id, ${at}) FROM unnest(${holds}::bigint[]) AS id`
-      if (claims.length > 0) {
-        yield* sql`
-          DELETE FROM idempotency AS i
-           USING unnest(${claims.map((c) => c.orgId)}::text[], ${claims.map((c) => c.key)}::text[],
-                        ${claims.map((c) => c.requestId)}::text[]) AS c (org_id, key, request_id)
-           WHERE i.org_id = c.org_id AND i.key = c.key AND i.request_id = c.request_id AND i.status = 'running'`
-      }
+      yield* Effect.forEach(claims, (claim) => releaseClaim(sql, claim), { discard: true })
       yield* Effect.logWarning(
-        `a reservation the database took after its calls were answered as failed was undone (${holds.length} holds voided, ` +
-          `${claims.length} Idempotency-Key claims taken back)`
+        `a reservation the database took after its calls were answered as failed was undone (${voided.reduce((n, v) => n + v, 0)} ` +
+          `holds voided, ${claims.length} Idempotency-Key claims taken back)`
       )
     }).pipe(
       Effect.catchAllCause((cause) =>

@@ -66,33 +66,43 @@ export interface SsrfPolicy {
 
 const HOSTNAME = /^(?=.{1,253}\.?$)[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?(?:\.[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)*\.?$/i
 
+type EntryType = "ipv4" | "ipv6"
+
 /**
- * Whether `entry` is one `makePolicy` takes: an IP address (IPv6 in brackets or not), a CIDR (an address and a
- * prefix length its family has), or a host name. Anything else would be a host name that never matches.
+ * One allow-list entry, read: an IP address (IPv6 in brackets or not), a CIDR (an address and a prefix length its
+ * family has), or a host name; undefined for anything else (it would be a host name that never matches).
  */
-export const isPolicyEntry = (raw: string): boolean => {
-  const entry = raw.trim().replace(/^\[|\]$/g, "")
+const policyEntry = (raw: string):
+  | { readonly kind: "address"; readonly net: string; readonly type: EntryType }
+  | { readonly kind: "subnet"; readonly net: string; readonly prefix: number; readonly type: EntryType }
+  | { readonly kind: "host"; readonly host: string }
+  | undefined => {
+  const entry = raw.trim().toLowerCase().replace(/^\[|\]$/g, "")
   const slash = entry.indexOf("/")
-  if (slash === -1) return Net.isIP(entry) !== 0 || HOSTNAME.test(entry)
-  const family = Net.isIP(entry.slice(0, slash))
+  const net = slash === -1 ? entry : entry.slice(0, slash)
+  const family = Net.isIP(net)
+  const type = family === 4 ? "ipv4" : "ipv6"
+  if (slash === -1) {
+    if (family !== 0) return { kind: "address", net, type }
+    return HOSTNAME.test(entry) ? { kind: "host", host: entry } : undefined
+  }
   const prefix = entry.slice(slash + 1)
   return family !== 0 && /^\d{1,3}$/.test(prefix) && Number(prefix) <= (family === 4 ? 32 : 128)
+    ? { kind: "subnet", net, prefix: Number(prefix), type }
+    : undefined
 }
+
+/** Whether `entry` is one `makePolicy` takes (`SSRF_ALLOW` is checked with it at start). */
+export const isPolicyEntry = (raw: string): boolean => policyEntry(raw) !== undefined
 
 export const makePolicy = (entries: ReadonlyArray<string>): SsrfPolicy => {
   const allowHosts = new Set<string>()
   const allowList = new Net.BlockList()
   for (const raw of entries) {
-    const entry = raw.trim().toLowerCase().replace(/^\[|\]$/g, "")
-    const [net, prefix] = entry.split("/")
-    const family = net === undefined ? 0 : Net.isIP(net)
-    if (net !== undefined && family !== 0) {
-      const type = family === 4 ? "ipv4" : "ipv6"
-      if (prefix === undefined) allowList.addAddress(net, type)
-      else allowList.addSubnet(net, Number(prefix), type)
-    } else if (entry.length > 0) {
-      allowHosts.add(entry)
-    }
+    const entry = policyEntry(raw)
+    if (entry?.kind === "address") allowList.addAddress(entry.net, entry.type)
+    else if (entry?.kind === "subnet") allowList.addSubnet(entry.net, entry.prefix, entry.type)
+    else if (entry?.kind === "host") allowHosts.add(entry.host)
   }
   return { allowHosts, allowList }
 }

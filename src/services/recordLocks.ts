@@ -33,3 +33,12 @@ export const lockedInKeyOrder = (
         ON l.org_id = u.org_id AND l.key = u.key
      ORDER BY l.org_id, l.key
        FOR UPDATE OF l ${options.skipLocked === true ? sql`SKIP LOCKED` : sql``})`
+
+/**
+ * Free a claim: the record of `key`, if it is still `running` for `requestId` — only that request's (when a first
+ * attempt was carried out but its answer lost, the key may have been claimed again by then, and that claim is not
+ * this one's to free). One record a statement: a release locks nothing else.
+ */
+export const releaseClaim = (sql: SqlClient.SqlClient, claim: { readonly orgId: string; readonly key: string; readonly requestId: string }) =>
+  sql`DELETE FROM idempotency WHERE org_id = ${claim.orgId} AND key = ${claim.key} AND status = 'running'
+        AND request_id = ${claim.requestId}`

@@ -27,7 +27,7 @@ import {
   type Upstreams
 } from "./support/gateway.js"
 import { CREDENTIALS, EPSILON_TOKEN } from "./upstreams/accounts.js"
-import type { Upstream } from "../src/testing/harness.js"
+import { type Upstream, upstream } from "../src/testing/harness.js"
 
 const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 const bodyOf = (r: HttpResult) => Schema.decodeUnknownSync(JsonObject)(r.body)
@@ -373,6 +373,33 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.1"] } }), { excludeTestSe
           expectEnvelope(refused, { status: 400, type: "validation", code: "invalid_request", retryable: false, billable: false, message: "stay on the connection's base URL" })
         }
         expect(u.rest.requests.map((r) => r.path)).toEqual(["/api/items"])
+      }))
+
+    it.scoped("the generic REST connection's answer is read in the charset its Content-Type names", () =>
+      Effect.gen(function* () {
+        // bytes one a character (latin1), so the answers below are the legacy encodings' own bytes
+        const answers: Record<string, { readonly body: string; readonly type: string }> = {
+          "/latin1": { body: "{\"name\":\"caf\u00e9 cr\u00e8me\"}", type: "application/json; charset=ISO-8859-1" },
+          "/sjis": { body: "\x82\xa0\x82\xa2", type: "text/plain; charset=\"Shift_JIS\"" },
+          "/utf8": { body: Buffer.from("{\"name\":\"caf\u00e9\"}", "utf8").toString("latin1"), type: "application/json" },
+          "/unknown": { body: Buffer.from("caf\u00e9", "utf8").toString("latin1"), type: "text/plain; charset=x-no-such" }
+        }
+        const api = yield* upstream((req) => {
+          const answer = answers[req.path]
+          return answer === undefined
+            ? { status: 404, body: { message: "not found" } }
+            : { status: 200, body: answer.body, raw: true, binary: true, headers: { "content-type": answer.type } }
+        })
+        const { key, token } = yield* givenMember()
+        expect((yield* dashboard("POST", "/v1/connections", token, { provider: "epsilon", credentials: { base_url: api.url } })).status).toBe(201)
+        const bodyAt = (path: string) => Effect.map(callTool("epsilon_request", { path }, { key }), (r) => {
+          expectOk(r, 1)
+          return bodyOf(r)["body"]
+        })
+        expect(yield* bodyAt("/latin1")).toEqual({ name: "café crème" })
+        expect(yield* bodyAt("/sjis")).toBe("あい")
+        expect(yield* bodyAt("/utf8")).toEqual({ name: "café" })
+        expect(yield* bodyAt("/unknown")).toBe("café")
       }))
 
     it.effect("the generic REST connection's URL passes the SSRF guard when it is connected", () =>

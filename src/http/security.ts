@@ -20,6 +20,7 @@ import { ServerConfig } from "../config.js"
 import { ApiKeyAuth, IdTokenAuth, JsonBody } from "./Api.js"
 import { currentRequest, unreadableBody } from "./envelope.js"
 import { routeTable } from "./routes.js"
+import { charsetOf, mediaTypeOf } from "../domain/contentType.js"
 
 export const ApiKeyAuthLive = Layer.effect(
   ApiKeyAuth,
@@ -81,20 +82,7 @@ export const deeperThan = (value: unknown, max: number): boolean => {
   return false
 }
 
-const isJsonMediaType = (contentType: string) => {
-  const type = contentType.split(";")[0]?.trim().toLowerCase() ?? ""
-  return type === "application/json"
-}
-
-/** The charset a `Content-Type` names (lower case, unquoted), or undefined when it names none. */
-const charsetOf = (contentType: string): string | undefined => {
-  const parameters = contentType.split(";")
-  for (let i = 1; i < parameters.length; i++) {
-    const [name = "", value = ""] = (parameters[i] ?? "").split("=")
-    if (name.trim().toLowerCase() === "charset") return value.trim().replace(/^"(.*)"$/, "$1").toLowerCase()
-  }
-  return undefined
-}
+const isJsonMediaType = (contentType: string) => mediaTypeOf(contentType) === "application/json"
 
 /** JSON is UTF-8 (RFC 8259): the labels of UTF-8 a client may send (the Encoding standard's). */
 const UTF8_LABELS: ReadonlySet<string> = new Set(["utf-8", "utf8", "unicode-1-1-utf-8"])

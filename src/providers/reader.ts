@@ -4,8 +4,9 @@
  * JSON pages are returned as they are.
  */
 import * as Effect from "effect/Effect"
+import { mediaTypeOf } from "../domain/contentType.js"
 import { DEFAULT_MAX_CHARS, type ToolInput, type ToolOutput } from "../domain/tools.js"
-import { ProviderClient } from "../services/ProviderClient.js"
+import { decodeText, ProviderClient } from "../services/ProviderClient.js"
 import { ProviderRejected, ProviderResponseTooLarge } from "../domain/errors.js"
 import { ArtifactSink } from "../services/Artifacts.js"
 import { ProvidersConfig } from "../config.js"
@@ -16,21 +17,6 @@ import { truncate } from "./text.js"
 export const PROVIDER = "builtin"
 
 const ACCEPT = "text/html,application/xhtml+xml,text/plain;q=0.9,text/markdown;q=0.9,application/json;q=0.8,*/*;q=0.5"
-
-const contentTypeOf = (header: string) => {
-  const [type = "", ...params] = header.split(";").map((s) => s.trim())
-  const charset = params.find((p) => p.toLowerCase().startsWith("charset="))?.slice("charset=".length).replace(/"/g, "")
-  return { type: type.toLowerCase(), charset }
-}
-
-const decode = (body: Uint8Array, charset: string | undefined): string => {
-  try {
-    return new TextDecoder(charset ?? "utf-8").decode(body)
-  } catch {
-    // an unknown charset label: read it as UTF-8
-    return new TextDecoder("utf-8").decode(body)
-  }
-}
 
 const sniffHtml = (text: string) => /^\s*(<!doctype html|<html|<head|<body)/i.test(text.slice(0, 512))
 
@@ -62,7 +48,7 @@ const fetchPage = (input: ToolInput<"read">): ProviderEffect<Raw> =>
           : undefined
     })
     const header = response.headers["content-type"] ?? ""
-    const { charset, type } = contentTypeOf(header)
+    const type = mediaTypeOf(header)
     const base = { provider: PROVIDER, status: response.status, url: response.url, contentType: header }
     if (!isText(type)) {
       const artifact = yield* sink.store(type, response.body)
@@ -73,7 +59,7 @@ const fetchPage = (input: ToolInput<"read">): ProviderEffect<Raw> =>
         message: `The page is larger than the ${config.maxResponseBytes}-byte limit.`
       })
     }
-    return { ...base, body: decode(response.body, charset) }
+    return { ...base, body: decodeText(response.body, header) }
   })
 
 const toText = (raw: Raw) => (typeof raw.body === "string" ? raw.body : JSON.stringify(raw.body))
@@ -86,7 +72,7 @@ export const builtinRead: ProviderTool<ToolInput<"read">, undefined, ToolOutput<
       if (file !== undefined) {
         return { provider: PROVIDER, url: raw.url, title: null, content: "", chars: 0, truncated: false, artifact: file }
       }
-      const { type } = contentTypeOf(raw.contentType)
+      const type = mediaTypeOf(raw.contentType)
       const text = toText(raw)
       let title: string | null = null
       let content: string

@@ -17,6 +17,7 @@ import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import * as Http from "node:http"
 import * as Https from "node:https"
+import { TextDecoder } from "node:util"
 import type * as Net from "node:net"
 import {
   type ProviderError,
@@ -33,6 +34,7 @@ import { ProvidersConfig } from "../config.js"
 import { guardedLookup, makePolicy, refusedUrl } from "./Ssrf.js"
 import { nowMillis } from "./time.js"
 import { traced } from "./tracing.js"
+import { charsetOf } from "../domain/contentType.js"
 
 export type HttpMethod = "GET" | "POST" | "PUT" | "PATCH" | "DELETE"
 
@@ -159,8 +161,29 @@ const shown = (url: URL) => {
 // setTimeout's limit; a deadline further away than this (none set) is as good as none.
 const MAX_TIMER_MS = 2 ** 31 - 1
 const decoder = new TextDecoder()
+// one decoder a charset label seen (the WHATWG Encoding standard's labels: a bounded set)
+const decoders = new Map<string, TextDecoder>([["utf-8", decoder], ["utf8", decoder]])
 
-export const bodyText = (response: UpstreamResponse): string => decoder.decode(response.body)
+const decoderFor = (charset: string | undefined): TextDecoder => {
+  if (charset === undefined) return decoder
+  const known = decoders.get(charset)
+  if (known !== undefined) return known
+  try {
+    const made = new TextDecoder(charset)
+    decoders.set(charset, made)
+    return made
+  } catch {
+    // a label the Encoding standard does not know: read the bytes as UTF-8
+    return decoder
+  }
+}
+
+/** Bytes as text in the charset their `Content-Type` names (UTF-8 when it names none, or one unknown). */
+export const decodeText = (body: Uint8Array, contentType: string | undefined): string =>
+  decoderFor(contentType === undefined ? undefined : charsetOf(contentType)).decode(body)
+
+/** An upstream answer's body as text, in the charset its `Content-Type` names. */
+export const bodyText = (response: UpstreamResponse): string => decodeText(response.body, response.headers["content-type"])
 
 // Shorter values (a format name, a count) are not secrets, and replacing them would garble an honest message.
 const MIN_SECRET_LENGTH = 8

@@ -1,0 +1,16 @@
+/**
+ * What a `Content-Type` header says: its media type and its charset parameter.
+ */
+
+/** The media type, lower case, without parameters ("" when there is none). */
+export const mediaTypeOf = (contentType: string): string => (contentType.split(";")[0] ?? "").trim().toLowerCase()
+
+/** The charset a `Content-Type` names, lower case and unquoted; undefined when it names none. */
+export const charsetOf = (contentType: string): string | undefined => {
+  const parameters = contentType.split(";")
+  for (let i = 1; i < parameters.length; i++) {
+    const [name = "", ...value] = (parameters[i] ?? "").split("=")
+    if (name.trim().toLowerCase() === "charset") return value.join("=").trim().replace(/^"(.*)"$/, "$1").toLowerCase()
+  }
+  return undefined
+}

@@ -278,6 +278,21 @@ layer(gatewayLayer(), { excludeTestServices: true })("dashboard API: keys, usage
         expectEnvelope(yield* dashboard("GET", "/v1/usage/summary?from=2020-01-01&to=2026-01-01", token), { ...invalidRequest, message: "366" })
         expectEnvelope(yield* dashboard("GET", "/v1/usage/summary?group_by=key", token), invalidRequest)
       }))
+
+    it.effect("a range in the first century has its days too (Date.UTC reads years 0–99 as 1900–1999)", () =>
+      Effect.gen(function* () {
+        const { token } = yield* givenMember()
+        const cases = [
+          ["0050-01-01", "0050-01-03", ["0050-01-01", "0050-01-02"]],
+          ["0999-12-31T12:00:00Z", "1000-01-02", ["0999-12-31", "1000-01-01"]]
+        ] as const
+        for (const [from, to, expected] of cases) {
+          const days = yield* dashboard("GET", `/v1/usage/summary?from=${from}&to=${to}`, token)
+          expect(days.status, days.text).toBe(200)
+          const data = Schema.decodeUnknownSync(Schema.Struct({ data: Schema.Array(Schema.Struct({ key: Schema.String })) }))(days.body).data
+          expect(data.map((d) => d.key)).toEqual(expected)
+        }
+      }))
   })
 
   describe("the typed client", () => {

@@ -360,7 +360,8 @@ export const make = Effect.gen(function* () {
       // every day of the range, so that a chart has no gaps
       const byDay = new Map(rows.map((r) => [r.key, r]))
       const days: Array<UsageGroup> = []
-      const first = Date.UTC(options.from.getUTCFullYear(), options.from.getUTCMonth(), options.from.getUTCDate())
+      // the UTC day `from` falls in (epoch time has no leap seconds: a UTC day is a multiple of 86,400,000 ms)
+      const first = Math.floor(options.from.getTime() / 86_400_000) * 86_400_000
       for (let day = first; day < options.to.getTime(); day += 86_400_000) {
         const key = toDate(day).toISOString().slice(0, 10)
         days.push(byDay.get(key) ?? { key, calls: 0, errors: 0, credits: 0 })

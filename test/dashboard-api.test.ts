@@ -214,6 +214,37 @@ layer(gatewayLayer(), { excludeTestServices: true })("dashboard API: keys, usage
         expectEnvelope(yield* dashboard("GET", "/v1/usage?format=xml", token), invalidRequest)
       }))
 
+    it.effect("an org's record ids do not count other orgs' calls: the gap across 1,000 of another org's records says nothing", () =>
+      Effect.gen(function* () {
+        const a = yield* givenMember()
+        const b = yield* givenMember()
+        const sql = yield* SqlClient.SqlClient
+        yield* givenUsage(a.orgId, a.keyId, [{ at: "2026-05-01T00:00:00Z", tool: "weather", status: 200, credits: 1 }])
+        yield* sql`
+          INSERT INTO usage (org_id, key_id, tool, request_id, status, code, credits, latency_ms, provider, created_at)
+          SELECT ${b.orgId}, ${b.keyId}, 'weather', 'req_other' || n, 200, 'ok', 1, 5, 'open-meteo', timestamptz '2026-05-01T00:00:01Z'
+            FROM generate_series(1, 1000) AS n`.pipe(Effect.orDie)
+        yield* givenUsage(a.orgId, a.keyId, [{ at: "2026-05-01T00:00:02Z", tool: "weather", status: 200, credits: 1 }])
+        const rowIds = yield* sql<{ readonly id: string }>`SELECT id::text AS id FROM usage WHERE org_id = ${a.orgId} ORDER BY usage.id`.pipe(Effect.orDie)
+        // the row ids are 1,001 apart
+        expect(Number(rowIds[1]?.id) - Number(rowIds[0]?.id)).toBe(1001)
+        const page = yield* dashboard("GET", "/v1/usage?limit=1", a.token)
+        expect(page.status, page.text).toBe(200)
+        const [newer] = listOf(page)
+        const next = bodyOf(page)["next_cursor"]
+        const older = listOf(yield* dashboard("GET", `/v1/usage?limit=1&cursor=${String(next)}`, a.token))[0]
+        const shown = [String(older?.["id"]), String(newer?.["id"])]
+        expect(shown.every((id) => /^\d{1,16}$/.test(id))).toBe(true)
+        expect(shown).not.toEqual(rowIds.map((r) => r.id))
+        expect(Math.abs(Number(shown[1]) - Number(shown[0]))).not.toBe(1001)
+        // the cursor is the page's last id, and it pages on
+        expect(next).toBe(newer?.["id"])
+        expect(older?.["time"]).toBe("2026-05-01T00:00:00.000Z")
+        // a 16-digit cursor no record is shown as: refused, not read as some record
+        expectEnvelope(yield* dashboard("GET", "/v1/usage?cursor=9999999999999999", a.token), { ...invalidRequest, message: "cursor" })
+        expectEnvelope(yield* dashboard("GET", "/v1/usage?cursor=12345678901234567", a.token), { ...invalidRequest, message: "cursor" })
+      }))
+
     it.effect(`format=csv past ${USAGE_CSV_MAX} rows: the export says where the rest starts, and the rest is one request away`, () =>
       Effect.gen(function* () {
         const { token, orgId, keyId } = yield* givenMember()

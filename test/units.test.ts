@@ -13,6 +13,7 @@ import { upstreamMessage } from "../src/services/ProviderClient.js"
 import { base62 } from "../src/services/random.js"
 import { makePolicy, refusedAddress, refusedUrl } from "../src/services/Ssrf.js"
 import { millisToNextMonth, monthOf } from "../src/services/time.js"
+import { makeUsageIds, USAGE_ID_LIMIT } from "../src/services/usageIds.js"
 
 describe("canonical JSON and fingerprints", () => {
   it("sorts keys at every level and keeps array order", () => {
@@ -124,5 +125,41 @@ describe("helpers", () => {
     const s = base62(10_000)
     expect(s).toMatch(/^[0-9A-Za-z]{10000}$/)
     expect(new Set(s).size).toBe(62)
+  })
+})
+
+describe("usage ids shown", () => {
+  const ids = makeUsageIds(Buffer.from("000102030405060708090a0b0c0d0e0f", "hex"))
+
+  it("read gives back every row id shown, and different row ids are shown differently", () => {
+    const rowIds = [0, 1, 2, 3, 1000, 1001, 2 ** 26 - 1, 2 ** 26, 2 ** 31, 2 ** 32 + 7, USAGE_ID_LIMIT - 1]
+    for (let i = 0; i < 2000; i++) rowIds.push(Math.floor(Math.random() * USAGE_ID_LIMIT))
+    const shown = new Set<string>()
+    for (const rowId of rowIds) {
+      const id = ids.show(rowId)
+      expect(id).toMatch(/^\d{1,16}$/)
+      expect(ids.read(id)).toBe(rowId)
+      shown.add(id)
+    }
+    expect(shown.size).toBe(new Set(rowIds).size)
+  })
+
+  it("consecutive row ids are shown neither consecutive nor in order: gaps between an org's ids count nothing", () => {
+    const shown = Array.from({ length: 1000 }, (_, i) => Number(ids.show(5000 + i)))
+    const steps = shown.slice(1).map((n, i) => n - (shown[i] ?? 0))
+    // about half the steps go up and half down; none is the row ids' 1
+    const up = steps.filter((d) => d > 0).length
+    expect(up).toBeGreaterThan(400)
+    expect(up).toBeLessThan(600)
+    expect(steps.filter((d) => Math.abs(d) === 1)).toEqual([])
+    // another key, other ids
+    const other = makeUsageIds(Buffer.from("ff0102030405060708090a0b0c0d0e0f", "hex"))
+    expect(other.show(5000)).not.toBe(ids.show(5000))
+  })
+
+  it("a value no row id is shown as is refused", () => {
+    for (const bad of ["", "-1", "1.5", "abc", "1e3", String(USAGE_ID_LIMIT), "99999999999999999", " 12"]) expect(ids.read(bad)).toBeUndefined()
+    expect(() => ids.show(-1)).toThrow(RangeError)
+    expect(() => ids.show(USAGE_ID_LIMIT)).toThrow(RangeError)
   })
 })

@@ -149,8 +149,8 @@ export const UsageQuery = Schema.Struct({
     // the query string carries it as text, but its value is an integer: published as one
     jsonSchema: { type: "integer", minimum: 1, maximum: 200, description: "Records per page, 1 to 200; default 50" }
   }))),
-  // opaque, and up to 18 digits (more than a JSON number carries exactly): a string
-  cursor: opt(Schema.String.pipe(Schema.pattern(/^\d{1,18}$/, {
+  // opaque, up to 16 digits (a shown usage id, src/services/usageIds.ts): a string, as ids are
+  cursor: opt(Schema.String.pipe(Schema.pattern(/^\d{1,16}$/, {
     message: () => "must be a next_cursor from a previous page",
     description: "The next_cursor of the previous page; absent for the first page"
   }))),

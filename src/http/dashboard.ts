@@ -27,7 +27,7 @@ const iso = (d: Date) => d.toISOString()
 const DAY_MS = 86_400_000
 
 const recordView = (r: UsageRecord) => ({
-  id: String(r.id),
+  id: r.id,
   time: iso(r.time),
   key_id: r.keyId,
   tool: r.tool,
@@ -145,7 +145,7 @@ export const DashboardLive = HttpApiBuilder.group(Api, "dashboard", (handlers) =
           const csv = urlParams.format === "csv"
           const page = yield* usage.page(orgId, {
             limit: csv ? USAGE_CSV_MAX : urlParams.limit ?? 50,
-            cursor: urlParams.cursor === undefined ? undefined : Number(urlParams.cursor),
+            cursor: urlParams.cursor,
             keyId: urlParams.key_id,
             tool: urlParams.tool,
             status: urlParams.status,

@@ -15,6 +15,9 @@
  * the database says that transaction did not commit (one it cannot yet tell about waits, unwritten, until it
  * can). While the database fails, at most `MAX_PENDING` records wait: past that the oldest are dropped, counted
  * in a log line at ERROR.
+ *
+ * A record's id, and a page's cursor, are its row id as `usageIds` shows it: the row ids are one sequence for
+ * every org, and the shown ids do not count other orgs' calls (src/services/usageIds.ts).
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
@@ -25,7 +28,9 @@ import * as Effect from "effect/Effect"
 import * as FiberSet from "effect/FiberSet"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
+import { InvalidRequest } from "../domain/errors.js"
 import type { KeyId, OrgId } from "../domain/ids.js"
+import { makeUsageIds } from "./usageIds.js"
 import { toDate } from "./time.js"
 
 export interface UsageEntry {
@@ -43,7 +48,8 @@ export interface UsageEntry {
 }
 
 export interface UsageRecord {
-  readonly id: number
+  /** Unique; not in any order (a page's order is the records'). */
+  readonly id: string
   readonly time: Date
   readonly keyId: string
   readonly tool: string
@@ -75,7 +81,8 @@ export interface UsageFilter {
 
 export interface PageOptions extends UsageFilter {
   readonly limit: number
-  readonly cursor?: number | undefined
+  /** The `nextCursor` of the previous page. */
+  readonly cursor?: string | undefined
 }
 
 /** Calls, errors and credits of one group (a UTC day, `YYYY-MM-DD`, or a tool). */
@@ -91,8 +98,8 @@ export class Usage extends Context.Tag("Usage")<Usage, {
   readonly record: (entry: UsageEntry) => Effect.Effect<void>
   /** Write the records that are waiting. */
   readonly flush: Effect.Effect<void>
-  /** Newest first. */
-  readonly page: (orgId: OrgId, options: PageOptions) => Effect.Effect<UsagePage>
+  /** Newest first; a cursor that no page gave is `InvalidRequest`. */
+  readonly page: (orgId: OrgId, options: PageOptions) => Effect.Effect<UsagePage, InvalidRequest>
   /** Totals over `[from, to)` per UTC day (every day of the range, empty ones included) or per tool (most credits first). */
   readonly summary: (
     orgId: OrgId,
@@ -157,8 +164,15 @@ interface Unconfirmed {
   readonly xid: string
 }
 
+const IdKey = Schema.Struct({ value: Schema.Uint8ArrayFromSelf })
+
 export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
+  const ids = makeUsageIds(yield* SqlSchema.single({
+    Request: Schema.Void,
+    Result: IdKey,
+    execute: () => sql`SELECT value FROM gateway_secrets WHERE name = 'usage_ids'`
+  })(undefined).pipe(Effect.map((row) => row.value), Effect.orDie))
   let pending: Array<UsageEntry> = []
   // batches written, as far as this process knows, neither once nor not at all
   let unconfirmed: Array<Unconfirmed> = []
@@ -334,10 +348,14 @@ export const make = Effect.gen(function* () {
 
   const page = (orgId: OrgId, options: PageOptions) =>
     Effect.gen(function* () {
+      const cursor = options.cursor === undefined ? undefined : ids.read(options.cursor)
+      if (options.cursor !== undefined && cursor === undefined) {
+        return yield* new InvalidRequest({ message: "Invalid request: cursor: must be a next_cursor from a previous page" })
+      }
       yield* flush
-      const rows = yield* findPage({ orgId, ...options })
+      const rows = yield* findPage({ orgId, ...options, cursor }).pipe(Effect.orDie)
       const records = rows.slice(0, options.limit).map((r): UsageRecord => ({
-        id: r.id,
+        id: ids.show(r.id),
         time: r.created_at,
         keyId: r.key_id,
         tool: r.tool,
@@ -349,8 +367,8 @@ export const make = Effect.gen(function* () {
         requestId: r.request_id
       }))
       const last = records[records.length - 1]
-      return { records, nextCursor: rows.length > options.limit && last !== undefined ? String(last.id) : null }
-    }).pipe(Effect.orDie)
+      return { records, nextCursor: rows.length > options.limit && last !== undefined ? last.id : null }
+    })
 
   const summary = (orgId: OrgId, options: { readonly from: Date; readonly to: Date; readonly groupBy: "day" | "tool" }) =>
     Effect.gen(function* () {

@@ -37,6 +37,7 @@ import ledgerBatchOfOne from "./0013_ledger_batch_of_one.js"
 import pendingHoldIndexes from "./0014_pending_hold_indexes.js"
 import spendMonthNeverBackwards from "./0015_spend_month_never_backwards.js"
 import keyExpiryInReservation from "./0016_key_expiry_in_reservation.js"
+import usageIdKey from "./0017_usage_id_key.js"
 
 /** Each migration under its file's name, which is its id and name in `gateway_migrations`. */
 export const migrations = {
@@ -55,7 +56,8 @@ export const migrations = {
   "0013_ledger_batch_of_one": ledgerBatchOfOne,
   "0014_pending_hold_indexes": pendingHoldIndexes,
   "0015_spend_month_never_backwards": spendMonthNeverBackwards,
-  "0016_key_expiry_in_reservation": keyExpiryInReservation
+  "0016_key_expiry_in_reservation": keyExpiryInReservation,
+  "0017_usage_id_key": usageIdKey
 }
 
 export const loader = Migrator.fromRecord(migrations)

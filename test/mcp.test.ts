@@ -7,6 +7,8 @@ import { expect, layer } from "@effect/vitest"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { CallToolResultSchema } from "@modelcontextprotocol/sdk/types.js"
+import { Client as OldClient } from "mcp-sdk-1.11/client/index.js"
+import { StreamableHTTPClientTransport as OldStreamableHTTPClientTransport } from "mcp-sdk-1.11/client/streamableHttp.js"
 import { Effect, Redacted, Schema } from "effect"
 import * as Crypto from "node:crypto"
 import { catalog, toolNames } from "../src/domain/tools.js"
@@ -222,7 +224,12 @@ layer(gatewayLayer(), { excludeTestServices: true })("hosted MCP", (it) => {
         ["resources/read", { uri: 5 }],
         ["resources/list", { cursor: 5 }],
         ["resources/list", "page-2"],
-        ["tools/list", { cursor: ["a"] }]
+        ["tools/list", { cursor: ["a"] }],
+        // one page: a cursor is never one this server gave
+        ["tools/list", { cursor: "garbage" }],
+        ["initialize", undefined],
+        ["initialize", { protocolVersion: 20250618, capabilities: {}, clientInfo: { name: "c", version: "1" } }],
+        ["initialize", { protocolVersion: "2025-06-18", capabilities: {} }]
       ]
       for (const [i, [method, params]] of malformed.entries()) {
         const answer = yield* rpc(key, { jsonrpc: "2.0", id: i, method, ...(params === undefined ? {} : { params }) })
@@ -236,6 +243,9 @@ layer(gatewayLayer(), { excludeTestServices: true })("hosted MCP", (it) => {
       // a list without params is a list
       const listed = yield* rpc(key, { jsonrpc: "2.0", id: 99, method: "resources/list" })
       expect(listed.body).toMatchObject({ jsonrpc: "2.0", id: 99, result: { resources: [] } })
+      // resources without templates: an empty list, not -32601 to a client that saw the capability
+      const templates = yield* rpc(key, { jsonrpc: "2.0", id: 100, method: "resources/templates/list" })
+      expect(templates.body).toEqual({ jsonrpc: "2.0", id: 100, result: { resourceTemplates: [] } })
     }))
 
   it.scoped("a key's tool allow-list narrows the tool list", () =>
@@ -362,6 +372,32 @@ layer(gatewayLayer(), { excludeTestServices: true })("hosted MCP", (it) => {
         return entry._tag === "Some" && entry.value.annotations.path === "/mcp" ? [entry.value.annotations.code] : []
       })
       expect(codes).toContain("not_found")
+    }))
+
+  it.scoped("an older client (the official SDK 1.11, protocol 2025-03-26) gets a kept file as text it can read, not a resource_link it refuses", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      const { key, orgId } = yield* givenOrg({ credits: 10 })
+      const base = yield* baseUrl
+      const client = new OldClient({ name: "old-client", version: "1.0.0" })
+      const transport = new OldStreamableHTTPClientTransport(new URL(`${base}/mcp`), { requestInit: { headers: { "X-API-Key": key } } })
+      // @ts-expect-error SDK 1.11's declarations: its transport's `sessionId: string | undefined` is not its own Transport's
+      // optional `sessionId?: string` under exactOptionalPropertyTypes (the SDK is not compiled with it); the objects fit
+      const connected = client.connect(transport)
+      yield* Effect.acquireRelease(Effect.promise(() => connected), () => Effect.promise(() => client.close()))
+      const { tools } = yield* Effect.promise(() => client.listTools())
+      expect(tools.map((t) => t.name)).toContain("read")
+      // the 1.11 client's result schema has no resource_link: one in the result throws (and the call was charged)
+      const result = yield* Effect.promise(() => client.callTool({ name: "read", arguments: { url: `${u.pages.url}/doc.pdf` } }))
+      expect(result.isError, textOf(result)).toBeFalsy()
+      const content = Schema.decodeUnknownSync(Schema.Array(Schema.Struct({ type: Schema.String, text: Schema.optional(Schema.String) })))(result.content)
+      expect(content.map((c) => c.type)).toEqual(["text", "text"])
+      const uri = /tool-gateway:\/\/artifacts\/art_\w+/.exec(content[1]?.text ?? "")?.[0] ?? ""
+      expect(content[1]?.text).toContain("application/pdf")
+      const read = yield* Effect.promise(() => client.readResource({ uri }))
+      const blob = read.contents[0] !== undefined && "blob" in read.contents[0] ? String(read.contents[0].blob) : ""
+      expect(sha256(Buffer.from(blob, "base64"))).toBe(sha256(PDF))
+      expect(yield* books(orgId)).toMatchObject({ balance: 9, held: 0 })
     }))
 
   it.scoped("run is a tool: the raw answer of the tool it names, checked and charged as that tool", () =>
@@ -513,6 +549,8 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.1"] } }), { excludeTestSe
 
       const Properties = Schema.Record({ key: Schema.String, value: Schema.Struct({ description: Schema.optional(Schema.String) }) })
       for (const tool of tools) {
+        // Anthropic's and OpenAI's tool APIs refuse an input schema with allOf, anyOf or oneOf at its top
+        for (const combinator of ["allOf", "anyOf", "oneOf"]) expect(Object.keys(tool.inputSchema), tool.name).not.toContain(combinator)
         const description = tool.description ?? ""
         expect(description.length, `${tool.name}: ${description}`).toBeGreaterThanOrEqual(60)
         expect(description, tool.name).toContain("credit")
@@ -553,6 +591,34 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.1"] } }), { excludeTestSe
       expect(described.get("weather")).not.toContain("POST /v1/connections")
       expect(described.get("iota_delete_service")).toContain("Beta")
       expect(described.get("weather")).not.toContain("Beta")
+    }))
+
+  it.scoped("the rules the published schemas leave out are still checked: weather without q or lat and lon, a batch without emails", () =>
+    Effect.gen(function* () {
+      const { key, orgId } = yield* givenOrg({ credits: 10 })
+      yield* Effect.orDie(Effect.flatMap(Connections, (c) => c.connect(orgId, "lambda", CREDENTIALS.lambda, null)))
+      yield* Effect.orDie(Effect.flatMap(Betas, (b) => b.enable(orgId, "lambda_batch_emails")))
+      const client = yield* connect(key)
+      const { tools } = yield* Effect.promise(() => client.listTools())
+      const weather = tools.find((t) => t.name === "weather")
+      expect(weather?.inputSchema).toMatchObject({ type: "object", properties: { q: expect.anything(), lat: expect.anything(), lon: expect.anything() } })
+      expect(weather?.inputSchema.properties?.["lat"]).toMatchObject({ description: expect.stringContaining("instead of q") })
+      // the batch and the one email, as one object: every field of either, none required
+      expect(tools.find((t) => t.name === "lambda_batch_emails")?.inputSchema).toMatchObject({
+        type: "object",
+        properties: { emails: { type: "array" }, from: expect.anything(), to: expect.anything(), subject: expect.anything() },
+        required: []
+      })
+      for (const [name, args, message] of [
+        ["weather", { lat: 52 }, "give either q, or both lat and lon"],
+        ["lambda_batch_emails", { subject: "hi" }, "is missing"]
+      ] as const) {
+        const result = yield* Effect.promise(() => client.callTool({ name, arguments: args }))
+        expect(result.isError, name).toBe(true)
+        expect(textOf(result), name).toContain("invalid_request")
+        expect(textOf(result), name).toContain(message)
+      }
+      expect(yield* books(orgId)).toMatchObject({ balance: 10, held: 0 })
     }))
 
   it.scoped("a file the run tool's call kept is a resource link too", () =>

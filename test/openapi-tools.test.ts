@@ -200,7 +200,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("the served OpenAPI documen
       const parameters = Schema.decodeUnknownSync(Schema.Array(Json))(usage["parameters"])
       const parameter = (name: string) => obj(parameters.find((p) => p["name"] === name))
       expect(parameter("limit")).toMatchObject({ in: "query", schema: { type: "integer", minimum: 1, maximum: 200 } })
-      expect(parameter("cursor")).toMatchObject({ in: "query", schema: { type: "string", pattern: "^\\d{1,18}$" } })
+      expect(parameter("cursor")).toMatchObject({ in: "query", schema: { type: "string", pattern: "^\\d{1,16}$" } })
       // the page is JSON; the export is CSV
       expect(Object.keys(obj(obj(obj(usage["responses"])["200"])["content"]))).toEqual(["application/json", "text/csv"])
 

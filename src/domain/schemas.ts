@@ -243,7 +243,8 @@ export const LambdaBatchEmailsInput = Schema.Union(
     emails: Schema.propertySignature(Schema.Array(BatchEmail).pipe(
       Schema.minItems(1, { message: () => `must hold 1 to ${MAX_BATCH_EMAILS} emails (Resend's batch limit)` }),
       Schema.maxItems(MAX_BATCH_EMAILS, { message: () => `must hold 1 to ${MAX_BATCH_EMAILS} emails (Resend's batch limit)` })
-    )).annotations({ missingMessage: () => "is missing: give an array of 1 to 100 emails, or one email with from, to and subject" })
+    ).annotations({ description: "The emails to send, 1 to 100, each with from, to, subject and html or text (or give one email's fields instead)" }))
+      .annotations({ missingMessage: () => "is missing: give an array of 1 to 100 emails, or one email with from, to and subject" })
   }, ResendRest),
   BatchEmail
 ).annotations({

@@ -93,8 +93,51 @@ export const jsonSchemaOf = (ast: SchemaAST.AST): Json => {
   return Object.keys(kept).length > 0 ? { ...root, $defs: kept } : root
 }
 
+/** Keywords that combine schemas: model APIs refuse a tool's input schema with one of these at its top. */
+const COMBINATORS = ["allOf", "anyOf", "oneOf"] as const
+
+/** The object schemas a top-level choice offers, with a `$ref` to the document's own `$defs` read in place. */
+const choices = (schema: Json, combinator: "anyOf" | "oneOf"): ReadonlyArray<Json> | undefined => {
+  const members = schema[combinator]
+  if (!Array.isArray(members)) return undefined
+  const defs = isObject(schema["$defs"]) ? schema["$defs"] : {}
+  const resolved = members.map((m): unknown => {
+    const ref = isObject(m) ? m["$ref"] : undefined
+    return typeof ref === "string" && ref.startsWith("#/$defs/") ? defs[ref.slice("#/$defs/".length)] : m
+  })
+  return resolved.every(isObject) ? resolved.filter(isObject) : undefined
+}
+
 /**
- * A tool's input or output as the catalog and MCP's tool listing publish it: always `type: object` at the top (MCP
- * requires it), also where the schema is a choice of object shapes (`anyOf`, which says no type of its own).
+ * One object schema for a choice of object shapes: every field of any of them (a field two of them type
+ * differently, as either), required only what all of them require, and more fields allowed if any allows them.
  */
-export const objectSchemaOf = (ast: SchemaAST.AST): Json & { readonly type: "object" } => ({ ...jsonSchemaOf(ast), type: "object" })
+const merged = (shapes: ReadonlyArray<Json>): Json => {
+  const properties: Json = {}
+  for (const shape of shapes) {
+    for (const [name, field] of Object.entries(isObject(shape["properties"]) ? shape["properties"] : {})) {
+      const seen = properties[name]
+      properties[name] = seen === undefined || JSON.stringify(seen) === JSON.stringify(field) ? field : { anyOf: [seen, field] }
+    }
+  }
+  const requiredOf = (shape: Json): ReadonlyArray<unknown> => (Array.isArray(shape["required"]) ? shape["required"] : [])
+  const required = requiredOf(shapes[0] ?? {}).filter((name) => shapes.every((shape) => requiredOf(shape).includes(name)))
+  const closed = shapes.every((shape) => shape["additionalProperties"] === false)
+  return { properties, required, ...(closed ? { additionalProperties: false } : {}) }
+}
+
+/**
+ * A tool's input or output as the catalog and MCP's tool listing publish it: `type: object` at the top (MCP requires
+ * it), and no `allOf`, `anyOf` or `oneOf` there — the model APIs agents hand these schemas to (Anthropic's, OpenAI's)
+ * refuse a tool whose input schema has one at its top. A rule between fields (weather's `q`, or `lat` and `lon`) is
+ * dropped from the schema, said in the fields' descriptions, and checked by the gateway; a choice of shapes
+ * (`lambda_batch_emails`' batch, or one email) is one object with every field of either and required what both
+ * require. The OpenAPI document keeps the exact schema.
+ */
+export const objectSchemaOf = (ast: SchemaAST.AST): Json & { readonly type: "object" } => {
+  const schema = jsonSchemaOf(ast)
+  const shapes = choices(schema, "anyOf") ?? choices(schema, "oneOf")
+  const top: Json = shapes === undefined ? { ...schema } : { ...schema, ...merged(shapes) }
+  for (const combinator of COMBINATORS) delete top[combinator]
+  return { ...top, type: "object" }
+}

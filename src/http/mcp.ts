@@ -75,9 +75,13 @@ const Meta = Schema.optional(Schema.Record({ key: Schema.String, value: Schema.U
 /** A list request's params, when it has any: where the last page ended. */
 const ListParams = Schema.UndefinedOr(Schema.Struct({ cursor: Schema.optional(Schema.String), _meta: Meta }))
 
+/** A `tools/list` cursor: never one this server gave. */
+const NoCursor = Schema.Unknown.pipe(Schema.filter(() => "is not one this server gave: tools/list answers every tool at once (send no cursor)"))
+
 /**
- * The params of the requests this server answers, as MCP's schema (2025-11-25) gives them: a call is a name with its
- * arguments as an object; a read, a resource's URI; a list, perhaps a cursor.
+ * The params of the requests this server answers, as MCP's schema (2025-11-25) gives them: `initialize` names the
+ * client's protocol version, capabilities and name and version; a call is a name with its arguments as an object; a
+ * read, a resource's URI; a list, perhaps a cursor (not `tools/list`, which is one page).
  */
 type DecodeParams = (params: unknown) => Either.Either<unknown, ParseResult.ParseError>
 const paramsOf: ReadonlyMap<string, DecodeParams> = new Map<string, DecodeParams>([
@@ -85,7 +89,17 @@ const paramsOf: ReadonlyMap<string, DecodeParams> = new Map<string, DecodeParams
     Schema.Struct({ name: Schema.String, arguments: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown })), _meta: Meta }),
     { errors: "all" }
   )],
-  ["tools/list", Schema.decodeUnknownEither(ListParams, { errors: "all" })],
+  ["initialize", Schema.decodeUnknownEither(
+    Schema.Struct({
+      protocolVersion: Schema.String,
+      capabilities: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
+      clientInfo: Schema.Struct({ name: Schema.String, version: Schema.String }),
+      _meta: Meta
+    }),
+    { errors: "all" }
+  )],
+  // not paginated: every tool is on the one page, and any cursor is one this server did not give
+  ["tools/list", Schema.decodeUnknownEither(Schema.UndefinedOr(Schema.Struct({ cursor: Schema.optional(NoCursor), _meta: Meta })), { errors: "all" })],
   ["resources/list", Schema.decodeUnknownEither(ListParams, { errors: "all" })],
   ["resources/read", Schema.decodeUnknownEither(Schema.Struct({ uri: Schema.String, _meta: Meta }), { errors: "all" })]
 ])
@@ -245,7 +259,24 @@ const parseJson = (text: string): unknown => {
   }
 }
 
-const resultOf = (outcome: Outcome<unknown>): CallToolResult => {
+/**
+ * The first protocol revision with `resource_link` content (2025-06-18). An older client's SDK refuses a result that
+ * holds one (the official TypeScript SDK 1.11 throws on it), so it gets the link as text.
+ */
+const RESOURCE_LINKS_SINCE = "2025-06-18"
+/** The revision a request without `MCP-Protocol-Version` is taken to speak (the transport section of 2025-06-18). */
+const REVISION_WITHOUT_HEADER = "2025-03-26"
+
+/** How a result refers to the files its call kept, in the protocol revision the client speaks. */
+const fileContent = (a: ArtifactRef, revision: string) =>
+  revision >= RESOURCE_LINKS_SINCE
+    ? { type: "resource_link" as const, uri: artifactUri(a.id), name: a.id, mimeType: a.content_type, size: a.bytes }
+    : {
+      type: "text" as const,
+      text: `A file this call kept: ${artifactUri(a.id)} (${a.content_type}, ${a.bytes} bytes); resources/read answers it.`
+    }
+
+const resultOf = (outcome: Outcome<unknown>, revision: string): CallToolResult => {
   const meta: CallMeta = {
     "tool-gateway/request-id": outcome.requestId,
     "tool-gateway/credits-charged": outcome._tag === "Fresh" ? outcome.charged : 0,
@@ -260,13 +291,7 @@ const resultOf = (outcome: Outcome<unknown>): CallToolResult => {
     return { isError: true, content: [{ type: "text", text }], _meta: { ...meta, ...(error !== undefined ? { "tool-gateway/error": error } : {}) } }
   }
   const structured = parseJson(outcome.body)
-  const links = [...artifactsIn(structured).values()].map((a) => ({
-    type: "resource_link" as const,
-    uri: artifactUri(a.id),
-    name: a.id,
-    mimeType: a.content_type,
-    size: a.bytes
-  }))
+  const links = [...artifactsIn(structured).values()].map((a) => fileContent(a, revision))
   return {
     content: [{ type: "text", text: outcome.body }, ...links],
     ...(isRecord(structured) ? { structuredContent: structured } : {}),
@@ -372,7 +397,8 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
       state: RequestState,
       name: string,
       args: unknown,
-      idempotencyKey: unknown
+      idempotencyKey: unknown,
+      revision: string
     ) =>
       Effect.gen(function* () {
         const failed = (error: unknown) =>
@@ -402,7 +428,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
         const exit = yield* Effect.exit(call)
         if (Exit.isSuccess(exit)) {
           if (exit.value._tag === "Replayed" && exit.value.status !== 200) state.code = codeOfStored(exit.value.body)
-          return resultOf(exit.value)
+          return resultOf(exit.value, revision)
         }
         return yield* failed(Option.getOrUndefined(Cause.failureOption(exit.cause)))
       })
@@ -452,7 +478,8 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
         CallToolRequestSchema: types.CallToolRequestSchema,
         ListToolsRequestSchema: types.ListToolsRequestSchema,
         ListResourcesRequestSchema: types.ListResourcesRequestSchema,
-        ReadResourceRequestSchema: types.ReadResourceRequestSchema
+        ReadResourceRequestSchema: types.ReadResourceRequestSchema,
+        ListResourceTemplatesRequestSchema: types.ListResourceTemplatesRequestSchema
       }
     }))
 
@@ -488,18 +515,21 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
       const {
         CallToolRequestSchema,
         ListResourcesRequestSchema,
+        ListResourceTemplatesRequestSchema,
         ListToolsRequestSchema,
         ReadResourceRequestSchema,
         Server,
         WebStandardStreamableHTTPServerTransport
       } = yield* sdk
       const server = new Server({ name: "tool-gateway", version: VERSION }, { capabilities: { tools: {}, resources: {} } })
+      // the transport has refused a revision it does not know before any handler runs
+      const revision = request.headers["mcp-protocol-version"] ?? REVISION_WITHOUT_HEADER
       server.setRequestHandler(ListToolsRequestSchema, () => run(Effect.map(listedTools(caller), (tools) => ({ tools }))))
       server.setRequestHandler(CallToolRequestSchema, (call) => {
         const meta = call.params._meta
         const key: unknown = isRecord(meta) ? meta["idempotencyKey"] : undefined
         return run(
-          callTool(caller, state, call.params.name, call.params.arguments, key).pipe(Effect.locally(CurrentCallFacts, facts))
+          callTool(caller, state, call.params.name, call.params.arguments, key, revision).pipe(Effect.locally(CurrentCallFacts, facts))
         )
       })
       server.setRequestHandler(ListResourcesRequestSchema, async (list) => {
@@ -514,10 +544,12 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
         const found = await run(Effect.either(readArtifact(caller, read.params.uri)))
         if (found._tag === "Left") {
           state.code = envelopeOf.NotFound.code
-          throw new JsonRpcFailure(RESOURCE_NOT_FOUND, found.left.message, { uri: read.params.uri })
+          throw new JsonRpcFailure(RESOURCE_NOT_FOUND, found.left.message, { uri: read.params.uri.slice(0, 200) })
         }
         return found.right
       })
+      // resources, but no templates: the kept files are listed one by one (clients that see the capability ask)
+      server.setRequestHandler(ListResourceTemplatesRequestSchema, () => ({ resourceTemplates: [] }))
       // Stateless: no session id (the option left out), one server per HTTP request.
       const transport = new WebStandardStreamableHTTPServerTransport({ enableJsonResponse: true })
       yield* Effect.promise(() => server.connect(transport))

@@ -333,7 +333,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("hosted MCP", (it) => {
         // a result has no Retry-After header: when to come back is in _meta, and the message says so
         const meta = Schema.decodeUnknownSync(Schema.Struct({ "tool-gateway/retry-after": Schema.Number, "tool-gateway/error": Schema.Struct({ message: Schema.String }) }))(refused._meta)
         expect(meta["tool-gateway/retry-after"]).toBeGreaterThanOrEqual(1)
-        expect(meta["tool-gateway/error"].message).toContain("tool-gateway/retry-after")
+        expect(meta["tool-gateway/error"].message).toContain(`Retry after ${meta["tool-gateway/retry-after"]} s (_meta's tool-gateway/retry-after)`)
       }
       expect(yield* books(orgId)).toMatchObject({ balance: 99, held: 0 })
       // other messages count too, and are refused at the HTTP level
@@ -341,6 +341,8 @@ layer(gatewayLayer(), { excludeTestServices: true })("hosted MCP", (it) => {
       expect(listed.status).toBe(429)
       expect(listed.headers.get("retry-after")).not.toBeNull()
       expect(listed.body).toMatchObject({ error: { code: "rate_limit_exceeded" } })
+      // an SDK client's error has the body but no headers: the message says the seconds too
+      expect(listed.body).toMatchObject({ error: { message: expect.stringContaining(`Retry after ${listed.headers.get("retry-after") ?? ""} s (Retry-After)`) } })
     }))
 
   it.scoped("a file a tool kept is a resource_link; resources/read answers its exact bytes to its org only", () =>

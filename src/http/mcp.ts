@@ -242,7 +242,7 @@ const errorResult = (error: unknown, meta: CallMeta): CallToolResult => {
   const failure = isGatewayError(error) ? error : new InternalError({ message: "An internal error occurred; retry." })
   const { error: described } = envelope(failure)
   const retryAfter = responseHeaders(failure)["retry-after"]
-  const message = overMcp(described.message).replace("the time in Retry-After", "the time in _meta's tool-gateway/retry-after (seconds)")
+  const message = overMcp(described.message).replace("(Retry-After)", "(_meta's tool-gateway/retry-after)")
   const body = { error: { ...described, message } }
   return {
     isError: true,

@@ -59,15 +59,19 @@ export const make = Effect.gen(function* () {
       })),
       Effect.catchAll((e) =>
         e.reason === "Exceeded"
-          ? Effect.fail(
-            new RateLimitExceeded({
-              message: `Rate limit exceeded: ${policy.perSecond} requests per second with bursts of ${burst} for this key. ` +
-                "Retry after the time in Retry-After.",
-              retryAfter: Math.max(1, Math.ceil(Duration.toSeconds(e.retryAfter))),
-              limit: burst,
-              windowSeconds
-            })
-          )
+          ? Effect.suspend(() => {
+            const retryAfter = Math.max(1, Math.ceil(Duration.toSeconds(e.retryAfter)))
+            return Effect.fail(
+              new RateLimitExceeded({
+                // the seconds in the message too: a client that sees no headers (an MCP SDK's error) can still wait them
+                message: `Rate limit exceeded: ${policy.perSecond} requests per second with bursts of ${burst} for this key. ` +
+                  `Retry after ${retryAfter} s (Retry-After).`,
+                retryAfter,
+                limit: burst,
+                windowSeconds
+              })
+            )
+          })
           // the store is unreachable (Redis down): let the request through rather than fail every call,
           // and say so at most once every 10 s, not once per request
           : Effect.flatMap(nowMillis, (now) => {

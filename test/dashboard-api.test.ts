@@ -310,6 +310,44 @@ layer(gatewayLayer(), { excludeTestServices: true })("dashboard API: keys, usage
         expectEnvelope(yield* dashboard("GET", "/v1/usage/summary?group_by=key", token), invalidRequest)
       }))
 
+    it.effect("dates that do not exist, a limit that is not digits and a reversed range are 400, on every usage route", () =>
+      Effect.gen(function* () {
+        const { token, keyId } = yield* givenMember()
+        for (const date of ["2026-02-30", "2026-04-31", "2025-02-29", "2026-13-01", "2026-01-01T24:00:00Z", "2026-01-01T12:60:00Z", "0000-06-01"]) {
+          for (const path of [`/v1/usage?from=${date}`, `/v1/usage?to=${date}`, `/v1/usage/summary?from=${date}&to=2026-06-01`, `/v1/usage/summary?to=${date}`]) {
+            expectEnvelope(yield* dashboard("GET", path, token), { ...invalidRequest, message: "exists" })
+          }
+        }
+        // a leap day that exists is a date
+        expect((yield* dashboard("GET", "/v1/usage?from=2024-02-29", token)).status).toBe(200)
+        // so is a key's expiry
+        expectEnvelope(yield* dashboard("PATCH", `/v1/keys/${keyId}`, token, { expires_at: "2030-02-30" }), { ...invalidRequest, message: "exists" })
+        for (const limit of ["1e2", "0x10", "%201", "1.0", "+5"]) {
+          expectEnvelope(yield* dashboard("GET", `/v1/usage?limit=${limit}`, token), { ...invalidRequest, message: "limit" })
+        }
+        expect((yield* dashboard("GET", "/v1/usage?limit=007", token)).status).toBe(200)
+        // as the summary does: a range that ends before it starts is refused, not an empty page
+        expectEnvelope(yield* dashboard("GET", "/v1/usage?from=2026-03-04&to=2026-03-01", token), { ...invalidRequest, message: "before" })
+        expectEnvelope(yield* dashboard("GET", "/v1/usage?from=2026-03-01&to=2026-03-01", token), { ...invalidRequest, message: "before" })
+      }))
+
+    it.effect("the default summary is 30 whole days, also when to is a midnight, and starts no earlier than the year 1", () =>
+      Effect.gen(function* () {
+        const { token } = yield* givenMember()
+        const Days = Schema.Struct({ from: Schema.String, data: Schema.Array(Schema.Struct({ key: Schema.String })) })
+        const midnight = Schema.decodeUnknownSync(Days)((yield* dashboard("GET", "/v1/usage/summary?to=2026-03-31", token)).body)
+        expect(midnight.data).toHaveLength(30)
+        expect(midnight.from).toBe("2026-03-01T00:00:00.000Z")
+        expect(midnight.data.at(-1)?.key).toBe("2026-03-30")
+        const noon = Schema.decodeUnknownSync(Days)((yield* dashboard("GET", "/v1/usage/summary?to=2026-03-31T12:00:00Z", token)).body)
+        expect(noon.data).toHaveLength(30)
+        expect(noon.from).toBe("2026-03-02T00:00:00.000Z")
+        expect(noon.data.at(-1)?.key).toBe("2026-03-31")
+        const first = Schema.decodeUnknownSync(Days)((yield* dashboard("GET", "/v1/usage/summary?to=0001-01-03", token)).body)
+        expect(first.from).toBe("0001-01-01T00:00:00.000Z")
+        expect(first.data.map((d) => d.key)).toEqual(["0001-01-01", "0001-01-02"])
+      }))
+
     it.effect("a range in the first century has its days too (Date.UTC reads years 0–99 as 1900–1999)", () =>
       Effect.gen(function* () {
         const { token } = yield* givenMember()
@@ -433,6 +471,8 @@ layer(gatewayLayer({ server: { corsOrigins: ["https://dash.example.com", "http:/
         expect(read.status).toBe(200)
         expect(read.headers.get("access-control-allow-origin")).toBe("http://localhost:5173")
         expect(read.headers.get("access-control-expose-headers")).toContain("x-request-id")
+        // an export past its rows says where the rest starts: a dashboard on another origin reads it too
+        expect(read.headers.get("access-control-expose-headers")).toContain("x-next-cursor")
         const refused = yield* dashboard("GET", "/v1/org", undefined, undefined, { origin: "https://dash.example.com" })
         expect(refused.status).toBe(401)
         expect(refused.headers.get("access-control-allow-origin")).toBe("https://dash.example.com")

@@ -15,10 +15,22 @@ const Timestamp = Schema.String.annotations({ description: "ISO 8601, UTC" })
 
 const INSTANT = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2}))?$/
 
+/**
+ * Whether a text's calendar date and time of day exist: JavaScript's parser rolls 2026-02-30 over to March 2nd and
+ * 24:00 to the next day. Years from 1 (PostgreSQL's timestamps have no year 0).
+ */
+const isRealInstant = (s: string): boolean => {
+  const [year = 0, month = 0, day = 0] = s.slice(0, 10).split("-").map(Number)
+  const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0)
+  const days = month === 2 ? (leap ? 29 : 28) : [4, 6, 9, 11].includes(month) ? 30 : 31
+  const [hours = 0, minutes = 0, seconds = 0] = s.length > 10 ? s.slice(11, 19).split(":").map((part) => Number.parseInt(part, 10)) : []
+  return year >= 1 && month >= 1 && month <= 12 && day >= 1 && day <= days && hours <= 23 && minutes <= 59 && seconds <= 59
+}
+
 /** An instant given by a caller: an ISO 8601 date (its 00:00 UTC) or a date and time with its offset. */
 export const Instant = Schema.String.pipe(
-  Schema.filter((s) => INSTANT.test(s) && Number.isFinite(Date.parse(s)), {
-    message: () => "must be an ISO 8601 date or time, e.g. 2030-01-31 or 2030-01-31T12:00:00Z",
+  Schema.filter((s) => INSTANT.test(s) && isRealInstant(s) && Number.isFinite(Date.parse(s)), {
+    message: () => "must be an ISO 8601 date or time that exists (years from 0001), e.g. 2030-01-31 or 2030-01-31T12:00:00Z",
     // published, so that the JSON Schema keeps the check and the description (a filter without one has neither)
     jsonSchema: { pattern: INSTANT.source }
   })
@@ -144,7 +156,8 @@ export const SetBeta = strict({ enabled: Schema.Boolean }, "SetBeta", "Turn a be
 export const USAGE_CSV_MAX = 50_000
 
 export const UsageQuery = Schema.Struct({
-  limit: opt(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 200, {
+  // digits only: `1e2`, `0x10` or ` 1` are numbers to JavaScript, not the integer the document publishes
+  limit: opt(Schema.String.pipe(Schema.pattern(/^\d{1,9}$/, { message: () => "must be from 1 to 200" }), Schema.compose(Schema.NumberFromString), Schema.int(), Schema.between(1, 200, {
     message: () => "must be from 1 to 200",
     // the query string carries it as text, but its value is an integer: published as one
     jsonSchema: { type: "integer", minimum: 1, maximum: 200, description: "Records per page, 1 to 200; default 50" }

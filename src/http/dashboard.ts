@@ -25,6 +25,8 @@ import { Api, CurrentUser } from "./Api.js"
 const iso = (d: Date) => d.toISOString()
 
 const DAY_MS = 86_400_000
+/** 0001-01-01T00:00:00Z, the first instant the API takes. */
+const FIRST_INSTANT = -62_135_596_800_000
 
 const recordView = (r: UsageRecord) => ({
   id: r.id,
@@ -143,6 +145,9 @@ export const DashboardLive = HttpApiBuilder.group(Api, "dashboard", (handlers) =
         Effect.gen(function* () {
           const { orgId } = yield* CurrentUser
           const csv = urlParams.format === "csv"
+          if (urlParams.from !== undefined && urlParams.to !== undefined && instantMillis(urlParams.from) >= instantMillis(urlParams.to)) {
+            return yield* new InvalidRequest({ message: "Invalid request: from must be before to." })
+          }
           const page = yield* usage.page(orgId, {
             limit: csv ? USAGE_CSV_MAX : urlParams.limit ?? 50,
             cursor: urlParams.cursor,
@@ -168,8 +173,11 @@ export const DashboardLive = HttpApiBuilder.group(Api, "dashboard", (handlers) =
         Effect.gen(function* () {
           const { orgId } = yield* CurrentUser
           const to = urlParams.to === undefined ? yield* nowMillis : instantMillis(urlParams.to)
-          // by default the 30 UTC days that end with the day of `to`
-          const from = urlParams.from === undefined ? Math.floor(to / DAY_MS) * DAY_MS - 29 * DAY_MS : instantMillis(urlParams.from)
+          // by default the 30 UTC days that end with the day of `to` (the day before it, when `to` is a midnight:
+          // `to` is exclusive), from the year 1 at the earliest
+          const from = urlParams.from === undefined
+            ? Math.max(Math.ceil(to / DAY_MS) * DAY_MS - 30 * DAY_MS, FIRST_INSTANT)
+            : instantMillis(urlParams.from)
           if (from >= to) return yield* new InvalidRequest({ message: "Invalid request: from must be before to." })
           if (to - from > SUMMARY_MAX_DAYS * DAY_MS) {
             return yield* new InvalidRequest({ message: `Invalid request: a summary covers at most ${SUMMARY_MAX_DAYS} days.` })

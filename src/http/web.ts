@@ -147,7 +147,17 @@ export const DashboardSiteLive = HttpApiBuilder.Router.use((router) =>
     )
   }))
 
-const EXPOSED = ["x-request-id", "x-credits-charged", "idempotent-replayed", "ratelimit", "ratelimit-policy", "retry-after", "content-disposition"]
+const EXPOSED = [
+  "x-request-id",
+  "x-credits-charged",
+  "idempotent-replayed",
+  "ratelimit",
+  "ratelimit-policy",
+  "retry-after",
+  "content-disposition",
+  // a usage export past its rows: where the rest starts
+  "x-next-cursor"
+]
 
 /**
  * CORS for the origins of `CORS_ORIGINS` (preflight answered); nothing at all when it names none. A request from

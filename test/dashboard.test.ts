@@ -5,7 +5,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { describe, expect, layer } from "@effect/vitest"
-import { Effect, Exit, Layer, Option, Redacted, Schema } from "effect"
+import { Effect, Exit, Fiber, Layer, Option, Redacted, Schema } from "effect"
 import { type AccountProvider, accountProviders } from "../src/domain/connections.js"
 import { OrgId } from "../src/domain/ids.js"
 import { type ToolName, tools } from "../src/domain/tools.js"
@@ -508,6 +508,28 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.1"] } }), { excludeTestSe
           billable: false,
           message: "not a beta tool"
         })
+      }))
+
+    it.effect("usage: a record's time is when its call was answered and charged, so newest first is by time", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        u.resetAll()
+        const { key, token } = yield* givenMember({ credits: 5 })
+        // the first call waits 1 s at its provider (the test gateway's timeout is 1.5 s); a second starts 0.3 s later
+        // and is answered first
+        u.openMeteo.fault({ delayMs: 1000, times: 1 })
+        const slow = yield* Effect.fork(callTool("weather", { q: "Berlin" }, { key }))
+        yield* Effect.sleep("300 millis")
+        expectOk(yield* callTool("weather", { q: "Paris" }, { key }))
+        expectOk(yield* Fiber.join(slow))
+        const records = Schema.decodeUnknownSync(Schema.Struct({
+          data: Schema.Array(Schema.Struct({ time: Schema.String, latency_ms: Schema.Number, credits: Schema.Number }))
+        }))((yield* dashboard("GET", "/v1/usage", token)).body).data
+        expect(records).toHaveLength(2)
+        const [newest, older] = records
+        expect(newest?.latency_ms).toBeGreaterThanOrEqual(1000)
+        // listed first, and the later time: the slow call ended last, though it started first
+        expect(Date.parse(newest?.time ?? "")).toBeGreaterThan(Date.parse(older?.time ?? ""))
       }))
 
     it.effect("usage: one record per call, newest first, paginated", () =>

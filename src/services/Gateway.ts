@@ -433,7 +433,8 @@ export const make = Effect.gen(function* () {
         keyId: call.caller.keyId,
         tool: call.label,
         latencyMs: ended - started,
-        at: started,
+        // when the call was answered and charged: the month its charge counts in, and the order records are written in
+        at: ended,
         requestId: call.requestId,
         status,
         code,

@@ -44,6 +44,7 @@ export interface UsageEntry {
   readonly credits: number
   readonly latencyMs: number
   readonly provider: string | null
+  /** When the call was answered and charged (epoch ms). */
   readonly at: number
 }
 

@@ -6,6 +6,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { describe, expect, layer } from "@effect/vitest"
+import { monitorEventLoopDelay } from "node:perf_hooks"
 import { Effect, Schema } from "effect"
 import { InvalidRequest, NotFound, ToolGatewayClient } from "../src/client.js"
 import type { OrgId } from "../src/domain/ids.js"
@@ -214,6 +215,42 @@ layer(gatewayLayer(), { excludeTestServices: true })("dashboard API: keys, usage
         expectEnvelope(yield* dashboard("GET", "/v1/usage?format=xml", token), invalidRequest)
       }))
 
+    it.effect("exports that run at once, or are given up half-way, leave the next one whole: each holds what matched when it was asked for", () =>
+      Effect.gen(function* () {
+        const { token, orgId, keyId } = yield* givenMember()
+        const sql = yield* SqlClient.SqlClient
+        yield* sql`
+          INSERT INTO usage (org_id, key_id, tool, request_id, status, code, credits, latency_ms, provider, created_at)
+          SELECT ${orgId}, ${keyId}, 'weather', 'req_many' || n, 200, 'ok', 1, 5, 'open-meteo',
+                 timestamptz '2026-06-01T00:00:00Z' + n * interval '1 second'
+            FROM generate_series(1, 20000) AS n`.pipe(Effect.orDie)
+        const base = yield* baseUrl
+        const exportUrl = `${base}/v1/usage?format=csv`
+        const headers = { authorization: `Bearer ${token}` }
+        // three clients that hang up after the first piece of their export (more than the exports a process runs at once)
+        yield* Effect.promise(() =>
+          Promise.all([1, 2, 3].map(async () => {
+            const aborted = new AbortController()
+            const response = await fetch(exportUrl, { headers, signal: aborted.signal })
+            await response.body?.getReader().read()
+            aborted.abort()
+          })))
+        // then four at once: their answers begin (what each holds is fixed) before a record is written, and two of
+        // them wait for the others' turn
+        const responses = yield* Effect.promise(() => Promise.all([1, 2, 3, 4].map(() => fetch(exportUrl, { headers }))))
+        yield* Effect.orDie(sql`
+          INSERT INTO usage (org_id, key_id, tool, request_id, status, code, credits, latency_ms, provider, created_at)
+          VALUES (${orgId}, ${keyId}, 'weather', 'req_late', 200, 'ok', 1, 5, 'open-meteo', now())`)
+        const texts = yield* Effect.promise(() => Promise.all(responses.map((r) => r.text())))
+        for (const text of texts) {
+          const lines = text.trimEnd().split("\r\n")
+          expect(lines).toHaveLength(1 + 20000)
+          expect(lines[1]?.split(",")[1]).toBe("2026-06-01T05:33:20.000Z")
+          expect(lines.at(-1)?.split(",")[1]).toBe("2026-06-01T00:00:01.000Z")
+          expect(text).toBe(texts[0])
+        }
+      }), { timeout: 30_000 })
+
     it.effect("an org's record ids do not count other orgs' calls: the gap across 1,000 of another org's records says nothing", () =>
       Effect.gen(function* () {
         const a = yield* givenMember()
@@ -254,10 +291,17 @@ layer(gatewayLayer(), { excludeTestServices: true })("dashboard API: keys, usage
           SELECT ${orgId}, ${keyId}, 'weather', 'req_bulk' || n, 200, 'ok', 1, 5, 'open-meteo',
                  timestamptz '2026-04-01T00:00:00Z' + n * interval '1 second'
             FROM generate_series(1, ${USAGE_CSV_MAX + 1}) AS n`.pipe(Effect.orDie)
+        // the gateway runs in this process: how long its event loop is kept from other requests during the export
+        const delay = monitorEventLoopDelay({ resolution: 10 })
+        delay.enable()
         const first = yield* dashboard("GET", "/v1/usage?format=csv", token)
+        delay.disable()
         expect(first.status).toBe(200)
         const lines = first.text.trimEnd().split("\r\n")
         expect(lines).toHaveLength(1 + USAGE_CSV_MAX)
+        // read and written a chunk at a time (it was one 50,001-row statement and one string: 0.4 s and more at once)
+        console.log(`usage export of ${USAGE_CSV_MAX} rows: the event loop's longest stall ${(delay.max / 1e6).toFixed(1)} ms`)
+        expect(delay.max / 1e6).toBeLessThan(150)
         const cursor = first.headers.get("x-next-cursor")
         expect(cursor).toEqual(expect.any(String))
         // newest first: the rest is the oldest record

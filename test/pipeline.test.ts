@@ -355,6 +355,7 @@ const makeWorld = (options: WorldOptions = {}) =>
       record: (entry) => Effect.sync(() => void w.usage.push(entry)),
       flush: Effect.void,
       page: () => Effect.dieMessage("no usage pages in these tests"),
+      export: () => Effect.dieMessage("no usage exports in these tests"),
       summary: () => Effect.dieMessage("no usage summaries in these tests")
     })
 

@@ -4,10 +4,12 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
+import * as Stream from "effect/Stream"
 import { instantMillis, SUMMARY_MAX_DAYS, USAGE_CSV_COLUMNS, USAGE_CSV_MAX } from "../domain/dashboard.js"
 import { InvalidRequest, NotFound } from "../domain/errors.js"
 import { KeyId } from "../domain/ids.js"
@@ -47,11 +49,19 @@ const csvField = (value: string | number | null) => {
   return /[",\r\n]/.test(text) ? `"${text.replaceAll('"', '""')}"` : text
 }
 
-const toCsv = (records: ReadonlyArray<UsageRecord>) =>
-  [USAGE_CSV_COLUMNS.join(","), ...records.map((r) => {
-    const view = recordView(r)
-    return USAGE_CSV_COLUMNS.map((column) => csvField(view[column])).join(",")
-  })].join("\r\n") + "\r\n"
+const csvLine = (r: UsageRecord) => {
+  const view = recordView(r)
+  return USAGE_CSV_COLUMNS.map((column) => csvField(view[column])).join(",") + "\r\n"
+}
+
+const utf8 = new TextEncoder()
+
+/** The CSV of an export's records, as its chunks are read: the header line, then a piece of text a chunk. */
+const csvOf = (records: Stream.Stream<UsageRecord>): Stream.Stream<Uint8Array> =>
+  Stream.concat(
+    Stream.succeed(utf8.encode(USAGE_CSV_COLUMNS.join(",") + "\r\n")),
+    Stream.mapChunks(records, (chunk) => Chunk.of(utf8.encode(Chunk.join(Chunk.map(chunk, csvLine), ""))))
+  )
 
 /** An optional expiry as given (`null` removes it), as a date. */
 const expiryOf = (value: string | null | undefined) =>
@@ -148,25 +158,26 @@ export const DashboardLive = HttpApiBuilder.group(Api, "dashboard", (handlers) =
           if (urlParams.from !== undefined && urlParams.to !== undefined && instantMillis(urlParams.from) >= instantMillis(urlParams.to)) {
             return yield* new InvalidRequest({ message: "Invalid request: from must be before to." })
           }
-          const page = yield* usage.page(orgId, {
-            limit: csv ? USAGE_CSV_MAX : urlParams.limit ?? 50,
+          const filter = {
             cursor: urlParams.cursor,
             keyId: urlParams.key_id,
             tool: urlParams.tool,
             status: urlParams.status,
             from: urlParams.from === undefined ? undefined : toDate(instantMillis(urlParams.from)),
             to: urlParams.to === undefined ? undefined : toDate(instantMillis(urlParams.to))
-          })
+          }
           if (csv) {
-            return HttpServerResponse.text(toCsv(page.records), {
+            const exported = yield* usage.export(orgId, { ...filter, max: USAGE_CSV_MAX })
+            return HttpServerResponse.stream(csvOf(exported.records), {
               contentType: "text/csv; charset=utf-8",
               headers: {
                 "content-disposition": "attachment; filename=\"usage.csv\"",
                 // more matched than one export holds: where the rest starts
-                ...(page.nextCursor === null ? {} : { "x-next-cursor": page.nextCursor })
+                ...(exported.nextCursor === null ? {} : { "x-next-cursor": exported.nextCursor })
               }
             })
           }
+          const page = yield* usage.page(orgId, { ...filter, limit: urlParams.limit ?? 50 })
           return { data: page.records.map(recordView), next_cursor: page.nextCursor }
         }))
       .handle("usageSummary", ({ urlParams }) =>

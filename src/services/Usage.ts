@@ -27,7 +27,10 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as FiberSet from "effect/FiberSet"
 import * as Layer from "effect/Layer"
+import * as Chunk from "effect/Chunk"
+import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
 import { InvalidRequest } from "../domain/errors.js"
 import type { KeyId, OrgId } from "../domain/ids.js"
 import { makeUsageIds } from "./usageIds.js"
@@ -86,6 +89,19 @@ export interface PageOptions extends UsageFilter {
   readonly cursor?: string | undefined
 }
 
+export interface ExportOptions extends UsageFilter {
+  /** The most records the export holds; `nextCursor` says where the rest starts. */
+  readonly max: number
+  /** The `nextCursor` of a page or of the previous export. */
+  readonly cursor?: string | undefined
+}
+
+/** An export: its records, read a chunk at a time as they are consumed, and the cursor of the rest. */
+export interface UsageExport {
+  readonly records: Stream.Stream<UsageRecord>
+  readonly nextCursor: string | null
+}
+
 /** Calls, errors and credits of one group (a UTC day, `YYYY-MM-DD`, or a tool). */
 export interface UsageGroup {
   readonly key: string
@@ -101,6 +117,8 @@ export class Usage extends Context.Tag("Usage")<Usage, {
   readonly flush: Effect.Effect<void>
   /** Newest first; a cursor that no page gave is `InvalidRequest`. */
   readonly page: (orgId: OrgId, options: PageOptions) => Effect.Effect<UsagePage, InvalidRequest>
+  /** Up to `max` records, newest first, streamed (a CSV download); what it holds is fixed when it is asked for. */
+  readonly export: (orgId: OrgId, options: ExportOptions) => Effect.Effect<UsageExport, InvalidRequest>
   /** Totals over `[from, to)` per UTC day (every day of the range, empty ones included) or per tool (most credits first). */
   readonly summary: (
     orgId: OrgId,
@@ -124,13 +142,20 @@ const UsageRow = Schema.Struct({
 const PageQuery = Schema.Struct({
   orgId: Schema.String,
   limit: Schema.Number,
+  /** Row ids below this one. */
   cursor: Schema.optional(Schema.Number),
+  /** Row ids from this one on (an export's last). */
+  downTo: Schema.optional(Schema.Number),
   keyId: Schema.optional(Schema.String),
   tool: Schema.optional(Schema.String),
   status: Schema.optional(Schema.Literal("ok", "error")),
   from: Schema.optional(Schema.DateFromSelf),
   to: Schema.optional(Schema.DateFromSelf)
 })
+
+/** The row ids of a filter's matches, newest first, from the `offset`th on. */
+const IdsQuery = Schema.Struct({ ...PageQuery.fields, offset: Schema.Number })
+const RowId = Schema.Struct({ id: Schema.Number })
 
 const SummaryQuery = Schema.Struct({
   orgId: Schema.String,
@@ -146,6 +171,11 @@ const GroupRow = Schema.Struct({
   errors: Schema.NumberFromString,
   credits: Schema.NumberFromString
 })
+
+/** Records an export reads a statement (about 10 ms of the event loop each, decoded and formatted). */
+const EXPORT_CHUNK = 1_000
+/** Exports a process reads at once; more wait their turn (each keeps the event loop busy in turns). */
+const EXPORTS_AT_ONCE = 2
 
 const FLUSH_INTERVAL = Duration.millis(100)
 const FLUSH_SIZE = 500
@@ -180,23 +210,55 @@ export const make = Effect.gen(function* () {
   // records dropped past MAX_PENDING since the last line that said so
   let dropped = 0
 
+  const matching = (q: typeof PageQuery.Type) => sql`
+       WHERE org_id = ${q.orgId}
+         ${q.cursor !== undefined ? sql`AND id < ${q.cursor}` : sql``}
+         ${q.downTo !== undefined ? sql`AND id >= ${q.downTo}` : sql``}
+         ${q.keyId !== undefined ? sql`AND key_id = ${q.keyId}` : sql``}
+         ${q.tool !== undefined ? sql`AND tool = ${q.tool}` : sql``}
+         ${q.status === "ok" ? sql`AND status < 400` : q.status === "error" ? sql`AND status >= 400` : sql``}
+         ${q.from !== undefined ? sql`AND created_at >= ${q.from}` : sql``}
+         ${q.to !== undefined ? sql`AND created_at < ${q.to}` : sql``}`
+
   // One row more than the page: whether there is a next page.
   const findPage = SqlSchema.findAll({
     Request: PageQuery,
     Result: UsageRow,
     execute: (q) => sql`
       SELECT id, created_at, key_id, tool, status, code, credits, latency_ms, provider, request_id
-        FROM usage
-       WHERE org_id = ${q.orgId}
-         ${q.cursor !== undefined ? sql`AND id < ${q.cursor}` : sql``}
-         ${q.keyId !== undefined ? sql`AND key_id = ${q.keyId}` : sql``}
-         ${q.tool !== undefined ? sql`AND tool = ${q.tool}` : sql``}
-         ${q.status === "ok" ? sql`AND status < 400` : q.status === "error" ? sql`AND status >= 400` : sql``}
-         ${q.from !== undefined ? sql`AND created_at >= ${q.from}` : sql``}
-         ${q.to !== undefined ? sql`AND created_at < ${q.to}` : sql``}
+        FROM usage ${matching(q)}
        ORDER BY id DESC
        LIMIT ${q.limit + 1}`
   })
+
+  const findIds = SqlSchema.findAll({
+    Request: IdsQuery,
+    Result: RowId,
+    execute: (q) => sql`SELECT id FROM usage ${matching(q)} ORDER BY id DESC OFFSET ${q.offset} LIMIT ${q.limit}`
+  })
+
+  const recordOf = (r: typeof UsageRow.Type): UsageRecord => ({
+    id: ids.show(r.id),
+    time: r.created_at,
+    keyId: r.key_id,
+    tool: r.tool,
+    status: r.status,
+    code: r.code,
+    credits: r.credits,
+    latencyMs: r.latency_ms,
+    provider: r.provider,
+    requestId: r.request_id
+  })
+
+  const cursorOf = (cursor: string | undefined) =>
+    Effect.suspend(() => {
+      const rowId = cursor === undefined ? undefined : ids.read(cursor)
+      return cursor !== undefined && rowId === undefined
+        ? Effect.fail(new InvalidRequest({ message: "Invalid request: cursor: must be a next_cursor from a previous page" }))
+        : Effect.succeed(rowId)
+    })
+
+  const exports = yield* Effect.makeSemaphore(EXPORTS_AT_ONCE)
 
   const findGroups = SqlSchema.findAll({
     Request: SummaryQuery,
@@ -349,26 +411,35 @@ export const make = Effect.gen(function* () {
 
   const page = (orgId: OrgId, options: PageOptions) =>
     Effect.gen(function* () {
-      const cursor = options.cursor === undefined ? undefined : ids.read(options.cursor)
-      if (options.cursor !== undefined && cursor === undefined) {
-        return yield* new InvalidRequest({ message: "Invalid request: cursor: must be a next_cursor from a previous page" })
-      }
+      const cursor = yield* cursorOf(options.cursor)
       yield* flush
       const rows = yield* findPage({ orgId, ...options, cursor }).pipe(Effect.orDie)
-      const records = rows.slice(0, options.limit).map((r): UsageRecord => ({
-        id: ids.show(r.id),
-        time: r.created_at,
-        keyId: r.key_id,
-        tool: r.tool,
-        status: r.status,
-        code: r.code,
-        credits: r.credits,
-        latencyMs: r.latency_ms,
-        provider: r.provider,
-        requestId: r.request_id
-      }))
+      const records = rows.slice(0, options.limit).map(recordOf)
       const last = records[records.length - 1]
       return { records, nextCursor: rows.length > options.limit && last !== undefined ? last.id : null }
+    })
+
+  const exportRecords = (orgId: OrgId, options: ExportOptions) =>
+    Effect.gen(function* () {
+      const cursor = yield* cursorOf(options.cursor)
+      yield* flush
+      const query = { orgId, ...options, cursor, limit: EXPORT_CHUNK }
+      // what the export holds is fixed now: from the newest match (records written meanwhile are not in it) down
+      // to the `max`th, and where the rest starts when more match
+      const [newest] = yield* findIds({ ...query, offset: 0, limit: 1 }).pipe(Effect.orDie)
+      if (newest === undefined) return { records: Stream.empty, nextCursor: null }
+      const edge = yield* findIds({ ...query, offset: options.max - 1, limit: 2 }).pipe(Effect.orDie)
+      const last = edge.length === 2 ? edge[0]?.id : undefined
+      // a chunk at a time, each its own statement: the event loop serves other requests between them, and no
+      // more than a chunk of rows is held at once; EXPORTS_AT_ONCE of a process's exports read while the rest wait
+      const chunks = Stream.paginateChunkEffect(newest.id + 1, (below) =>
+        Effect.map(findPage({ ...query, cursor: below, downTo: last }), (rows) => {
+          const chunk = rows.slice(0, EXPORT_CHUNK)
+          const end = chunk[chunk.length - 1]
+          return [Chunk.unsafeFromArray(chunk.map(recordOf)), rows.length > EXPORT_CHUNK && end !== undefined ? Option.some(end.id) : Option.none()] as const
+        })).pipe(Stream.orDie)
+      const records = Stream.unwrapScoped(Effect.as(Effect.acquireRelease(exports.take(1), () => exports.release(1)), chunks))
+      return { records, nextCursor: last === undefined ? null : ids.show(last) }
     })
 
   const summary = (orgId: OrgId, options: { readonly from: Date; readonly to: Date; readonly groupBy: "day" | "tool" }) =>
@@ -388,7 +459,7 @@ export const make = Effect.gen(function* () {
       return days
     }).pipe(Effect.orDie)
 
-  return Usage.of({ record, flush, page, summary })
+  return Usage.of({ record, flush, page, export: exportRecords, summary })
 })
 
 export const UsageLive = Layer.scoped(Usage, make)

@@ -48,6 +48,15 @@ const givenUsage = (orgId: OrgId, keyId: string, rows: ReadonlyArray<{ readonly 
       created_at: new Date(r.at)
     })))}`).pipe(Effect.orDie)
 
+/** `count` records of weather calls, a second apart from `start` (or all at `start`), straight into the usage table. */
+const givenManyUsage = (orgId: OrgId, keyId: string, count: number, start: string, options: { readonly apart: boolean } = { apart: true }) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql`
+      INSERT INTO usage (org_id, key_id, tool, request_id, status, code, credits, latency_ms, provider, created_at)
+      SELECT ${orgId}, ${keyId}, 'weather', 'req_many' || n, 200, 'ok', 1, 5, 'open-meteo',
+             ${start}::timestamptz + n * ${options.apart ? "1 second" : "0 seconds"}::interval
+        FROM generate_series(1, ${count}) AS n`).pipe(Effect.orDie)
+
 layer(gatewayLayer(), { excludeTestServices: true })("dashboard API: keys, usage, dev sign-in", (it) => {
   it.effect("a member taken out of the org is refused on their next request, with the token they still hold", () =>
     Effect.gen(function* () {
@@ -219,21 +228,16 @@ layer(gatewayLayer(), { excludeTestServices: true })("dashboard API: keys, usage
       Effect.gen(function* () {
         const { token, orgId, keyId } = yield* givenMember()
         const sql = yield* SqlClient.SqlClient
-        yield* sql`
-          INSERT INTO usage (org_id, key_id, tool, request_id, status, code, credits, latency_ms, provider, created_at)
-          SELECT ${orgId}, ${keyId}, 'weather', 'req_many' || n, 200, 'ok', 1, 5, 'open-meteo',
-                 timestamptz '2026-06-01T00:00:00Z' + n * interval '1 second'
-            FROM generate_series(1, 20000) AS n`.pipe(Effect.orDie)
+        yield* givenManyUsage(orgId, keyId, 20000, "2026-06-01T00:00:00Z")
         const base = yield* baseUrl
         const exportUrl = `${base}/v1/usage?format=csv`
         const headers = { authorization: `Bearer ${token}` }
         // three clients that hang up after the first piece of their export (more than the exports a process runs at once)
         yield* Effect.promise(() =>
           Promise.all([1, 2, 3].map(async () => {
-            const aborted = new AbortController()
-            const response = await fetch(exportUrl, { headers, signal: aborted.signal })
-            await response.body?.getReader().read()
-            aborted.abort()
+            const reader = (await fetch(exportUrl, { headers })).body?.getReader()
+            await reader?.read()
+            await reader?.cancel()
           })))
         // then four at once: their answers begin (what each holds is fixed) before a record is written, and two of
         // them wait for the others' turn
@@ -257,10 +261,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("dashboard API: keys, usage
         const b = yield* givenMember()
         const sql = yield* SqlClient.SqlClient
         yield* givenUsage(a.orgId, a.keyId, [{ at: "2026-05-01T00:00:00Z", tool: "weather", status: 200, credits: 1 }])
-        yield* sql`
-          INSERT INTO usage (org_id, key_id, tool, request_id, status, code, credits, latency_ms, provider, created_at)
-          SELECT ${b.orgId}, ${b.keyId}, 'weather', 'req_other' || n, 200, 'ok', 1, 5, 'open-meteo', timestamptz '2026-05-01T00:00:01Z'
-            FROM generate_series(1, 1000) AS n`.pipe(Effect.orDie)
+        yield* givenManyUsage(b.orgId, b.keyId, 1000, "2026-05-01T00:00:01Z", { apart: false })
         yield* givenUsage(a.orgId, a.keyId, [{ at: "2026-05-01T00:00:02Z", tool: "weather", status: 200, credits: 1 }])
         const rowIds = yield* sql<{ readonly id: string }>`SELECT id::text AS id FROM usage WHERE org_id = ${a.orgId} ORDER BY usage.id`.pipe(Effect.orDie)
         // the row ids are 1,001 apart
@@ -285,12 +286,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("dashboard API: keys, usage
     it.effect(`format=csv past ${USAGE_CSV_MAX} rows: the export says where the rest starts, and the rest is one request away`, () =>
       Effect.gen(function* () {
         const { token, orgId, keyId } = yield* givenMember()
-        const sql = yield* SqlClient.SqlClient
-        yield* sql`
-          INSERT INTO usage (org_id, key_id, tool, request_id, status, code, credits, latency_ms, provider, created_at)
-          SELECT ${orgId}, ${keyId}, 'weather', 'req_bulk' || n, 200, 'ok', 1, 5, 'open-meteo',
-                 timestamptz '2026-04-01T00:00:00Z' + n * interval '1 second'
-            FROM generate_series(1, ${USAGE_CSV_MAX + 1}) AS n`.pipe(Effect.orDie)
+        yield* givenManyUsage(orgId, keyId, USAGE_CSV_MAX + 1, "2026-04-01T00:00:00Z")
         // the gateway runs in this process: how long its event loop is kept from other requests during the export
         const delay = monitorEventLoopDelay({ resolution: 10 })
         delay.enable()

@@ -350,6 +350,17 @@ layer(gatewayLayer(), { excludeTestServices: true })("dashboard API: keys, usage
         expectEnvelope(yield* dashboard("GET", "/v1/usage/summary?group_by=key", token), invalidRequest)
       }))
 
+    it.effect("a key's name may not hold bidirectional controls, which would show it reordered", () =>
+      Effect.gen(function* () {
+        const { token, keyId } = yield* givenMember()
+        for (const name of ["invoice\u202Efdp.exe", "a\u2066b\u2069", "x\u200Fy"]) {
+          expectEnvelope(yield* dashboard("POST", "/v1/keys", token, { name }), { ...invalidRequest, message: "bidirectional" })
+          expectEnvelope(yield* dashboard("PATCH", `/v1/keys/${keyId}`, token, { name }), { ...invalidRequest, message: "bidirectional" })
+        }
+        // other scripts and emoji are names
+        expect((yield* dashboard("POST", "/v1/keys", token, { name: "مفتاح ☕ ключ" })).status).toBe(201)
+      }))
+
     it.effect("dates that do not exist, a limit that is not digits and a reversed range are 400, on every usage route", () =>
       Effect.gen(function* () {
         const { token, keyId } = yield* givenMember()
@@ -452,6 +463,16 @@ layer(gatewayLayer(), { excludeTestServices: true })("dashboard API: keys, usage
         const org = yield* dashboard("GET", "/v1/org", token)
         expect(org.status, org.text).toBe(200)
         expectEnvelope(yield* request("/dev/token", { body: JSON.stringify({ uid: "" }), headers: { "content-type": "application/json" } }), invalidRequest)
+        // a form's fields, as a page of another site could post them: refused as every other body that is not JSON
+        for (const [type, body] of [
+          ["application/x-www-form-urlencoded", `uid=${uid}`],
+          ["multipart/form-data; boundary=b", `--b\r\nContent-Disposition: form-data; name="uid"\r\n\r\n${uid}\r\n--b--\r\n`],
+          ["text/plain", JSON.stringify({ uid })]
+        ] as const) {
+          const form = yield* request("/dev/token", { body, headers: { "content-type": type } })
+          expectEnvelope(form, { status: 415, type: "validation", code: "unsupported_media_type", retryable: false, billable: false })
+          expect(form.text).not.toContain("token\":")
+        }
       }))
 
     it.effect("only for a loopback Host: a page whose name was rebound to 127.0.0.1 gets none", () =>

@@ -307,6 +307,93 @@ layer(gatewayLayer(), { excludeTestServices: true })("the dashboard in Chromium"
     })
   }
 
+  it.effect.skipIf(skip)("at the edges: an edit sends only what changed, long names wrap at 375 px, form mistakes are said as the gateway says them, confirmations take the focus, Ctrl-click opens a tab, a removed member is signed out", () =>
+    Effect.gen(function* () {
+      const base = yield* baseUrl
+      const member = yield* givenMemberWithCalls
+      const { page, foreign, failures } = yield* Effect.flatMap(browser, (b) => openPage(b, base, 375))
+      yield* devSignIn(page, base, member.uid)
+      const token = yield* tokenOf(page)
+      // a key that expires at 15:30, and one with a name of 100 characters and no space
+      const long = "n".repeat(100)
+      expect((yield* dashboard("POST", "/v1/keys", token, { name: "timed", expires_at: "2030-03-15T15:30:00Z" })).status).toBe(201)
+      expect((yield* dashboard("POST", "/v1/keys", token, { name: long })).status).toBe(201)
+      yield* nav(page, "Keys")
+      yield* step(() => page.getByText("timed").waitFor())
+      expect(yield* step(() => page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"))).toBe(true)
+
+      // only the name changes: the expiry keeps its 15:30 (the form shows the date alone)
+      const timed = page.locator("li.key", { hasText: "timed" })
+      yield* step(async () => {
+        await timed.getByRole("button", { name: "Edit limits" }).click()
+        await timed.getByLabel("Name").fill("timed again")
+        await timed.getByRole("button", { name: "Save" }).click()
+        await page.getByText("timed again").waitFor()
+      })
+      const Keys = Schema.Struct({ data: Schema.Array(Schema.Struct({ name: Schema.String, expires_at: Schema.NullOr(Schema.String) })) })
+      const keys = Schema.decodeUnknownSync(Keys)((yield* dashboard("GET", "/v1/keys", token)).body).data
+      expect(keys.find((k) => k.name === "timed again")?.expires_at).toBe("2030-03-15T15:30:00.000Z")
+
+      // a name of spaces, refused before it is sent: said as the gateway says it, not as a network failure
+      yield* step(async () => {
+        await page.locator("form").first().getByLabel("Name").fill("   ")
+        await page.getByRole("button", { name: "Create key" }).click()
+        await page.getByRole("alert").waitFor()
+      })
+      const alert = yield* step(() => page.getByRole("alert").innerText())
+      expect(alert).toContain("invalid_request")
+      expect(alert).toContain("name")
+      expect(alert).not.toContain("network")
+      expect(alert).not.toContain("transformation")
+
+      // revoking asks first, its Cancel focused; Escape answers no
+      const longKey = page.locator("li.key", { hasText: long })
+      yield* step(async () => {
+        await longKey.getByRole("button", { name: "Revoke" }).click()
+        // the dialog focuses its Cancel once it is shown (the page's CSP allows no waitForFunction)
+        for (let i = 0; i < 30 && (await page.evaluate("document.activeElement?.textContent")) !== "Cancel"; i++) await page.waitForTimeout(100)
+        expect(await page.evaluate("document.activeElement?.textContent")).toBe("Cancel")
+      })
+      yield* step(() => page.keyboard.press("Escape"))
+      yield* step(() => longKey.getByRole("alertdialog").waitFor({ state: "detached" }))
+      expect(yield* step(() => longKey.getByRole("button", { name: "Revoke" }).isVisible())).toBe(true)
+
+      // a connection is removed only once confirmed
+      yield* nav(page, "Connections")
+      const nu = page.locator("li.provider[data-provider=nu]")
+      yield* step(async () => {
+        await nu.getByRole("button", { name: "Connect" }).click()
+        await nu.getByLabel("token").fill(CREDENTIALS.nu.token)
+        await nu.getByRole("button", { name: "Connect" }).click()
+        await nu.getByText("active").waitFor()
+        await nu.getByRole("button", { name: "Remove" }).click()
+        await nu.getByRole("alertdialog").getByRole("button", { name: "Cancel" }).click()
+      })
+      expect(yield* step(() => nu.getByText("active").isVisible())).toBe(true)
+      yield* step(async () => {
+        await nu.getByRole("button", { name: "Remove" }).click()
+        await nu.getByRole("alertdialog").getByRole("button", { name: "Yes, remove" }).click()
+        await nu.getByText("not connected").waitFor()
+      })
+
+      // Ctrl-click opens the page in a new tab, and this one stays where it is
+      const opened = yield* step(async () => {
+        const waiting = page.context().waitForEvent("page")
+        await page.getByRole("navigation", { name: "Dashboard" }).getByRole("link", { name: "Usage", exact: true }).click({ modifiers: ["Control"] })
+        return await waiting
+      })
+      expect(new URL(page.url()).pathname).toBe("/dashboard/connections")
+      yield* step(() => opened.close())
+
+      // taken out of the org while signed in: the next page's call signs the tab out, with the gateway's reason
+      yield* Effect.orDie(Effect.flatMap(Members, (m) => m.remove(member.orgId, member.uid)))
+      yield* nav(page, "Betas").pipe(Effect.ignore, Effect.timeout("3 seconds"), Effect.ignore)
+      yield* step(() => page.getByLabel("User id").waitFor())
+      expect(yield* text(page)).toContain("not a member")
+      expect(foreign).toEqual([])
+      expect(failures).toEqual([])
+    }).pipe(Effect.scoped), 90_000)
+
   it.effect.skipIf(skip)("a user id that belongs to no org is told so, and stays signed out", () =>
     Effect.gen(function* () {
       const base = yield* baseUrl

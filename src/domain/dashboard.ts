@@ -36,6 +36,20 @@ export const Instant = Schema.String.pipe(
   })
 ).annotations({ identifier: "Instant", description: "ISO 8601: a date (00:00 UTC) or a date and time with Z or an offset" })
 
+/**
+ * Unicode's bidirectional controls (marks, embeddings, overrides, isolates): in a name the dashboard shows, they
+ * reorder the text around them ("invoice‮fdp.exe" shown as "invoiceexe.pdf").
+ */
+const BIDI_CONTROLS = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/
+
+/** A name or label a person reads in the dashboard: 1 to 100 characters, no NUL, no bidirectional controls. */
+export const DisplayName = NonEmptyText.pipe(
+  Schema.maxLength(100),
+  Schema.filter((s) => !BIDI_CONTROLS.test(s), {
+    message: () => "must not contain bidirectional control characters (U+202A–U+202E, U+2066–U+2069, U+200E, U+200F, U+061C)"
+  })
+)
+
 /** The epoch milliseconds of an `Instant`. */
 export const instantMillis = (s: string): number => Date.parse(s.length === 10 ? `${s}T00:00:00Z` : s)
 /** The most requests per second (and burst) a key's own rate limit may name. */
@@ -67,7 +81,7 @@ export const CreateConnection = strict({
   credentials: Schema.Record({ key: Schema.String, value: Schema.Unknown }).annotations({
     description: "What the provider needs; see the connection table in docs/dashboard-and-connections.md"
   }),
-  label: opt(NonEmptyText.pipe(Schema.maxLength(100)))
+  label: opt(DisplayName)
 }, "CreateConnection", "Connect (or reconnect) the org's account at a provider")
 
 export const ConnectionView = Schema.Struct({
@@ -87,7 +101,7 @@ export const ConnectionList = Schema.Struct({ data: Schema.Array(ConnectionView)
 // -- keys ------------------------------------------------------------------------------------------------
 
 /** A key's name (and, in the CLI, an org's): 1 to 100 characters, not blank. */
-export const KeyName = NonEmptyText.pipe(Schema.maxLength(100))
+export const KeyName = DisplayName
 
 export const CreateKey = strict({
   name: KeyName,

@@ -297,6 +297,8 @@ export class DevGroup extends HttpApiGroup.make("dev")
   )
   .addError(wireOf(NotFound))
   .addError(wireOf(InvalidRequest))
+  // its body is JSON as every other (the platform would take a form's fields too: a page of another site could post one)
+  .middleware(JsonBody)
   .annotate(OpenApi.Exclude, true)
 {}
 

@@ -6,7 +6,7 @@
 import "./styles.css"
 import { Option, Schema } from "effect"
 import { render } from "preact"
-import { useEffect, useMemo, useState } from "preact/hooks"
+import { useEffect, useMemo, useRef, useState } from "preact/hooks"
 import { type Api, loadFirebase, makeApi, type SignInConfig, signInConfig } from "./api.js"
 import { Betas } from "./pages/Betas.js"
 import { Connections } from "./pages/Connections.js"
@@ -47,11 +47,10 @@ const Shell = (props: { readonly session: Session; readonly api: Api; readonly o
     addEventListener("popstate", onPop)
     return () => removeEventListener("popstate", onPop)
   }, [])
-  // the session is checked once: a token that is refused signs out, with the gateway's reason
+  // the org's name; a token refused here, or by any page's call later, signs out with the gateway's reason (makeApi)
   useEffect(() => {
     void props.api.run((c) => c.dashboard.getOrg()).then((outcome) => {
       if (outcome.ok) setOrgName(outcome.value.name)
-      else if (outcome.code !== "network") props.onSignOut(outcome.message)
     })
   }, [props.api])
   // links inside the app change the route without loading the page again
@@ -59,6 +58,8 @@ const Shell = (props: { readonly session: Session; readonly api: Api; readonly o
     const target = e.target
     const link = target instanceof Element ? target.closest("a") : null
     if (link === null || !link.pathname.startsWith("/dashboard") || link.origin !== location.origin || link.hasAttribute("download")) return
+    // a new tab or window (Ctrl, Cmd, Shift, or not the main button) is the browser's to open
+    if (e.ctrlKey || e.metaKey || e.shiftKey || e.altKey || e.button !== 0) return
     e.preventDefault()
     history.pushState(null, "", link.pathname)
     setRoute(routeOf(link.pathname))
@@ -95,7 +96,17 @@ const App = () => {
   const [resuming, setResuming] = useState(() => session?.firebase === true)
   const [config, setConfig] = useState<SignInConfig | null>(null)
   const [notice, setNotice] = useState<string | null>(null)
-  const api = useMemo(() => (session === null ? null : makeApi(session.token)), [session])
+  const signOut = (reason: string | null) => {
+    if (session?.firebase === true && config !== null && config.firebase !== null) {
+      void loadFirebase(config.firebase).then((firebase) => firebase.signOut())
+    }
+    setNotice(reason)
+    setSession(null)
+  }
+  // the session's client: a call the gateway refuses for the session signs the tab out, with its reason
+  const api = useMemo(() => (session === null ? null : makeApi(session.token, (reason) => signOutRef.current(reason))), [session])
+  const signOutRef = useRef(signOut)
+  signOutRef.current = signOut
   useEffect(() => () => void api?.dispose(), [api])
   useEffect(() => {
     if (session === null) sessionStorage.removeItem(STORAGE)
@@ -138,11 +149,7 @@ const App = () => {
       setSession(s)
     }} />
   }
-  return <Shell session={session} api={api} onSignOut={(reason) => {
-    if (session.firebase && config !== null && config.firebase !== null) void loadFirebase(config.firebase).then((firebase) => firebase.signOut())
-    setNotice(reason)
-    setSession(null)
-  }} />
+  return <Shell session={session} api={api} onSignOut={signOut} />
 }
 
 const root = document.getElementById("app")

@@ -1,6 +1,6 @@
 /** Small building blocks shared by the pages. */
 import type { ComponentChildren } from "preact"
-import { useEffect, useState } from "preact/hooks"
+import { useEffect, useRef, useState } from "preact/hooks"
 import type { Outcome } from "./api.js"
 
 export const formatCredits = (n: number) => n.toLocaleString("en-US")
@@ -46,3 +46,34 @@ export const useLoad = <A,>(load: () => Promise<Outcome<A>>, deps: ReadonlyArray
 }
 
 export const Loading = () => <p class="muted">Loading…</p>
+
+/**
+ * A question before something that cannot be undone: it takes the focus (on its safer answer), and Escape answers
+ * no.
+ */
+export const Confirm = (props: {
+  readonly label: string
+  readonly yes: string
+  readonly onYes: () => void
+  readonly onNo: () => void
+  readonly children: ComponentChildren
+}) => {
+  const no = useRef<HTMLButtonElement>(null)
+  useEffect(() => no.current?.focus(), [])
+  return (
+    <div
+      class="confirm"
+      role="alertdialog"
+      aria-label={props.label}
+      onKeyDown={(e) => {
+        if (e.key === "Escape") props.onNo()
+      }}
+    >
+      <p>{props.children}</p>
+      <div class="actions">
+        <button type="button" class="danger" onClick={props.onYes}>{props.yes}</button>
+        <button type="button" ref={no} onClick={props.onNo}>Cancel</button>
+      </div>
+    </div>
+  )
+}

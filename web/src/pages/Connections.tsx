@@ -6,7 +6,7 @@ import { SchemaAST } from "effect"
 import { useState } from "preact/hooks"
 import { type AccountProvider, accountProviders, credentialSchemas } from "../../../src/domain/connections.js"
 import type { Api } from "../api.js"
-import { Card, Field, formatTime, Loading, Problem, useLoad } from "../ui.js"
+import { Card, Confirm, Field, formatTime, Loading, Problem, useLoad } from "../ui.js"
 
 interface CredentialField {
   readonly name: string
@@ -81,12 +81,14 @@ export const Connections = (props: { readonly api: Api }) => {
   const { state, reload } = useLoad(() => props.api.run((c) => c.dashboard.listConnections()))
   const [open, setOpen] = useState<AccountProvider | null>(null)
   const [error, setError] = useState<{ readonly code: string; readonly message: string } | null>(null)
+  const [removing, setRemoving] = useState<AccountProvider | null>(null)
   if (state === null) return <Loading />
   if (!state.ok) return <Problem error={state} />
   const byProvider = new Map(state.value.data.map((c) => [c.provider, c]))
   const remove = (provider: AccountProvider) =>
     void props.api.run((c) => c.dashboard.disconnect({ path: { provider } })).then((outcome) => {
       setError(outcome.ok ? null : outcome)
+      setRemoving(null)
       reload()
     })
   return (
@@ -114,8 +116,14 @@ export const Connections = (props: { readonly api: Api }) => {
                   <button type="button" onClick={() => setOpen(open === p ? null : p)}>
                     {open === p ? "Cancel" : connection === undefined ? "Connect" : "Replace"}
                   </button>
-                  {connection !== undefined && <button type="button" class="danger" onClick={() => remove(p)}>Remove</button>}
+                  {connection !== undefined && removing !== p && <button type="button" class="danger" onClick={() => setRemoving(p)}>Remove</button>}
                 </div>
+                {connection !== undefined && removing === p && (
+                  <Confirm label={`Remove the ${p} connection`} yes="Yes, remove" onYes={() => remove(p)} onNo={() => setRemoving(null)}>
+                    Remove the <strong>{p}</strong> connection? Its credentials are deleted, and its tools answer
+                    credential_required until it is connected again.
+                  </Confirm>
+                )}
                 {open === p && <ConnectForm provider={p} api={props.api} onDone={() => {
                   setOpen(null)
                   reload()

@@ -3,9 +3,9 @@
  * once; change a key's limits; revoke a key after a confirmation.
  */
 import { Effect } from "effect"
-import { useState } from "preact/hooks"
+import { useEffect, useRef, useState } from "preact/hooks"
 import type { Api } from "../api.js"
-import { Card, Field, formatTime, Loading, Problem, useLoad } from "../ui.js"
+import { Card, Confirm, Field, formatTime, Loading, Problem, useLoad } from "../ui.js"
 
 interface KeyFields {
   readonly name: string
@@ -54,6 +54,27 @@ const payloadOf = (f: KeyFields) => {
   }
 }
 
+type KeyPayload = ReturnType<typeof payloadOf>
+
+/**
+ * What an edit sends: only the fields the user changed (the API changes only the fields sent). The form shows an
+ * expiry as its date alone: sent as it is, an unchanged 15:30 expiry would move to that day's midnight, and one
+ * later today (or already past) would be refused.
+ */
+const changesOf = (initial: KeyFields, f: KeyFields): Partial<KeyPayload> => {
+  const to = payloadOf(f)
+  return {
+    ...(f.name.trim() === initial.name ? {} : { name: to.name }),
+    ...(f.limit.trim() === initial.limit ? {} : { monthly_spend_limit: to.monthly_spend_limit }),
+    ...(f.tools.join(",") === initial.tools.join(",") ? {} : { allowed_tools: to.allowed_tools }),
+    ...(f.perSecond.trim() === initial.perSecond && f.burst.trim() === initial.burst ? {} : { rate_limit: to.rate_limit }),
+    ...(f.expires === initial.expires ? {} : { expires_at: to.expires_at })
+  }
+}
+
+/** Today, as the date input writes it (the browser's own day). */
+const today = () => new Date().toISOString().slice(0, 10)
+
 const KeyForm = (props: {
   readonly initial: KeyFields
   readonly tools: ReadonlyArray<string>
@@ -85,7 +106,7 @@ const KeyForm = (props: {
           <input name="limit" type="number" min={0} step={1} inputMode="numeric" value={f.limit} onInput={(e) => set({ limit: e.currentTarget.value })} />
         </Field>
         <Field label="Expires on" hint="empty: never">
-          <input name="expires" type="date" value={f.expires} onInput={(e) => set({ expires: e.currentTarget.value })} />
+          <input name="expires" type="date" min={today()} value={f.expires} onInput={(e) => set({ expires: e.currentTarget.value })} />
         </Field>
       </div>
       <div class="row">
@@ -116,21 +137,34 @@ const KeyForm = (props: {
 
 /** The full key, shown once, with a copy button. */
 const NewKey = (props: { readonly name: string; readonly secret: string; readonly onDone: () => void }) => {
-  const [copied, setCopied] = useState(false)
+  const [copied, setCopied] = useState<"no" | "yes" | "select">("no")
+  const code = useRef<HTMLElement>(null)
+  const box = useRef<HTMLDivElement>(null)
+  // the key's box takes the focus from the form that made it (a screen reader reads it out)
+  useEffect(() => box.current?.focus(), [])
+  /** Without the Clipboard API (a page not served over HTTPS or from localhost): the key selected, to copy by hand. */
+  const select = () => {
+    const selection = getSelection()
+    if (code.current === null || selection === null) return
+    selection.selectAllChildren(code.current)
+    setCopied("select")
+  }
   return (
-    <div class="once" role="status">
+    <div class="once" role="status" tabIndex={-1} ref={box}>
       <p><strong>{props.name}</strong>: copy this key now. It is shown only this once; the gateway keeps only its hash.</p>
       <div class="secret">
-        <code data-testid="new-key">{props.secret}</code>
+        <code data-testid="new-key" ref={code}>{props.secret}</code>
         <button
           type="button"
           onClick={() => {
-            void navigator.clipboard.writeText(props.secret).then(() => setCopied(true), () => setCopied(false))
+            if (typeof navigator.clipboard?.writeText !== "function") return select()
+            void navigator.clipboard.writeText(props.secret).then(() => setCopied("yes"), select)
           }}
         >
-          {copied ? "Copied" : "Copy"}
+          {copied === "yes" ? "Copied" : "Copy"}
         </button>
       </div>
+      {copied === "select" && <p class="muted">This browser does not let the page copy: the key is selected, press Ctrl+C (⌘C).</p>}
       <button type="button" onClick={props.onDone}>I have saved it</button>
     </div>
   )
@@ -160,8 +194,13 @@ export const Keys = (props: { readonly api: Api }) => {
     reload()
     return true
   }
-  const update = async (id: string, f: KeyFields) => {
-    const outcome = await props.api.run((c) => c.dashboard.updateKey({ path: { id }, payload: payloadOf(f) }))
+  const update = async (k: KeyRow, f: KeyFields) => {
+    const changes = changesOf(fieldsOf(k), f)
+    if (Object.keys(changes).length === 0) {
+      setEditing(null)
+      return true
+    }
+    const outcome = await props.api.run((c) => c.dashboard.updateKey({ path: { id: k.id }, payload: changes }))
     if (!outcome.ok) {
       setError(outcome)
       return false
@@ -194,7 +233,11 @@ export const Keys = (props: { readonly api: Api }) => {
                 <div class="key-head">
                   <strong>{k.name}</strong> <code>{k.prefix}…</code>
                   {k.revoked_at !== null && <span class="badge">revoked</span>}
-                  {k.revoked_at === null && k.expires_at !== null && <span class="badge soft">expires {k.expires_at.slice(0, 10)}</span>}
+                  {k.revoked_at === null && k.expires_at !== null && (
+                    Date.parse(k.expires_at) <= Date.now()
+                      ? <span class="badge">expired</span>
+                      : <span class="badge soft">expires {k.expires_at.slice(0, 10)}</span>
+                  )}
                 </div>
                 <dl class="key-facts">
                   <div><dt>Month spend</dt><dd>{k.month_spend}{k.monthly_spend_limit === null ? "" : ` / ${k.monthly_spend_limit}`}</dd></div>
@@ -210,16 +253,12 @@ export const Keys = (props: { readonly api: Api }) => {
                   </div>
                 )}
                 {editing === k.id && (
-                  <KeyForm initial={fieldsOf(k)} tools={tools} submitLabel="Save" onSubmit={(f) => update(k.id, f)} onCancel={() => setEditing(null)} />
+                  <KeyForm initial={fieldsOf(k)} tools={tools} submitLabel="Save" onSubmit={(f) => update(k, f)} onCancel={() => setEditing(null)} />
                 )}
                 {revoking === k.id && (
-                  <div class="confirm" role="alertdialog" aria-label={`Revoke ${k.name}`}>
-                    <p>Revoke <strong>{k.name}</strong>? Every request with it fails from now on. This cannot be undone.</p>
-                    <div class="actions">
-                      <button type="button" class="danger" onClick={() => void revoke(k.id)}>Yes, revoke</button>
-                      <button type="button" onClick={() => setRevoking(null)}>Cancel</button>
-                    </div>
-                  </div>
+                  <Confirm label={`Revoke ${k.name}`} yes="Yes, revoke" onYes={() => void revoke(k.id)} onNo={() => setRevoking(null)}>
+                    Revoke <strong>{k.name}</strong>? Every request with it fails from now on. This cannot be undone.
+                  </Confirm>
                 )}
               </li>
             ))}

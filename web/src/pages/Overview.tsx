@@ -16,7 +16,8 @@ export const Overview = (props: { readonly api: Api }) => {
   if (!state.ok) return <Problem error={state} />
   const { org, days, tools } = state.value
   const cap = org.spend_cap
-  const used = cap === null || cap === 0 ? 0 : Math.min(100, (org.month_spend / cap) * 100)
+  // a cap of 0 is reached already: every billed call is refused
+  const used = cap === null ? 0 : cap === 0 ? 100 : Math.min(100, (org.month_spend / cap) * 100)
   return (
     <div class="grid">
       <Card title={org.name}>
@@ -35,6 +36,9 @@ export const Overview = (props: { readonly api: Api }) => {
           <div class="meter" role="meter" aria-valuemin={0} aria-valuemax={cap} aria-valuenow={org.month_spend} aria-label="Month spend against the cap">
             <div class={used >= 90 ? "fill warn" : "fill"} style={{ width: `${used}%` }} />
           </div>
+        )}
+        {cap !== null && org.month_spend >= cap && (
+          <p class="problem" role="status">The cap is reached: calls that cost credits are refused (spend_cap_exceeded) until next month or a higher cap.</p>
         )}
         <p class="muted"><a href="/dashboard/spend-cap">Change the spend cap</a></p>
       </Card>

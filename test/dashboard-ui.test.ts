@@ -133,6 +133,20 @@ const nav = (page: Page, name: string) =>
     await page.getByRole("heading", { level: 1, name, exact: true }).waitFor()
   })
 
+/** The Connections page, nu (GitHub) connected through its form; its list item. */
+const connectNu = (page: Page) =>
+  Effect.gen(function* () {
+    yield* nav(page, "Connections")
+    const nu = page.locator("li.provider[data-provider=nu]")
+    yield* step(async () => {
+      await nu.getByRole("button", { name: "Connect" }).click()
+      await nu.getByLabel("token").fill(CREDENTIALS.nu.token)
+      await nu.getByRole("button", { name: "Connect" }).click()
+      await nu.getByText("active").waitFor()
+    })
+    return nu
+  })
+
 layer(gatewayLayer(), { excludeTestServices: true })("the dashboard in Chromium", (it) => {
   it.effect("the app is built and served: /dashboard and its routes are the page, / leads there, files are its own", () =>
     Effect.gen(function* () {
@@ -235,14 +249,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("the dashboard in Chromium"
           })
 
           // -- connections ----------------------------------------------------------------------------------
-          yield* nav(page, "Connections")
-          const nu = page.locator("li.provider[data-provider=nu]")
-          yield* step(async () => {
-            await nu.getByRole("button", { name: "Connect" }).click()
-            await nu.getByLabel("token").fill(CREDENTIALS.nu.token)
-            await nu.getByRole("button", { name: "Connect" }).click()
-            await nu.getByText("active").waitFor()
-          })
+          yield* connectNu(page)
           expect(yield* text(page)).not.toContain(CREDENTIALS.nu.token)
           const connections = yield* dashboard("GET", "/v1/connections", yield* tokenOf(page))
           expect(connections.text).toContain("\"provider\":\"nu\"")
@@ -359,13 +366,8 @@ layer(gatewayLayer(), { excludeTestServices: true })("the dashboard in Chromium"
       expect(yield* step(() => longKey.getByRole("button", { name: "Revoke" }).isVisible())).toBe(true)
 
       // a connection is removed only once confirmed
-      yield* nav(page, "Connections")
-      const nu = page.locator("li.provider[data-provider=nu]")
+      const nu = yield* connectNu(page)
       yield* step(async () => {
-        await nu.getByRole("button", { name: "Connect" }).click()
-        await nu.getByLabel("token").fill(CREDENTIALS.nu.token)
-        await nu.getByRole("button", { name: "Connect" }).click()
-        await nu.getByText("active").waitFor()
         await nu.getByRole("button", { name: "Remove" }).click()
         await nu.getByRole("alertdialog").getByRole("button", { name: "Cancel" }).click()
       })

@@ -350,6 +350,16 @@ layer(gatewayLayer(), { excludeTestServices: true })("dashboard API: keys, usage
         expectEnvelope(yield* dashboard("GET", "/v1/usage/summary?group_by=key", token), invalidRequest)
       }))
 
+    it.effect("a field that may be null and is neither null nor valid is told what it should be, once", () =>
+      Effect.gen(function* () {
+        const { token, keyId } = yield* givenMember()
+        const refused = yield* dashboard("PATCH", `/v1/keys/${keyId}`, token, { monthly_spend_limit: -1 })
+        expectEnvelope(refused, { ...invalidRequest, message: "monthly_spend_limit: " })
+        // not also "Expected null, actual -1": the null branch of the field says nothing more
+        expect(refused.text).not.toContain("Expected null")
+        expect(refused.text.match(/monthly_spend_limit/g)).toHaveLength(1)
+      }))
+
     it.effect("a key's name may not hold bidirectional controls, which would show it reordered", () =>
       Effect.gen(function* () {
         const { token, keyId } = yield* givenMember()

@@ -13,9 +13,22 @@ export const formatPath = (path: ReadonlyArray<PropertyKey>) =>
  */
 export const withoutValue = (message: string): string => message.replace(/,?\s*actual[\s\S]*$/, "").trim()
 
+/**
+ * The issues worth saying: a field that may be null (`NullOr`) and is neither null nor valid fails both members,
+ * and "Expected null" beside what the value should have been says nothing more (`limit: must be a whole number;
+ * limit: Expected null, actual -1`).
+ */
+export const meaningfulIssues = <I extends { readonly path: ReadonlyArray<PropertyKey>; readonly message: string }>(
+  issues: ReadonlyArray<I>
+): ReadonlyArray<I> => {
+  const key = (issue: I) => formatPath(issue.path)
+  const isNullBranch = (issue: I) => /^Expected null\b/.test(issue.message)
+  return issues.filter((issue) => !isNullBranch(issue) || !issues.some((other) => other !== issue && !isNullBranch(other) && key(other) === key(issue)))
+}
+
 /** The first problem of a parse error, as `field: message` (without the value sent, when it is a secret). */
 export const describeParseError = (error: ParseResult.ParseError, options: { readonly secret?: boolean } = {}): string => {
-  const issues = ParseResult.ArrayFormatter.formatErrorSync(error)
+  const issues = meaningfulIssues(ParseResult.ArrayFormatter.formatErrorSync(error))
   const first = issues[0]
   if (first === undefined) return "unexpected shape"
   const more = issues.length > 1 ? ` (and ${issues.length - 1} more)` : ""

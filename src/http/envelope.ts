@@ -32,7 +32,7 @@ import {
   rateLimitHeaders,
   responseHeaders
 } from "../domain/errors.js"
-import { formatPath, withoutValue } from "../domain/parse.js"
+import { formatPath, meaningfulIssues, withoutValue } from "../domain/parse.js"
 import { ServerConfig } from "../config.js"
 import { KeyStore } from "../services/KeyStore.js"
 import type { RateLimitState } from "../services/RateLimit.js"
@@ -80,9 +80,10 @@ const fieldOf = (path: ReadonlyArray<PropertyKey>) => (path.length === 0 ? "" : 
 const MAX_QUOTED_ISSUE = 300
 
 const decodeMessage = (error: HttpApiError.HttpApiDecodeError, secret: boolean): string => {
-  const issues = error.issues.slice(0, 5).map((i) =>
+  const all = meaningfulIssues(error.issues)
+  const issues = all.slice(0, 5).map((i) =>
     clip(`${fieldOf(i.path)}${secret ? withoutValue(i.message) : i.message}`, MAX_QUOTED_ISSUE))
-  const more = error.issues.length > 5 ? ` (and ${error.issues.length - 5} more)` : ""
+  const more = all.length > 5 ? ` (and ${all.length - 5} more)` : ""
   return `Invalid request: ${issues.join("; ")}${more}`
 }
 

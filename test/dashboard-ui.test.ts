@@ -387,6 +387,20 @@ layer(gatewayLayer(), { excludeTestServices: true })("the dashboard in Chromium"
       expect(new URL(page.url()).pathname).toBe("/dashboard/connections")
       yield* step(() => opened.close())
 
+      // a download cut at the export's 50,000 rows says so
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`
+        INSERT INTO usage (org_id, key_id, tool, request_id, status, code, credits, latency_ms, provider, created_at)
+        SELECT ${member.orgId}, ${member.keyId}, 'weather', 'req_bulk' || n, 200, 'ok', 1, 5, 'open-meteo', now() - n * interval '1 second'
+          FROM generate_series(1, 50000) AS n`.pipe(Effect.orDie)
+      yield* nav(page, "Usage")
+      yield* step(async () => {
+        const waiting = page.waitForEvent("download")
+        await page.getByRole("button", { name: "Download CSV" }).click()
+        await waiting
+        await page.getByText("The file holds the newest 50,000 matches; more match").waitFor()
+      })
+
       // taken out of the org while signed in: the next page's call signs the tab out, with the gateway's reason
       yield* Effect.orDie(Effect.flatMap(Members, (m) => m.remove(member.orgId, member.uid)))
       yield* nav(page, "Betas").pipe(Effect.ignore, Effect.timeout("3 seconds"), Effect.ignore)

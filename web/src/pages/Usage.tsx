@@ -1,6 +1,7 @@
 /** The usage log: filter by key, tool, status and dates; page through it; download what matches as CSV. */
 import { Effect } from "effect"
 import { useState } from "preact/hooks"
+import { USAGE_CSV_MAX } from "../../../src/domain/dashboard.js"
 import type { Api } from "../api.js"
 import { Card, Field, formatTime, Loading, Problem, useLoad } from "../ui.js"
 
@@ -20,8 +21,11 @@ const paramsOf = (f: Filters) => ({
   ...(f.tool === "" ? {} : { tool: f.tool }),
   ...(f.status === "" ? {} : { status: f.status }),
   ...(f.from === "" ? {} : { from: f.from }),
-  ...(f.to === "" ? {} : { to: new Date(Date.parse(`${f.to}T00:00:00Z`) + 86_400_000).toISOString() })
+  ...(f.to === "" || f.to >= LAST_DAY ? {} : { to: new Date(Date.parse(`${f.to}T00:00:00Z`) + 86_400_000).toISOString() })
 })
+
+/** The last day a date can name (ISO 8601's four-digit years): to its end is no bound at all. */
+const LAST_DAY = "9999-12-31"
 
 const PAGE = 25
 
@@ -32,6 +36,7 @@ export const Usage = (props: { readonly api: Api }) => {
   const [cursors, setCursors] = useState<ReadonlyArray<string | undefined>>([undefined])
   const cursor = cursors[cursors.length - 1]
   const [error, setError] = useState<{ readonly code: string; readonly message: string } | null>(null)
+  const [cutOff, setCutOff] = useState(false)
   const lists = useLoad(() =>
     props.api.run((c) => Effect.all({ keys: c.dashboard.listKeys(), catalog: c.catalog.list() }, { concurrency: 2 })))
   const page = useLoad(
@@ -45,6 +50,8 @@ export const Usage = (props: { readonly api: Api }) => {
       if (!outcome.ok) return setError(outcome)
       if (typeof outcome.value !== "string") return setError({ code: "internal_error", message: "The export was not CSV." })
       setError(null)
+      // an export holds at most USAGE_CSV_MAX rows (a header line, then one line a record)
+      setCutOff(outcome.value.split("\r\n").length - 2 >= USAGE_CSV_MAX)
       const link = document.createElement("a")
       link.href = URL.createObjectURL(new Blob([outcome.value], { type: "text/csv" }))
       link.download = "usage.csv"
@@ -107,6 +114,12 @@ export const Usage = (props: { readonly api: Api }) => {
         </div>
       </form>
       <Problem error={error} />
+      {cutOff && (
+        <p class="muted" role="status">
+          The file holds the newest {USAGE_CSV_MAX.toLocaleString("en-US")} matches; more match. Narrow the dates for the
+          rest, or ask the API (<code>GET /v1/usage?format=csv</code> answers where the rest starts in <code>X-Next-Cursor</code>).
+        </p>
+      )}
       {result === null ? <Loading /> : !result.ok ? <Problem error={result} /> : records === undefined ? null : (
         <>
           {records.data.length === 0 ? <p class="muted">No calls match.</p> : (

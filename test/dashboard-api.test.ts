@@ -6,6 +6,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { describe, expect, layer } from "@effect/vitest"
+import * as Net from "node:net"
 import { monitorEventLoopDelay } from "node:perf_hooks"
 import { Effect, Schema } from "effect"
 import { InvalidRequest, NotFound, ToolGatewayClient } from "../src/client.js"
@@ -255,6 +256,54 @@ layer(gatewayLayer(), { excludeTestServices: true })("dashboard API: keys, usage
         }
       }), { timeout: 30_000 })
 
+    it.effect("an export that fails after its headers is cut off, not ended as if whole", () =>
+      Effect.gen(function* () {
+        const { token, orgId, keyId } = yield* givenMember()
+        yield* givenManyUsage(orgId, keyId, 3000, "2026-07-01T00:00:00Z")
+        // a row no id can be shown for (past 2^52): reading it is a defect, after the CSV's header line went out
+        const sql = yield* SqlClient.SqlClient
+        yield* sql`
+          INSERT INTO usage (id, org_id, key_id, tool, request_id, status, code, credits, latency_ms, provider, created_at)
+          OVERRIDING SYSTEM VALUE
+          VALUES (${2 ** 52 + 5}, ${orgId}, ${keyId}, 'weather', 'req_unshowable', 200, 'ok', 1, 5, 'open-meteo', now())`.pipe(Effect.orDie)
+        const base = yield* baseUrl
+        const read = yield* Effect.promise(() =>
+          fetch(`${base}/v1/usage?format=csv`, { headers: { authorization: `Bearer ${token}` } })
+            .then((r) => r.text())
+            .then((text) => ({ whole: true, text }), (error: unknown) => ({ whole: false, text: String(error) })))
+        // before: a 200 whose body ended cleanly after the header line, a file that looked complete
+        expect(read.whole, read.text.slice(0, 200)).toBe(false)
+      }))
+
+    it.effect("clients that stop reading their exports hold up no other org's export", () =>
+      Effect.gen(function* () {
+        const big = yield* givenMember()
+        yield* givenManyUsage(big.orgId, big.keyId, USAGE_CSV_MAX + 1, "2026-08-01T00:00:00Z")
+        const small = yield* givenMember()
+        yield* givenManyUsage(small.orgId, small.keyId, 10, "2026-08-01T00:00:00Z")
+        const base = new URL(yield* baseUrl)
+        // three downloads whose readers stop reading at once: their answers wait on full sockets
+        const stalled = yield* Effect.acquireRelease(
+          Effect.promise(() =>
+            Promise.all([1, 2, 3].map(() =>
+              new Promise<Net.Socket>((resolve) => {
+                const socket = Net.connect(Number(base.port), base.hostname, () => {
+                  socket.write(`GET /v1/usage?format=csv HTTP/1.1\r\nHost: ${base.host}\r\nAuthorization: Bearer ${big.token}\r\n\r\n`)
+                  socket.once("data", () => {
+                    socket.pause()
+                    resolve(socket)
+                  })
+                })
+              })))),
+          (sockets) => Effect.sync(() => sockets.forEach((s) => s.destroy()))
+        )
+        expect(stalled).toHaveLength(3)
+        yield* Effect.sleep("500 millis")
+        const other = yield* dashboard("GET", "/v1/usage?format=csv", small.token).pipe(Effect.timeout("10 seconds"))
+        expect(other.status).toBe(200)
+        expect(other.text.trimEnd().split("\r\n")).toHaveLength(11)
+      }).pipe(Effect.scoped), { timeout: 60_000 })
+
     it.effect("an org's record ids do not count other orgs' calls: the gap across 1,000 of another org's records says nothing", () =>
       Effect.gen(function* () {
         const a = yield* givenMember()
@@ -278,7 +327,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("dashboard API: keys, usage
         // the cursor is the page's last id, and it pages on
         expect(next).toBe(newer?.["id"])
         expect(older?.["time"]).toBe("2026-05-01T00:00:00.000Z")
-        // a 16-digit cursor no record is shown as: refused, not read as some record
+        // a cursor that is not a shown id (2^52 or more, or more than 16 digits): refused, not read as some record
         expectEnvelope(yield* dashboard("GET", "/v1/usage?cursor=9999999999999999", a.token), { ...invalidRequest, message: "cursor" })
         expectEnvelope(yield* dashboard("GET", "/v1/usage?cursor=12345678901234567", a.token), { ...invalidRequest, message: "cursor" })
       }))
@@ -374,7 +423,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("dashboard API: keys, usage
     it.effect("dates that do not exist, a limit that is not digits and a reversed range are 400, on every usage route", () =>
       Effect.gen(function* () {
         const { token, keyId } = yield* givenMember()
-        for (const date of ["2026-02-30", "2026-04-31", "2025-02-29", "2026-13-01", "2026-01-01T24:00:00Z", "2026-01-01T12:60:00Z", "0000-06-01"]) {
+        for (const date of ["2026-02-30", "2026-04-31", "2025-02-29", "2026-13-01", "2026-01-01T24:00:00Z", "2026-01-01T12:60:00Z", "0000-06-01", "0001-01-01T00:00:00%2B01:00"]) {
           for (const path of [`/v1/usage?from=${date}`, `/v1/usage?to=${date}`, `/v1/usage/summary?from=${date}&to=2026-06-01`, `/v1/usage/summary?to=${date}`]) {
             expectEnvelope(yield* dashboard("GET", path, token), { ...invalidRequest, message: "exists" })
           }

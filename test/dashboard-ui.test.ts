@@ -325,6 +325,10 @@ layer(gatewayLayer(), { excludeTestServices: true })("the dashboard in Chromium"
       const long = "n".repeat(100)
       expect((yield* dashboard("POST", "/v1/keys", token, { name: "timed", expires_at: "2030-03-15T15:30:00Z" })).status).toBe(201)
       expect((yield* dashboard("POST", "/v1/keys", token, { name: long })).status).toBe(201)
+      // and one that expired three days ago (the API takes only future expiries: set where it is kept)
+      expect((yield* dashboard("POST", "/v1/keys", token, { name: "brief", expires_at: "2030-01-01" })).status).toBe(201)
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`UPDATE api_keys SET expires_at = now() - interval '3 days' WHERE org_id = ${member.orgId} AND name = 'brief'`.pipe(Effect.orDie)
       yield* nav(page, "Keys")
       yield* step(() => page.getByText("timed").waitFor())
       expect(yield* step(() => page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"))).toBe(true)
@@ -340,6 +344,15 @@ layer(gatewayLayer(), { excludeTestServices: true })("the dashboard in Chromium"
       const Keys = Schema.Struct({ data: Schema.Array(Schema.Struct({ name: Schema.String, expires_at: Schema.NullOr(Schema.String) })) })
       const keys = Schema.decodeUnknownSync(Keys)((yield* dashboard("GET", "/v1/keys", token)).body).data
       expect(keys.find((k) => k.name === "timed again")?.expires_at).toBe("2030-03-15T15:30:00.000Z")
+      // an expired key says so, and its other fields can still be changed (its past date is no minimum to meet)
+      const brief = page.locator("li.key", { hasText: "brief" })
+      yield* step(async () => {
+        await brief.getByText("expired").waitFor()
+        await brief.getByRole("button", { name: "Edit limits" }).click()
+        await brief.getByLabel("Monthly spend limit").fill("7")
+        await brief.getByRole("button", { name: "Save" }).click()
+        await brief.getByText("/ 7").waitFor()
+      })
 
       // a name of spaces, refused before it is sent: said as the gateway says it, not as a network failure
       yield* step(async () => {
@@ -388,7 +401,6 @@ layer(gatewayLayer(), { excludeTestServices: true })("the dashboard in Chromium"
       yield* step(() => opened.close())
 
       // a download cut at the export's 50,000 rows says so
-      const sql = yield* SqlClient.SqlClient
       yield* sql`
         INSERT INTO usage (org_id, key_id, tool, request_id, status, code, credits, latency_ms, provider, created_at)
         SELECT ${member.orgId}, ${member.keyId}, 'weather', 'req_bulk' || n, 200, 'ok', 1, 5, 'open-meteo', now() - n * interval '1 second'

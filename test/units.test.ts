@@ -9,7 +9,8 @@ import { tools } from "../src/domain/tools.js"
 import { deeperThan } from "../src/http/security.js"
 import { truncate } from "../src/providers/text.js"
 import { canonicalJson, fingerprint, validateKey } from "../src/services/Idempotency.js"
-import { upstreamMessage } from "../src/services/ProviderClient.js"
+import { decodeText, upstreamMessage } from "../src/services/ProviderClient.js"
+import { charsetOf } from "../src/domain/contentType.js"
 import { base62 } from "../src/services/random.js"
 import { makePolicy, refusedAddress, refusedUrl } from "../src/services/Ssrf.js"
 import { millisToNextMonth, monthOf } from "../src/services/time.js"
@@ -161,5 +162,16 @@ describe("usage ids shown", () => {
     for (const bad of ["", "-1", "1.5", "abc", "1e3", String(USAGE_ID_LIMIT), "99999999999999999", " 12"]) expect(ids.read(bad)).toBeUndefined()
     expect(() => ids.show(-1)).toThrow(RangeError)
     expect(() => ids.show(USAGE_ID_LIMIT)).toThrow(RangeError)
+  })
+})
+
+describe("an upstream answer's charset", () => {
+  it("is read trimmed and in lower case; a label padded any way is one decoder, JSON is UTF-8", () => {
+    const latin1 = Uint8Array.from([0x63, 0x61, 0x66, 0xe9])
+    for (const type of ["text/plain; charset=ISO-8859-1", "text/plain; charset=\"  iso-8859-1  \"", "text/plain;charset = latin1"]) {
+      expect(decodeText(latin1, type), type).toBe("café")
+    }
+    expect(charsetOf("text/plain; charset=\"utf-8   \"")).toBe("utf-8")
+    expect(decodeText(Buffer.from("café"), "application/problem+json; charset=iso-8859-1")).toBe("café")
   })
 })

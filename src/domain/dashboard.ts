@@ -15,6 +15,9 @@ const Timestamp = Schema.String.annotations({ description: "ISO 8601, UTC" })
 
 const INSTANT = /^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2}))?$/
 
+/** 0001-01-01T00:00:00Z: the first instant the API takes (PostgreSQL's timestamps have no year 0). */
+export const FIRST_INSTANT_MS = -62_135_596_800_000
+
 /**
  * Whether a text's calendar date and time of day exist: JavaScript's parser rolls 2026-02-30 over to March 2nd and
  * 24:00 to the next day. Years from 1 (PostgreSQL's timestamps have no year 0).
@@ -29,7 +32,8 @@ const isRealInstant = (s: string): boolean => {
 
 /** An instant given by a caller: an ISO 8601 date (its 00:00 UTC) or a date and time with its offset. */
 export const Instant = Schema.String.pipe(
-  Schema.filter((s) => INSTANT.test(s) && isRealInstant(s) && Number.isFinite(Date.parse(s)), {
+  // from the year 1 as an instant too (0001-01-01T00:00+01:00 is in the year 0)
+  Schema.filter((s) => INSTANT.test(s) && isRealInstant(s) && Date.parse(s.length === 10 ? `${s}T00:00:00Z` : s) >= FIRST_INSTANT_MS, {
     message: () => "must be an ISO 8601 date or time that exists (years from 0001), e.g. 2030-01-31 or 2030-01-31T12:00:00Z",
     // published, so that the JSON Schema keeps the check and the description (a filter without one has neither)
     jsonSchema: { pattern: INSTANT.source }

@@ -4,13 +4,14 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Stream from "effect/Stream"
-import { instantMillis, SUMMARY_MAX_DAYS, USAGE_CSV_COLUMNS, USAGE_CSV_MAX } from "../domain/dashboard.js"
+import { FIRST_INSTANT_MS, instantMillis, SUMMARY_MAX_DAYS, USAGE_CSV_COLUMNS, USAGE_CSV_MAX } from "../domain/dashboard.js"
 import { InvalidRequest, NotFound } from "../domain/errors.js"
 import { KeyId } from "../domain/ids.js"
 import { isToolName } from "../domain/tools.js"
@@ -27,8 +28,6 @@ import { Api, CurrentUser } from "./Api.js"
 const iso = (d: Date) => d.toISOString()
 
 const DAY_MS = 86_400_000
-/** 0001-01-01T00:00:00Z, the first instant the API takes. */
-const FIRST_INSTANT = -62_135_596_800_000
 
 const recordView = (r: UsageRecord) => ({
   id: r.id,
@@ -168,7 +167,11 @@ export const DashboardLive = HttpApiBuilder.group(Api, "dashboard", (handlers) =
           }
           if (csv) {
             const exported = yield* usage.export(orgId, { ...filter, max: USAGE_CSV_MAX })
-            return HttpServerResponse.stream(csvOf(exported.records), {
+            // Once the headers are out, a failure can only cut the answer off: the connection is closed without
+            // the body's last chunk, so the client sees an incomplete download, not a shorter file that looks whole.
+            const socket = NodeHttpServerRequest.toIncomingMessage(yield* HttpServerRequest.HttpServerRequest).socket
+            const body = csvOf(exported.records).pipe(Stream.tapErrorCause(() => Effect.sync(() => socket.destroy())))
+            return HttpServerResponse.stream(body, {
               contentType: "text/csv; charset=utf-8",
               headers: {
                 "content-disposition": "attachment; filename=\"usage.csv\"",
@@ -187,7 +190,7 @@ export const DashboardLive = HttpApiBuilder.group(Api, "dashboard", (handlers) =
           // by default the 30 UTC days that end with the day of `to` (the day before it, when `to` is a midnight:
           // `to` is exclusive), from the year 1 at the earliest
           const from = urlParams.from === undefined
-            ? Math.max(Math.ceil(to / DAY_MS) * DAY_MS - 30 * DAY_MS, FIRST_INSTANT)
+            ? Math.max(Math.ceil(to / DAY_MS) * DAY_MS - 30 * DAY_MS, FIRST_INSTANT_MS)
             : instantMillis(urlParams.from)
           if (from >= to) return yield* new InvalidRequest({ message: "Invalid request: from must be before to." })
           if (to - from > SUMMARY_MAX_DAYS * DAY_MS) {

@@ -82,7 +82,8 @@ export const deeperThan = (value: unknown, max: number): boolean => {
   return false
 }
 
-const isJsonMediaType = (contentType: string) => mediaTypeOf(contentType) === "application/json"
+/** What a request body's `Content-Type` must say: JSON, as `application/json` (not `…+json`). */
+const isJsonRequestType = (contentType: string) => mediaTypeOf(contentType) === "application/json"
 
 /** JSON is UTF-8 (RFC 8259): the labels of UTF-8 a client may send (the Encoding standard's). */
 const UTF8_LABELS: ReadonlySet<string> = new Set(["utf-8", "utf8", "unicode-1-1-utf-8"])
@@ -159,7 +160,7 @@ export const readJsonBody = (
 ) =>
   Effect.gen(function* () {
     const contentType = request.headers["content-type"]
-    if (contentType !== undefined && !isJsonMediaType(contentType)) {
+    if (contentType !== undefined && !isJsonRequestType(contentType)) {
       return yield* new UnsupportedMediaType({
         message: `Content-Type must be application/json (got ${contentType.slice(0, 100)}).`
       })

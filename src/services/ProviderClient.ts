@@ -34,7 +34,7 @@ import { ProvidersConfig } from "../config.js"
 import { guardedLookup, makePolicy, refusedUrl } from "./Ssrf.js"
 import { nowMillis } from "./time.js"
 import { traced } from "./tracing.js"
-import { charsetOf } from "../domain/contentType.js"
+import { charsetOf, isJsonMediaType } from "../domain/contentType.js"
 
 export type HttpMethod = "GET" | "POST" | "PUT" | "PATCH" | "DELETE"
 
@@ -161,7 +161,8 @@ const shown = (url: URL) => {
 // setTimeout's limit; a deadline further away than this (none set) is as good as none.
 const MAX_TIMER_MS = 2 ** 31 - 1
 const decoder = new TextDecoder()
-// one decoder a charset label seen (the WHATWG Encoding standard's labels: a bounded set)
+// one decoder a charset label seen: the labels are trimmed and lower case (charsetOf) and only those the WHATWG
+// Encoding standard knows are kept, a bounded set
 const decoders = new Map<string, TextDecoder>([["utf-8", decoder], ["utf8", decoder]])
 
 const decoderFor = (charset: string | undefined): TextDecoder => {
@@ -178,9 +179,13 @@ const decoderFor = (charset: string | undefined): TextDecoder => {
   }
 }
 
-/** Bytes as text in the charset their `Content-Type` names (UTF-8 when it names none, or one unknown). */
+/**
+ * Bytes as text in the charset their `Content-Type` names (UTF-8 when it names none, or one unknown). JSON is
+ * UTF-8 whatever it names: RFC 8259 defines no charset for it ("adding one really has no effect on compliant
+ * recipients"), and an API that says `charset=ISO-8859-1` of JSON is more often wrong about the label than the bytes.
+ */
 export const decodeText = (body: Uint8Array, contentType: string | undefined): string =>
-  decoderFor(contentType === undefined ? undefined : charsetOf(contentType)).decode(body)
+  decoderFor(contentType === undefined || isJsonMediaType(contentType) ? undefined : charsetOf(contentType)).decode(body)
 
 /** An upstream answer's body as text, in the charset its `Content-Type` names. */
 export const bodyText = (response: UpstreamResponse): string => decodeText(response.body, response.headers["content-type"])

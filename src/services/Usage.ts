@@ -115,7 +115,7 @@ export class Usage extends Context.Tag("Usage")<Usage, {
   readonly record: (entry: UsageEntry) => Effect.Effect<void>
   /** Write the records that are waiting. */
   readonly flush: Effect.Effect<void>
-  /** Newest first; a cursor that no page gave is `InvalidRequest`. */
+  /** Newest first; a cursor that is not a shown id (digits, below 2^52) is `InvalidRequest`. */
   readonly page: (orgId: OrgId, options: PageOptions) => Effect.Effect<UsagePage, InvalidRequest>
   /** Up to `max` records, newest first, streamed (a CSV download); what it holds is fixed when it is asked for. */
   readonly export: (orgId: OrgId, options: ExportOptions) => Effect.Effect<UsageExport, InvalidRequest>
@@ -174,8 +174,8 @@ const GroupRow = Schema.Struct({
 
 /** Records an export reads a statement (about 10 ms of the event loop each, decoded and formatted). */
 const EXPORT_CHUNK = 1_000
-/** Exports a process reads at once; more wait their turn (each keeps the event loop busy in turns). */
-const EXPORTS_AT_ONCE = 2
+/** Export chunks a process reads at once; more wait their turn (each keeps the event loop busy for its chunk). */
+const EXPORT_CHUNKS_AT_ONCE = 2
 
 const FLUSH_INTERVAL = Duration.millis(100)
 const FLUSH_SIZE = 500
@@ -258,7 +258,7 @@ export const make = Effect.gen(function* () {
         : Effect.succeed(rowId)
     })
 
-  const exports = yield* Effect.makeSemaphore(EXPORTS_AT_ONCE)
+  const exports = yield* Effect.makeSemaphore(EXPORT_CHUNKS_AT_ONCE)
 
   const findGroups = SqlSchema.findAll({
     Request: SummaryQuery,
@@ -431,14 +431,15 @@ export const make = Effect.gen(function* () {
       const edge = yield* findIds({ ...query, offset: options.max - 1, limit: 2 }).pipe(Effect.orDie)
       const last = edge.length === 2 ? edge[0]?.id : undefined
       // a chunk at a time, each its own statement: the event loop serves other requests between them, and no
-      // more than a chunk of rows is held at once; EXPORTS_AT_ONCE of a process's exports read while the rest wait
-      const chunks = Stream.paginateChunkEffect(newest.id + 1, (below) =>
-        Effect.map(findPage({ ...query, cursor: below, downTo: last }), (rows) => {
+      // more than a chunk of rows is held at once. EXPORT_CHUNKS_AT_ONCE chunks of a process's exports are read at a time,
+      // the rest wait their turn: a permit a chunk, not an export, so a client that stops reading (or reads slowly)
+      // holds none while its answer waits on its socket.
+      const records = Stream.paginateChunkEffect(newest.id + 1, (below) =>
+        exports.withPermits(1)(Effect.map(findPage({ ...query, cursor: below, downTo: last }), (rows) => {
           const chunk = rows.slice(0, EXPORT_CHUNK)
           const end = chunk[chunk.length - 1]
           return [Chunk.unsafeFromArray(chunk.map(recordOf)), rows.length > EXPORT_CHUNK && end !== undefined ? Option.some(end.id) : Option.none()] as const
-        })).pipe(Stream.orDie)
-      const records = Stream.unwrapScoped(Effect.as(Effect.acquireRelease(exports.take(1), () => exports.release(1)), chunks))
+        }))).pipe(Stream.orDie)
       return { records, nextCursor: last === undefined ? null : ids.show(last) }
     })
 

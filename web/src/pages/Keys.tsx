@@ -72,7 +72,7 @@ const changesOf = (initial: KeyFields, f: KeyFields): Partial<KeyPayload> => {
   }
 }
 
-/** Today, as the date input writes it (the browser's own day). */
+/** Today's UTC date, as the date input writes it (an expiry's date is 00:00 UTC of it). */
 const today = () => new Date().toISOString().slice(0, 10)
 
 const KeyForm = (props: {
@@ -106,7 +106,8 @@ const KeyForm = (props: {
           <input name="limit" type="number" min={0} step={1} inputMode="numeric" value={f.limit} onInput={(e) => set({ limit: e.currentTarget.value })} />
         </Field>
         <Field label="Expires on" hint="empty: never">
-          <input name="expires" type="date" min={today()} value={f.expires} onInput={(e) => set({ expires: e.currentTarget.value })} />
+          {/* no minimum for a key already past its expiry: the browser would refuse to submit any change to it */}
+          <input name="expires" type="date" min={props.initial.expires !== "" && props.initial.expires < today() ? undefined : today()} value={f.expires} onInput={(e) => set({ expires: e.currentTarget.value })} />
         </Field>
       </div>
       <div class="row">

@@ -400,6 +400,14 @@ layer(gatewayLayer(), { excludeTestServices: true })("the dashboard in Chromium"
       expect(new URL(page.url()).pathname).toBe("/dashboard/connections")
       yield* step(() => opened.close())
 
+      // a path that is no page says so, rather than showing the overview under it
+      yield* step(async () => {
+        await page.goto(`${base}/dashboard/nonexistent`)
+        await page.getByRole("heading", { level: 1, name: "No such page" }).waitFor()
+        await page.getByRole("link", { name: "Go to the overview" }).click()
+        await page.getByText("Balance").waitFor()
+      })
+
       // a download cut at the export's 50,000 rows says so
       yield* sql`
         INSERT INTO usage (org_id, key_id, tool, request_id, status, code, credits, latency_ms, provider, created_at)

@@ -39,6 +39,10 @@ const StoredSession = Schema.parseJson(Schema.Struct({
 const loadSession = (): Session | null =>
   Option.getOrNull(Schema.decodeUnknownOption(StoredSession)(sessionStorage.getItem(STORAGE)))
 
+const NoSuchPage = (_props: { readonly api: Api }) => (
+  <p class="muted">There is no page at {location.pathname}. <a href="/dashboard">Go to the overview</a>.</p>
+)
+
 const Shell = (props: { readonly session: Session; readonly api: Api; readonly onSignOut: (notice: string | null) => void }) => {
   const [route, setRoute] = useState(routeOf(location.pathname))
   const [orgName, setOrgName] = useState<string | null>(null)
@@ -65,11 +69,13 @@ const Shell = (props: { readonly session: Session; readonly api: Api; readonly o
     setRoute(routeOf(link.pathname))
     scrollTo(0, 0)
   }
-  const page = PAGES.find((p) => p.path === route) ?? PAGES[0]
+  // a path under /dashboard that is no page says so (and the navigation marks none)
+  const found = PAGES.find((p) => p.path === route)
+  const page = found ?? { path: route, title: "No such page", view: NoSuchPage }
   const View = page.view
   useEffect(() => {
     document.title = `${page.title} · Tool Gateway`
-  }, [page])
+  }, [page.title])
   return (
     <div class="shell" onClick={onClick}>
       <header class="top">

@@ -400,6 +400,18 @@ layer(gatewayLayer(), { excludeTestServices: true })("the dashboard in Chromium"
       expect(new URL(page.url()).pathname).toBe("/dashboard/connections")
       yield* step(() => opened.close())
 
+      // the gateway out of reach: the page says so and offers to try again, which works once it answers
+      yield* step(async () => {
+        await page.route("**/v1/org/**", (route) => route.abort())
+        await page.route("**/v1/org", (route) => route.abort())
+        await page.getByRole("navigation", { name: "Dashboard" }).getByRole("link", { name: "Betas", exact: true }).click()
+        await page.getByRole("button", { name: "Try again" }).waitFor()
+        await page.unroute("**/v1/org/**")
+        await page.unroute("**/v1/org")
+        await page.getByRole("button", { name: "Try again" }).click()
+        await page.getByRole("switch").first().waitFor()
+      })
+
       // a path that is no page says so, rather than showing the overview under it
       yield* step(async () => {
         await page.goto(`${base}/dashboard/nonexistent`)

@@ -14,10 +14,17 @@ export const Card = (props: { readonly title?: string; readonly children: Compon
   </section>
 )
 
-export const Problem = (props: { readonly error: { readonly code: string; readonly message: string } | null }) =>
+/** An error as the gateway said it; one that never reached the gateway offers to try again, with `onRetry`. */
+export const Problem = (props: {
+  readonly error: { readonly code: string; readonly message: string } | null
+  readonly onRetry?: () => void
+}) =>
   props.error === null ? null : (
     <p class="problem" role="alert">
       <code>{props.error.code}</code> {props.error.message}
+      {props.error.code === "network" && props.onRetry !== undefined && (
+        <> <button type="button" class="link" onClick={props.onRetry}>Try again</button></>
+      )}
     </p>
   )
 

@@ -9,7 +9,7 @@ export const Betas = (props: { readonly api: Api }) => {
     props.api.run((c) => Effect.all({ org: c.dashboard.getOrg(), catalog: c.catalog.list() }, { concurrency: 2 })))
   const [error, setError] = useState<{ readonly code: string; readonly message: string } | null>(null)
   if (state === null) return <Loading />
-  if (!state.ok) return <Problem error={state} />
+  if (!state.ok) return <Problem error={state} onRetry={reload} />
   const betas = state.value.catalog.data.filter((t) => t.beta)
   const enabled = new Set(state.value.org.betas)
   const set = (tool: string, on: boolean) =>

@@ -83,7 +83,7 @@ export const Connections = (props: { readonly api: Api }) => {
   const [error, setError] = useState<{ readonly code: string; readonly message: string } | null>(null)
   const [removing, setRemoving] = useState<AccountProvider | null>(null)
   if (state === null) return <Loading />
-  if (!state.ok) return <Problem error={state} />
+  if (!state.ok) return <Problem error={state} onRetry={reload} />
   const byProvider = new Map(state.value.data.map((c) => [c.provider, c]))
   const remove = (provider: AccountProvider) =>
     void props.api.run((c) => c.dashboard.disconnect({ path: { provider } })).then((outcome) => {

@@ -179,7 +179,7 @@ export const Keys = (props: { readonly api: Api }) => {
   const [editing, setEditing] = useState<string | null>(null)
   const [revoking, setRevoking] = useState<string | null>(null)
   if (state === null) return <Loading />
-  if (!state.ok) return <Problem error={state} />
+  if (!state.ok) return <Problem error={state} onRetry={reload} />
   const tools = state.value.catalog.data.map((t) => t.name)
   const keys = state.value.keys.data
 

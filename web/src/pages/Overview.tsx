@@ -5,7 +5,7 @@ import { DailyChart } from "../chart.js"
 import { Card, formatCredits, Loading, Problem, useLoad } from "../ui.js"
 
 export const Overview = (props: { readonly api: Api }) => {
-  const { state } = useLoad(() =>
+  const { state, reload } = useLoad(() =>
     props.api.run((c) =>
       Effect.all({
         org: c.dashboard.getOrg(),
@@ -13,7 +13,7 @@ export const Overview = (props: { readonly api: Api }) => {
         tools: c.dashboard.usageSummary({ urlParams: { group_by: "tool" } })
       }, { concurrency: 3 })))
   if (state === null) return <Loading />
-  if (!state.ok) return <Problem error={state} />
+  if (!state.ok) return <Problem error={state} onRetry={reload} />
   const { org, days, tools } = state.value
   const cap = org.spend_cap
   // a cap of 0 is reached already: every billed call is refused

@@ -8,7 +8,7 @@ export const SpendCap = (props: { readonly api: Api }) => {
   const [value, setValue] = useState("")
   const [error, setError] = useState<{ readonly code: string; readonly message: string } | null>(null)
   if (state === null) return <Loading />
-  if (!state.ok) return <Problem error={state} />
+  if (!state.ok) return <Problem error={state} onRetry={reload} />
   const org = state.value
   const save = (cap: number | null) =>
     void props.api.run((c) => c.dashboard.setSpendCap({ payload: { spend_cap: cap } })).then((outcome) => {

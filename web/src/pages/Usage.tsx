@@ -120,7 +120,7 @@ export const Usage = (props: { readonly api: Api }) => {
           rest, or ask the API (<code>GET /v1/usage?format=csv</code> answers where the rest starts in <code>X-Next-Cursor</code>).
         </p>
       )}
-      {result === null ? <Loading /> : !result.ok ? <Problem error={result} /> : records === undefined ? null : (
+      {result === null ? <Loading /> : !result.ok ? <Problem error={result} onRetry={page.reload} /> : records === undefined ? null : (
         <>
           {records.data.length === 0 ? <p class="muted">No calls match.</p> : (
             <div class="scroll">

@@ -282,6 +282,14 @@ layer(gatewayLayer(), { excludeTestServices: true })("the dashboard in Chromium"
           const rows = yield* step(() => page.locator("table.usage tbody tr").allInnerTexts())
           expect(rows.length).toBe(4)
           for (const row of rows) expect(row).toContain("weather")
+          // the filters are in the address: a reload keeps them
+          expect(new URL(page.url()).search).toBe("?tool=weather&status=ok")
+          yield* step(async () => {
+            await page.reload()
+            await page.locator("table.usage tbody tr").first().waitFor()
+          })
+          expect(yield* step(() => page.getByLabel("Tool").inputValue())).toBe("weather")
+          expect(yield* step(() => page.locator("table.usage tbody tr").count())).toBe(4)
           const download = yield* step(async () => {
             const waiting = page.waitForEvent("download")
             await page.getByRole("button", { name: "Download CSV" }).click()

@@ -13,8 +13,6 @@ interface Filters {
   readonly to: string
 }
 
-const none: Filters = { key_id: "", tool: "", status: "", from: "", to: "" }
-
 /** The filters as query parameters: empty ones left out; `to` is a whole day, so the next day's start. */
 const paramsOf = (f: Filters) => ({
   ...(f.key_id === "" ? {} : { key_id: f.key_id }),
@@ -29,9 +27,27 @@ const LAST_DAY = "9999-12-31"
 
 const PAGE = 25
 
+const DATE = /^\d{4}-\d{2}-\d{2}$/
+
+/** The filters the page's address holds (`?tool=weather&status=ok`), so that a reload or a shared link keeps them. */
+const filtersOfAddress = (): Filters => {
+  const query = new URLSearchParams(location.search)
+  const text = (name: string) => query.get(name)?.slice(0, 200) ?? ""
+  const status = text("status")
+  const date = (name: string) => (DATE.test(text(name)) ? text(name) : "")
+  return { key_id: text("key_id"), tool: text("tool"), status: status === "ok" || status === "error" ? status : "", from: date("from"), to: date("to") }
+}
+
+/** The address for these filters (the empty ones left out), in place of the current one: no new history entry. */
+const showInAddress = (f: Filters) => {
+  const query = new URLSearchParams(Object.entries(f).filter(([, value]) => value !== ""))
+  const search = query.toString() === "" ? "" : `?${query.toString()}`
+  history.replaceState(history.state, "", `${location.pathname}${search}`)
+}
+
 export const Usage = (props: { readonly api: Api }) => {
-  const [draft, setDraft] = useState<Filters>(none)
-  const [filters, setFilters] = useState<Filters>(none)
+  const [draft, setDraft] = useState<Filters>(filtersOfAddress)
+  const [filters, setFilters] = useState<Filters>(filtersOfAddress)
   // the cursors of the pages before this one (for "Newer")
   const [cursors, setCursors] = useState<ReadonlyArray<string | undefined>>([undefined])
   const cursor = cursors[cursors.length - 1]
@@ -73,6 +89,7 @@ export const Usage = (props: { readonly api: Api }) => {
         onSubmit={(e) => {
           e.preventDefault()
           setFilters(draft)
+          showInAddress(draft)
           setCursors([undefined])
         }}
       >

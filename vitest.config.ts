@@ -1,10 +1,10 @@
 import { defineConfig } from "vitest/config"
 
 /**
- * Tests that measure time on the machine (the gateway's responsiveness under hostile pages) run after the
- * rest, alone: what they measure is the gateway, not the other test files running beside them.
+ * Tests that measure time on the machine (the gateway's responsiveness under hostile pages and during a usage
+ * export) run after the rest, alone: what they measure is the gateway, not the other test files running beside them.
  */
-const timed = ["test/pages.test.ts"]
+const timed = ["test/pages.test.ts", "test/usage-export.test.ts"]
 
 export default defineConfig({
   test: {

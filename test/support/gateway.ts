@@ -397,3 +397,12 @@ export const dashboard = (
     }
   })
 }
+
+/** `count` records of weather calls, a second apart from `start` (or all at `start`), straight into the usage table. */
+export const givenManyUsage = (orgId: OrgId, keyId: string, count: number, start: string, options: { readonly apart: boolean } = { apart: true }) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql`
+      INSERT INTO usage (org_id, key_id, tool, request_id, status, code, credits, latency_ms, provider, created_at)
+      SELECT ${orgId}, ${keyId}, 'weather', 'req_many' || n, 200, 'ok', 1, 5, 'open-meteo',
+             ${start}::timestamptz + n * ${options.apart ? "1 second" : "0 seconds"}::interval
+        FROM generate_series(1, ${count}) AS n`).pipe(Effect.orDie)

@@ -133,6 +133,16 @@ const nav = (page: Page, name: string) =>
     await page.getByRole("heading", { level: 1, name, exact: true }).waitFor()
   })
 
+/** On the Keys page: the key listed as `name`'s Edit limits, one field changed, saved; then its item shows `shown`. */
+const editKey = (page: Page, name: string, field: { readonly label: string; readonly value: string }, shown: string) =>
+  step(async () => {
+    const item = page.locator("li.key", { hasText: name })
+    await item.getByRole("button", { name: "Edit limits" }).click()
+    await item.getByLabel(field.label).fill(field.value)
+    await item.getByRole("button", { name: "Save" }).click()
+    await page.locator("li.key", { hasText: shown }).getByText(shown).waitFor()
+  })
+
 /** The Connections page, nu (GitHub) connected through its form; its list item. */
 const connectNu = (page: Page) =>
   Effect.gen(function* () {
@@ -227,12 +237,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("the dashboard in Chromium"
 
           // -- keys: edit limits ---------------------------------------------------------------------------
           const item = page.locator("li.key", { hasText: "ui agent" })
-          yield* step(async () => {
-            await item.getByRole("button", { name: "Edit limits" }).click()
-            await item.getByLabel("Monthly spend limit").fill("50")
-            await item.getByRole("button", { name: "Save" }).click()
-            await item.getByText("/ 50").waitFor()
-          })
+          yield* editKey(page, "ui agent", { label: "Monthly spend limit", value: "50" }, "/ 50")
 
           // -- keys: revoke with confirmation; the next call fails -----------------------------------------
           yield* step(async () => {
@@ -288,6 +293,8 @@ layer(gatewayLayer(), { excludeTestServices: true })("the dashboard in Chromium"
             await page.reload()
             await page.locator("table.usage tbody tr").first().waitFor()
           })
+          // the Tool list fills once the catalog is read: its choice shows then
+          yield* step(() => page.locator("select[name=tool] option[value=weather]").waitFor({ state: "attached" }))
           expect(yield* step(() => page.getByLabel("Tool").inputValue())).toBe("weather")
           expect(yield* step(() => page.locator("table.usage tbody tr").count())).toBe(4)
           const download = yield* step(async () => {
@@ -342,25 +349,13 @@ layer(gatewayLayer(), { excludeTestServices: true })("the dashboard in Chromium"
       expect(yield* step(() => page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"))).toBe(true)
 
       // only the name changes: the expiry keeps its 15:30 (the form shows the date alone)
-      const timed = page.locator("li.key", { hasText: "timed" })
-      yield* step(async () => {
-        await timed.getByRole("button", { name: "Edit limits" }).click()
-        await timed.getByLabel("Name").fill("timed again")
-        await timed.getByRole("button", { name: "Save" }).click()
-        await page.getByText("timed again").waitFor()
-      })
+      yield* editKey(page, "timed", { label: "Name", value: "timed again" }, "timed again")
       const Keys = Schema.Struct({ data: Schema.Array(Schema.Struct({ name: Schema.String, expires_at: Schema.NullOr(Schema.String) })) })
       const keys = Schema.decodeUnknownSync(Keys)((yield* dashboard("GET", "/v1/keys", token)).body).data
       expect(keys.find((k) => k.name === "timed again")?.expires_at).toBe("2030-03-15T15:30:00.000Z")
       // an expired key says so, and its other fields can still be changed (its past date is no minimum to meet)
-      const brief = page.locator("li.key", { hasText: "brief" })
-      yield* step(async () => {
-        await brief.getByText("expired").waitFor()
-        await brief.getByRole("button", { name: "Edit limits" }).click()
-        await brief.getByLabel("Monthly spend limit").fill("7")
-        await brief.getByRole("button", { name: "Save" }).click()
-        await brief.getByText("/ 7").waitFor()
-      })
+      yield* step(() => page.locator("li.key", { hasText: "brief" }).getByText("expired").waitFor())
+      yield* editKey(page, "brief", { label: "Monthly spend limit", value: "7" }, "/ 7")
 
       // a name of spaces, refused before it is sent: said as the gateway says it, not as a network failure
       yield* step(async () => {

@@ -33,7 +33,7 @@ const isRealInstant = (s: string): boolean => {
 /** An instant given by a caller: an ISO 8601 date (its 00:00 UTC) or a date and time with its offset. */
 export const Instant = Schema.String.pipe(
   // from the year 1 as an instant too (0001-01-01T00:00+01:00 is in the year 0)
-  Schema.filter((s) => INSTANT.test(s) && isRealInstant(s) && Date.parse(s.length === 10 ? `${s}T00:00:00Z` : s) >= FIRST_INSTANT_MS, {
+  Schema.filter((s) => INSTANT.test(s) && isRealInstant(s) && instantMillis(s) >= FIRST_INSTANT_MS, {
     message: () => "must be an ISO 8601 date or time that exists (years from 0001), e.g. 2030-01-31 or 2030-01-31T12:00:00Z",
     // published, so that the JSON Schema keeps the check and the description (a filter without one has neither)
     jsonSchema: { pattern: INSTANT.source }

@@ -62,6 +62,10 @@ const csvOf = (records: Stream.Stream<UsageRecord>): Stream.Stream<Uint8Array> =
     Stream.mapChunks(records, (chunk) => Chunk.of(utf8.encode(Chunk.join(Chunk.map(chunk, csvLine), ""))))
   )
 
+/** A range's `from` must come before its `to` (on every route that takes both). */
+const checkRange = (from: number, to: number) =>
+  from < to ? Effect.void : Effect.fail(new InvalidRequest({ message: "Invalid request: from must be before to." }))
+
 /** An optional expiry as given (`null` removes it), as a date. */
 const expiryOf = (value: string | null | undefined) =>
   value === undefined ? undefined : value === null ? null : toDate(instantMillis(value))
@@ -154,16 +158,16 @@ export const DashboardLive = HttpApiBuilder.group(Api, "dashboard", (handlers) =
         Effect.gen(function* () {
           const { orgId } = yield* CurrentUser
           const csv = urlParams.format === "csv"
-          if (urlParams.from !== undefined && urlParams.to !== undefined && instantMillis(urlParams.from) >= instantMillis(urlParams.to)) {
-            return yield* new InvalidRequest({ message: "Invalid request: from must be before to." })
-          }
+          const from = urlParams.from === undefined ? undefined : instantMillis(urlParams.from)
+          const to = urlParams.to === undefined ? undefined : instantMillis(urlParams.to)
+          if (from !== undefined && to !== undefined) yield* checkRange(from, to)
           const filter = {
             cursor: urlParams.cursor,
             keyId: urlParams.key_id,
             tool: urlParams.tool,
             status: urlParams.status,
-            from: urlParams.from === undefined ? undefined : toDate(instantMillis(urlParams.from)),
-            to: urlParams.to === undefined ? undefined : toDate(instantMillis(urlParams.to))
+            from: from === undefined ? undefined : toDate(from),
+            to: to === undefined ? undefined : toDate(to)
           }
           if (csv) {
             const exported = yield* usage.export(orgId, { ...filter, max: USAGE_CSV_MAX })
@@ -192,7 +196,7 @@ export const DashboardLive = HttpApiBuilder.group(Api, "dashboard", (handlers) =
           const from = urlParams.from === undefined
             ? Math.max(Math.ceil(to / DAY_MS) * DAY_MS - 30 * DAY_MS, FIRST_INSTANT_MS)
             : instantMillis(urlParams.from)
-          if (from >= to) return yield* new InvalidRequest({ message: "Invalid request: from must be before to." })
+          yield* checkRange(from, to)
           if (to - from > SUMMARY_MAX_DAYS * DAY_MS) {
             return yield* new InvalidRequest({ message: `Invalid request: a summary covers at most ${SUMMARY_MAX_DAYS} days.` })
           }

@@ -184,8 +184,12 @@ const decoderFor = (charset: string | undefined): TextDecoder => {
  * UTF-8 whatever it names: RFC 8259 defines no charset for it ("adding one really has no effect on compliant
  * recipients"), and an API that says `charset=ISO-8859-1` of JSON is more often wrong about the label than the bytes.
  */
-export const decodeText = (body: Uint8Array, contentType: string | undefined): string =>
-  decoderFor(contentType === undefined || isJsonMediaType(contentType) ? undefined : charsetOf(contentType)).decode(body)
+export const decodeText = (body: Uint8Array, contentType: string | undefined): string => {
+  // most answers name no charset, or UTF-8: their media type is not even read
+  const charset = contentType === undefined ? undefined : charsetOf(contentType)
+  const named = charset === undefined || charset === "utf-8" || contentType === undefined || isJsonMediaType(contentType) ? undefined : charset
+  return decoderFor(named).decode(body)
+}
 
 /** An upstream answer's body as text, in the charset its `Content-Type` names. */
 export const bodyText = (response: UpstreamResponse): string => decodeText(response.body, response.headers["content-type"])

@@ -28,6 +28,19 @@ export class RateLimit extends Context.Tag("RateLimit")<RateLimit, {
 
 const STORE_WARNING_INTERVAL_MS = 10_000
 
+/**
+ * A refusal past a key's bucket; the seconds are in the message too: a client that sees no headers (an MCP SDK's
+ * error) can still wait them.
+ */
+const exceeded = (perSecond: number, burst: number, windowSeconds: number, retryAfter: number) =>
+  new RateLimitExceeded({
+    message: `Rate limit exceeded: ${perSecond} requests per second with bursts of ${burst} for this key. ` +
+      `Retry after ${retryAfter} s (Retry-After).`,
+    retryAfter,
+    limit: burst,
+    windowSeconds
+  })
+
 export const make = Effect.gen(function* () {
   const config = yield* ServerConfig
   const limiter = yield* RateLimiter.RateLimiter
@@ -59,19 +72,7 @@ export const make = Effect.gen(function* () {
       })),
       Effect.catchAll((e) =>
         e.reason === "Exceeded"
-          ? Effect.suspend(() => {
-            const retryAfter = Math.max(1, Math.ceil(Duration.toSeconds(e.retryAfter)))
-            return Effect.fail(
-              new RateLimitExceeded({
-                // the seconds in the message too: a client that sees no headers (an MCP SDK's error) can still wait them
-                message: `Rate limit exceeded: ${policy.perSecond} requests per second with bursts of ${burst} for this key. ` +
-                  `Retry after ${retryAfter} s (Retry-After).`,
-                retryAfter,
-                limit: burst,
-                windowSeconds
-              })
-            )
-          })
+          ? Effect.fail(exceeded(policy.perSecond, burst, windowSeconds, Math.max(1, Math.ceil(Duration.toSeconds(e.retryAfter)))))
           // the store is unreachable (Redis down): let the request through rather than fail every call,
           // and say so at most once every 10 s, not once per request
           : Effect.flatMap(nowMillis, (now) => {

@@ -445,7 +445,7 @@ layer(servicesLayer())("Idempotency-Key in process, on TestClock", (it) => {
       const request = (key: string, input: string) =>
         ({ orgId, key, fingerprint: fingerprint("weather", { q: input }), requestId: `req_${key}_${input}`, leaseMs: 60_000 })
       yield* idempotency.claim(request("done", "Berlin"))
-      yield* idempotency.complete(orgId, "done", { status: 200, body: "{\"stored\":true}", charged: 2 })
+      yield* idempotency.complete(orgId, "done", "req_done_Berlin", { status: 200, body: "{\"stored\":true}", charged: 2 })
       const before = yield* stateOf
       // 40 new keys, one key 20 times (so some batch holds it more than once), a completed key 10 times
       const requests = [
@@ -467,7 +467,7 @@ layer(servicesLayer())("Idempotency-Key in process, on TestClock", (it) => {
       expect(requests.slice(60).map((_, i) => outcome(60 + i))).toEqual(Array.from({ length: 10 }, () => "Replay"))
       // the 41 claimed answers stored at once, then each replayed with its own body
       const claimed = [...Array.from({ length: 40 }, (_, i) => `k${i}`), "twice"]
-      yield* Effect.forEach(claimed, (key) => idempotency.complete(orgId, key, { status: 200, body: `{"key":"${key}"}`, charged: 1 }), {
+      yield* Effect.forEach(claimed, (key) => idempotency.complete(orgId, key, `req_${key}_Berlin`, { status: 200, body: `{"key":"${key}"}`, charged: 1 }), {
         concurrency: "unbounded"
       })
       for (const key of claimed) {
@@ -535,7 +535,7 @@ layer(servicesLayer())("Idempotency-Key in process, on TestClock", (it) => {
       const reservation = (requestId: string) => ({ orgId, keyId, tool: "weather", requestId, amount: 2, leaseMs: 60_000 })
       const claimOf = (key: string) => ({ key, fingerprint: fingerprint("weather", { q: key }) })
       yield* idempotency.claim({ orgId, ...claimOf("done"), requestId: "req_done", leaseMs: 60_000 })
-      yield* idempotency.complete(orgId, "done", { status: 200, body: "{}", charged: 2 })
+      yield* idempotency.complete(orgId, "done", "req_done", { status: 200, body: "{}", charged: 2 })
       const calls = [
         ...Array.from({ length: 30 }, (_, i) => ledger.claimAndReserve(reservation(`req_new_${i}`), claimOf(`new-${i}`))),
         ...Array.from({ length: 20 }, (_, i) => ledger.claimAndReserve(reservation(`req_twice_${i}`), claimOf("twice"))),
@@ -637,7 +637,7 @@ layer(servicesLayer())("Idempotency-Key in process, on TestClock", (it) => {
       const { orgId } = yield* givenOrg({ credits: 10 })
       for (const key of ["old-a", "old-b"]) {
         yield* idempotency.claim({ orgId, key, fingerprint: "f", requestId: `req_${key}`, leaseMs: 60_000 })
-        yield* idempotency.complete(orgId, key, { status: 200, body: "{}", charged: 1 })
+        yield* idempotency.complete(orgId, key, `req_${key}`, { status: 200, body: "{}", charged: 1 })
       }
       yield* TestClock.adjust("25 hours")
       // old-a locked, as a claim taking over an expired record locks it
@@ -656,7 +656,7 @@ layer(servicesLayer())("Idempotency-Key in process, on TestClock", (it) => {
       const { orgId } = yield* givenOrg({ credits: 10 })
       const lease = { orgId, key: "renewed", requestId: "req_renewed" }
       yield* idempotency.claim({ ...lease, fingerprint: "f", leaseMs: 60_000 })
-      yield* leases.claimHeld(lease)
+      yield* leases.claimHeld(lease, Number.POSITIVE_INFINITY)
       const before = (yield* Metric.value(leaseRenewals)).count
       const renewed = yield* whileRecordLocked(orgId, "renewed", Effect.as(leases.renew, "renewed" as const))
       yield* leases.releaseClaim(lease)

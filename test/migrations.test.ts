@@ -8,7 +8,7 @@
 import { SqlClient } from "@effect/sql"
 import * as Migrator from "@effect/sql/Migrator"
 import { describe, expect, it, layer } from "@effect/vitest"
-import { Effect, Redacted } from "effect"
+import { Effect, Layer, Logger, Redacted } from "effect"
 import * as Crypto from "node:crypto"
 import * as Fs from "node:fs"
 import * as Path from "node:path"
@@ -205,5 +205,29 @@ describe("a database an earlier build left behind", () => {
         expect((yield* migrate).map(([id]) => id)).toEqual(Array.from({ length: migrationCount - 4 }, (_, i) => i + 5))
         yield* expectCurrentDefinitions
       }).pipe(Effect.provide(pgLayer(Redacted.make(url), { maxConnections: 2 })))
+    }))
+})
+
+describe("a database a newer build migrated", () => {
+  it.scopedLive("is served with a warning naming the migrations this build does not know", () =>
+    Effect.gen(function* () {
+      const url = yield* freshDatabaseUrl
+      const logged: Array<string> = []
+      const capture = Logger.replace(Logger.defaultLogger, Logger.make(({ logLevel, message }) => {
+        logged.push(`${logLevel.label} ${Array.isArray(message) ? message.join(" ") : String(message)}`)
+      }))
+      yield* Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        yield* migrate
+        expect(logged).toEqual([])
+        const next = migrationCount + 1
+        yield* sql`INSERT INTO gateway_migrations (migration_id, name) VALUES (${next}, 'future_thing')`
+        expect(yield* migrate).toEqual([])
+        expect(logged).toEqual([
+          `WARN The database has a migration this build does not know (${String(next).padStart(4, "0")}_future_thing): a newer ` +
+            `build migrated it. This build (migrations up to ${String(migrationCount).padStart(4, "0")}) may not work with ` +
+            "that schema; run the newer build."
+        ])
+      }).pipe(Effect.provide(Layer.merge(pgLayer(Redacted.make(url), { maxConnections: 2 }), capture)))
     }))
 })

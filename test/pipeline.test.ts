@@ -278,7 +278,7 @@ const makeWorld = (options: WorldOptions = {}) =>
       claim: (request) =>
         Effect.suspend(() => insertClaim(request.key, request.fingerprint) ? Effect.succeed({ _tag: "Claimed" } as const) : claimTaken(request)),
       claimTaken,
-      complete: (_orgId, key, response) => Effect.sync(() => keepAnswer(key, response)),
+      complete: (_orgId, key, _requestId, response) => Effect.sync(() => keepAnswer(key, response)),
       release: (_orgId, key) =>
         Effect.sync(() => {
           w.idempotency.events.push({ op: "release", key })
@@ -293,6 +293,7 @@ const makeWorld = (options: WorldOptions = {}) =>
       releaseHold: (id) => Effect.sync(() => void w.leases.holds.delete(id)),
       claimHeld: (claim) => Effect.sync(() => void w.leases.claims.add(claim.key)),
       releaseClaim: (claim) => Effect.sync(() => void w.leases.claims.delete(claim.key)),
+      heldUntil: () => Number.POSITIVE_INFINITY,
       renew: Effect.void
     })
 

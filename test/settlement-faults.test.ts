@@ -118,7 +118,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("a settlement through a dat
       ).pipe(Effect.flatMap((claimed) => claimed), Effect.orDie)
       lossy.cutAfter = "gateway_resolve_batch"
       lossy.afterCut = "up"
-      const settled = yield* ledger.settle(hold, 2, { orgId, key: "lost-commit", status: 200, body: "{\"kept\":true}" })
+      const settled = yield* ledger.settle(hold, 2, { orgId, key: "lost-commit", requestId: "req_lost_commit", status: 200, body: "{\"kept\":true}" })
       expect(lossy.cuts).toBe(1)
       expect(settled).toBe(true)
       // one settlement statement reached the hold: the one whose answer was lost

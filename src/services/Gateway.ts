@@ -164,6 +164,11 @@ interface Call<T extends ToolName> {
   readonly reservation: number
   /** The caller's Idempotency-Key, checked. */
   readonly key: string | undefined
+  /**
+   * When the call began (a Clock reading): its hold's and claim's leases, written from later readings, hold at
+   * least until this plus the lease.
+   */
+  readonly started: number
 }
 
 /** What a call runs its provider phase with: the credentials of its connection, and its hold. */
@@ -257,7 +262,7 @@ export const make = Effect.gen(function* () {
         }
       }
       const lease: ClaimLease = { orgId: call.caller.orgId, key, requestId: call.requestId }
-      yield* leases.claimHeld(lease)
+      yield* leases.claimHeld(lease, call.started + leases.leaseMs)
       return { _tag: "Claimed", key, lease, reserved } as const
     })
 
@@ -303,8 +308,11 @@ export const make = Effect.gen(function* () {
     })
 
   // -- invoke -----------------------------------------------------------------------------------------
-  /** The provider phase, under the call's deadline; the exit, whatever it is (abort signals end it: nothing interrupts it). */
-  const invoke = <T extends ToolName, A>(call: Call<T>, mode: Mode<T, A>, credentials: CredentialFor<T>) =>
+  /**
+   * The provider phase, under the call's deadline and its leases (`heldUntil`: a request is not sent once they may
+   * have run out); the exit, whatever it is (abort signals end it: nothing interrupts it).
+   */
+  const invoke = <T extends ToolName, A>(call: Call<T>, mode: Mode<T, A>, credentials: CredentialFor<T>, heldUntil: () => number) =>
     Effect.gen(function* () {
       const sink = ArtifactSink.of({
         store: (contentType, data) => artifacts.store(call.caller.orgId, contentType, data),
@@ -314,7 +322,8 @@ export const make = Effect.gen(function* () {
       const context: CallContext = Context.make(ArtifactSink, sink).pipe(
         Context.add(CallDeadline, {
           at: (yield* nowMillis) + callTimeoutMs,
-          describe: `${call.tool} did not complete within ${callTimeoutMs} ms.`
+          describe: `${call.tool} did not complete within ${callTimeoutMs} ms.`,
+          heldUntil
         }),
         Context.add(ProviderIdempotencyKey, call.key === undefined ? undefined : providerIdempotencyKey(call.caller.orgId, call.key)),
         Context.add(ConversionOwner, call.caller.orgId)
@@ -362,7 +371,7 @@ export const make = Effect.gen(function* () {
         const answered = exit.value
         const body = yield* mode.encode(answered)
         // under an Idempotency-Key, the answer is kept by the settlement's statement (see `store`)
-        const keep = call.key === undefined ? undefined : { orgId: call.caller.orgId, key: call.key, status: 200, body }
+        const keep = call.key === undefined ? undefined : { orgId: call.caller.orgId, key: call.key, requestId: call.requestId, status: 200, body }
         const charged = yield* settle(call, hold, chargeFor(call.price, mode.units(answered), call.reservation), keep)
         return { _tag: "Fresh", requestId: call.requestId, output: answered.output, body, provider: answered.provider, charged }
       }
@@ -372,7 +381,13 @@ export const make = Effect.gen(function* () {
         const failed = new NormalizationFailed({ message: failure.message })
         const keep = call.key === undefined
           ? undefined
-          : { orgId: call.caller.orgId, key: call.key, status: envelopeOf.NormalizationFailed.status, body: JSON.stringify(envelope(failed)) }
+          : {
+            orgId: call.caller.orgId,
+            key: call.key,
+            requestId: call.requestId,
+            status: envelopeOf.NormalizationFailed.status,
+            body: JSON.stringify(envelope(failed))
+          }
         const charged = yield* settle(call, hold, chargeFor(call.price, 0, call.reservation), keep)
         return yield* new NormalizationFailed({
           message: failure.message,
@@ -402,7 +417,7 @@ export const make = Effect.gen(function* () {
     const failure = failureOf(exit)
     if (failure?._tag === "NormalizationFailed") return Effect.void
     if (failure !== undefined && isReplayedError(failure)) {
-      return idempotency.complete(orgId, key, { status: envelopeOf[failure._tag].status, body: JSON.stringify(envelope(failure)), charged: 0 })
+      return idempotency.complete(orgId, key, call.requestId, { status: envelopeOf[failure._tag].status, body: JSON.stringify(envelope(failure)), charged: 0 })
     }
     return idempotency.release(orgId, key, call.requestId)
   }
@@ -468,7 +483,8 @@ export const make = Effect.gen(function* () {
           requestId,
           price,
           reservation: reserveFor(price, catalog[tool].maxUnits(input)),
-          key
+          key,
+          started
         }
         const claimed = key === undefined ? { _tag: "Unkeyed" } as const : yield* claim(call, key)
         if (claimed._tag === "Replay") {
@@ -478,18 +494,18 @@ export const make = Effect.gen(function* () {
           yield* admit(call)
           return { _tag: "Replayed", requestId, ...claimed.response } satisfies Replayed
         }
-        const run = (reserved: Effect.Effect<Reserved<T>, ToolError<T>>) =>
+        const run = (reserved: Effect.Effect<Reserved<T>, ToolError<T>>, lease?: ClaimLease) =>
           Effect.gen(function* () {
             const { credentials, hold } = yield* reserved
             // this process renews the hold's lease until it is settled or voided, however long the provider takes
-            yield* leases.holdHeld(hold.id)
-            return yield* invoke(call, mode, credentials).pipe(
+            yield* leases.holdHeld(hold.id, started + leases.leaseMs)
+            return yield* invoke(call, mode, credentials, () => leases.heldUntil(hold.id, lease)).pipe(
               Effect.flatMap((exit) => charge(call, mode, hold, exit)),
               Effect.ensuring(leases.releaseHold(hold.id))
             )
           })
         return claimed._tag === "Claimed"
-          ? yield* run(claimed.reserved).pipe(
+          ? yield* run(claimed.reserved, claimed.lease).pipe(
             Effect.onExit((exit) => store(call, claimed.key, exit)),
             Effect.ensuring(leases.releaseClaim(claimed.lease))
           )

@@ -2,6 +2,8 @@
  * Idempotency keys, on Stripe's model with the API contract's codes. Scope: the org. The first request
  * with a key claims it atomically with a `running` record and a lease; only billable outcomes (a 200 or
  * a normalization failure) are kept and replayed; any other outcome releases the key so a retry runs again.
+ * A claim whose lease ran out (its process taken for dead) is marked `abandoned` by the retry that finds it so:
+ * from then on the key answers `idempotency_replay_unavailable`, whatever the process that held it does later.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
@@ -56,8 +58,8 @@ export class Idempotency extends Context.Tag("Idempotency")<Idempotency, {
    * error — or the claim, when the record was past its retention or freed meanwhile.
    */
   readonly claimTaken: (request: ClaimRequest) => Effect.Effect<Claim, ClaimError>
-  /** Keep a billable outcome for replay. */
-  readonly complete: (orgId: OrgId, key: string, response: StoredResponse) => Effect.Effect<void>
+  /** Keep an outcome for replay under the claim of `requestId` (not once it was abandoned). */
+  readonly complete: (orgId: OrgId, key: string, requestId: string, response: StoredResponse) => Effect.Effect<void>
   /** Forget a non-billable outcome of the request that claimed the key: the key may be used again. */
   readonly release: (orgId: OrgId, key: string, requestId: string) => Effect.Effect<void>
   /** Delete records past their retention (housekeeping: an expired record is already treated as new). */
@@ -97,6 +99,7 @@ const ClaimedKey = Schema.Struct({ org_id: Schema.String, key: Schema.String })
 const Outcome = Schema.Struct({
   orgId: Schema.String,
   key: Schema.String,
+  requestId: Schema.String,
   status: Schema.Number,
   body: Schema.String,
   charged: Schema.Number
@@ -106,7 +109,7 @@ const Outcome = Schema.Struct({
 const IdemKey = Schema.Struct({ orgId: Schema.String, key: Schema.String })
 const IdemRow = Schema.Struct({
   fingerprint: Schema.String,
-  status: Schema.Literal("running", "completed"),
+  status: Schema.Literal("running", "completed", "abandoned"),
   request_id: Schema.String,
   lease_until: Schema.DateFromSelf,
   expires_at: Schema.DateFromSelf,
@@ -184,7 +187,8 @@ export const make = Effect.gen(function* () {
   const tryClaim = (request: ClaimRequest, now: number) => claims.run(newClaim(request, now))
   const takeOver = (request: ClaimRequest, now: number) => Effect.map(takeOverRecord(newClaim(request, now)), Option.isSome)
 
-  // Outcomes kept for replay, together likewise (only a key's claimant completes it, once), locked in key order.
+  // Outcomes kept for replay, together likewise (only a key's claimant completes it, once, and only while its claim
+  // runs: not one a retry abandoned), locked in key order.
   const storeOutcomes = SqlSchema.void({
     Request: Schema.Array(Outcome),
     execute: (outcomes) => sql`
@@ -192,8 +196,10 @@ export const make = Effect.gen(function* () {
          SET status = 'completed', response_status = o.status, response_body = o.body, charged = o.charged
         FROM unnest(${outcomes.map((o) => o.orgId)}::text[], ${outcomes.map((o) => o.key)}::text[],
                     ${outcomes.map((o) => o.status)}::integer[], ${outcomes.map((o) => o.body)}::text[],
-                    ${outcomes.map((o) => o.charged)}::bigint[]) AS o (org_id, key, status, body, charged)
-       WHERE i.org_id = o.org_id AND i.key = o.key AND ${lockedInKeyOrder(sql, "i", outcomes)}`
+                    ${outcomes.map((o) => o.charged)}::bigint[], ${outcomes.map((o) => o.requestId)}::text[])
+             AS o (org_id, key, status, body, charged, request_id)
+       WHERE i.org_id = o.org_id AND i.key = o.key AND i.status = 'running' AND i.request_id = o.request_id
+         AND ${lockedInKeyOrder(sql, "i", outcomes)}`
   })
   const outcomes = yield* batched({
     execute: (items: ReadonlyArray<typeof Outcome.Type>) =>
@@ -208,6 +214,19 @@ export const make = Effect.gen(function* () {
     execute: (k) => sql`
       SELECT fingerprint, status, request_id, lease_until, expires_at, response_status, response_body, charged
         FROM idempotency WHERE org_id = ${k.orgId} AND key = ${k.key}`
+  })
+  /**
+   * The decision that a claim's request is dead, made once, by the statement that finds its lease run out: a
+   * renewal that came meanwhile (the process was alive after all), a completion or a release leaves it as it is.
+   */
+  const abandonRecord = SqlSchema.findOne({
+    Request: Schema.Struct({ orgId: Schema.String, key: Schema.String, requestId: Schema.String, now: Schema.DateFromSelf }),
+    Result: ClaimedKey,
+    execute: (c) => sql`
+      UPDATE idempotency SET status = 'abandoned'
+       WHERE org_id = ${c.orgId} AND key = ${c.key} AND request_id = ${c.requestId} AND status = 'running'
+         AND lease_until <= ${c.now}
+      RETURNING org_id, key`
   })
 
 
@@ -234,19 +253,28 @@ export const make = Effect.gen(function* () {
             "Use a new key for a new request."
         })
       }
-      if (row.status === "completed" && row.response_status !== null && row.response_body !== null) {
+      if (row.status === "completed") {
+        if (row.response_status === null || row.response_body === null) {
+          return yield* Effect.dieMessage("a completed Idempotency-Key record has no answer")
+        }
         return {
           _tag: "Replay",
           response: { status: row.response_status, body: row.response_body, charged: row.charged ?? 0 }
         } as const
       }
-      if (row.lease_until.getTime() > now) {
-        return yield* new RequestInProgress({
-          message: "A request with this Idempotency-Key is still running. Wait and retry with the same key.",
-          retryAfter: 1
-        })
+      if (row.status !== "abandoned") {
+        if (row.lease_until.getTime() > now) {
+          return yield* new RequestInProgress({
+            message: "A request with this Idempotency-Key is still running. Wait and retry with the same key.",
+            retryAfter: 1
+          })
+        }
+        // The request that claimed the key never finished (its process died, or stalled past its lease): it is
+        // abandoned, unless its record changed since it was read (renewed, completed, freed): then look again.
+        const abandoned = yield* abandonRecord({ orgId: request.orgId, key: request.key, requestId: row.request_id, now: toDate(now) })
+        if (Option.isNone(abandoned)) return yield* taken(request)
       }
-      // The request that claimed the key never finished (its process died): its outcome is unknown.
+      // Its outcome is unknown; its hold is voided (again, if an earlier retry's void did not get through).
       yield* ledger.voidRequest(request.orgId, row.request_id)
       return yield* new IdempotencyReplayUnavailable({
         message: "This Idempotency-Key was used for a request that never completed, so there is nothing to " +
@@ -256,8 +284,8 @@ export const make = Effect.gen(function* () {
 
   const claimTaken = (request: ClaimRequest) => taken(request).pipe(traced("Idempotency.claimTaken"))
 
-  const complete = (orgId: OrgId, key: string, response: StoredResponse) =>
-    outcomes.run({ orgId, key, status: response.status, body: response.body, charged: response.charged }).pipe(
+  const complete = (orgId: OrgId, key: string, requestId: string, response: StoredResponse) =>
+    outcomes.run({ orgId, key, requestId, status: response.status, body: response.body, charged: response.charged }).pipe(
       Effect.asVoid,
       traced("Idempotency.complete")
     )

@@ -6,6 +6,12 @@
  * calls there are. A call that outlives its lease while its process lives (a slow provider, a long pause)
  * keeps its hold.
  *
+ * A process that stalls (a stopped VM, a debugger, a database that held its statement) can outlive its leases
+ * without knowing it: another process may then have voided its hold and abandoned its claim, and a retry been
+ * told to use a new key. So the process keeps, for each of its calls, the latest moment its leases are known to
+ * hold — from the time read before the statement that wrote them, never later — and a call checks it (`heldUntil`)
+ * before each request to its provider (ProviderClient): one whose leases may have run out is not sent.
+ *
  * The renewal runs on the real clock (a scheduler, not a rule about time), and writes lease ends read from
  * the service's `Clock`, like every other time the ledger stores.
  */
@@ -17,6 +23,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
 import type { OrgId } from "../domain/ids.js"
 import { LedgerConfig } from "../config.js"
 import { lockedInKeyOrder, recordId } from "./recordLocks.js"
@@ -33,12 +40,17 @@ export interface ClaimLease {
 export class Leases extends Context.Tag("Leases")<Leases, {
   /** How long a hold or claim stays valid without renewal. */
   readonly leaseMs: number
-  /** Keep a hold's lease renewed until `releaseHold`. */
-  readonly holdHeld: (holdId: number) => Effect.Effect<void>
+  /** Keep a hold's lease renewed until `releaseHold`; its lease holds at least until `until` (a Clock reading). */
+  readonly holdHeld: (holdId: number, until: number) => Effect.Effect<void>
   readonly releaseHold: (holdId: number) => Effect.Effect<void>
-  /** Keep a claim's lease renewed until `releaseClaim`. */
-  readonly claimHeld: (claim: ClaimLease) => Effect.Effect<void>
+  /** Keep a claim's lease renewed until `releaseClaim`; its lease holds at least until `until`. */
+  readonly claimHeld: (claim: ClaimLease, until: number) => Effect.Effect<void>
   readonly releaseClaim: (claim: ClaimLease) => Effect.Effect<void>
+  /**
+   * Until when the leases of a call in flight — its hold's, and its claim's if it has one — are known to hold
+   * (a Clock reading; read synchronously, where the call is about to reach its provider).
+   */
+  readonly heldUntil: (holdId: number, claim: ClaimLease | undefined) => number
   /** Renew every lease of this process now (the renewal fiber does this every third of the lease). */
   readonly renew: Effect.Effect<void>
 }>() {}
@@ -50,13 +62,16 @@ export const make = Effect.gen(function* () {
   const config = yield* LedgerConfig
   const clock = yield* Effect.clock
   const leaseMs = config.holdLeaseMs
-  const holds = new Set<number>()
-  const claims = new Map<string, ClaimLease>()
+  // what each lease of a call in flight holds until, at least
+  const holds = new Map<number, number>()
+  const claims = new Map<string, { readonly claim: ClaimLease; until: number }>()
+  const Renewed = Schema.Struct({ hold: Schema.NullOr(Schema.String), org_id: Schema.NullOr(Schema.String), key: Schema.NullOr(Schema.String) })
+  const decodeRenewed = Schema.decodeUnknown(Schema.Array(Renewed))
 
   const renew = Effect.suspend(() => {
     if (holds.size === 0 && claims.size === 0) return Effect.void
-    const holdIds = [...holds]
-    const claimed = [...claims.values()]
+    const holdIds = [...holds.keys()]
+    const claimed = [...claims.values()].map((entry) => entry.claim)
     return Effect.flatMap(clock.currentTimeMillis, (now) => {
       const until = toDate(now + leaseMs)
       // one statement for every hold and claim of this process; a hold that was settled, voided or swept
@@ -67,7 +82,7 @@ export const make = Effect.gen(function* () {
           UPDATE holds SET lease_until = ${until}
            WHERE id IN (SELECT id FROM holds WHERE id = ANY(${holdIds}::bigint[]) AND status = 'pending'
                           AND lease_until < ${until} ORDER BY id FOR UPDATE)
-          RETURNING 1
+          RETURNING id
         ), c AS (
           UPDATE idempotency SET lease_until = ${until}
             FROM unnest(${claimed.map((c) => c.orgId)}::text[], ${claimed.map((c) => c.key)}::text[],
@@ -75,9 +90,27 @@ export const make = Effect.gen(function* () {
            WHERE idempotency.org_id = r.org_id AND idempotency.key = r.key
              AND idempotency.request_id = r.request_id AND idempotency.status = 'running'
              AND ${lockedInKeyOrder(sql, "idempotency", claimed, { skipLocked: true })}
-          RETURNING 1
+          RETURNING idempotency.org_id, idempotency.key
         )
-        SELECT (SELECT count(*) FROM h) AS holds, (SELECT count(*) FROM c) AS claims`.pipe(
+        SELECT id::text AS hold, NULL AS org_id, NULL AS key FROM h
+        UNION ALL SELECT NULL, org_id, key FROM c`.pipe(
+        Effect.flatMap(decodeRenewed),
+        // the leases renewed hold until `until` (one the statement skipped, locked or no longer pending, does not)
+        Effect.tap((rows) =>
+          Effect.sync(() => {
+            const at = until.getTime()
+            for (const row of rows) {
+              if (row.hold !== null) {
+                const id = Number(row.hold)
+                const known = holds.get(id)
+                if (known !== undefined && known < at) holds.set(id, at)
+              } else if (row.org_id !== null && row.key !== null) {
+                const entry = claims.get(recordId(row.org_id, row.key))
+                if (entry !== undefined && entry.until < at) entry.until = at
+              }
+            }
+          })
+        ),
         Effect.zipRight(Metric.increment(leaseRenewals))
       )
     })
@@ -91,10 +124,15 @@ export const make = Effect.gen(function* () {
 
   return Leases.of({
     leaseMs,
-    holdHeld: (id) => Effect.sync(() => void holds.add(id)),
+    holdHeld: (id, until) => Effect.sync(() => void holds.set(id, until)),
     releaseHold: (id) => Effect.sync(() => void holds.delete(id)),
-    claimHeld: (claim) => Effect.sync(() => void claims.set(claimId(claim), claim)),
+    claimHeld: (claim, until) => Effect.sync(() => void claims.set(claimId(claim), { claim, until })),
     releaseClaim: (claim) => Effect.sync(() => void claims.delete(claimId(claim))),
+    heldUntil: (holdId, claim) => {
+      const hold = holds.get(holdId) ?? Number.POSITIVE_INFINITY
+      const claimed = claim === undefined ? undefined : claims.get(claimId(claim))
+      return claimed === undefined ? hold : Math.min(hold, claimed.until)
+    },
     renew
   })
 })

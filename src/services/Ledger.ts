@@ -53,6 +53,8 @@ export interface ReserveRequest {
 export interface KeptAnswer {
   readonly orgId: OrgId
   readonly key: string
+  /** The request whose claim it is kept under: not kept once another took the key, or a retry abandoned it. */
+  readonly requestId: string
   readonly status: number
   readonly body: string
 }
@@ -122,7 +124,9 @@ const ResolveCall = Schema.Struct({
   holdId: Schema.Number,
   charge: Schema.NullOr(Schema.Number),
   now: Schema.Number,
-  keep: Schema.NullOr(Schema.Struct({ orgId: Schema.String, key: Schema.String, status: Schema.Number, body: Schema.String }))
+  keep: Schema.NullOr(
+    Schema.Struct({ orgId: Schema.String, key: Schema.String, requestId: Schema.String, status: Schema.Number, body: Schema.String })
+  )
 })
 type ResolveCall = typeof ResolveCall.Type
 const Resolved = Schema.Struct({ ord: Schema.Number, done: Schema.Boolean })
@@ -187,10 +191,11 @@ export const make = Effect.gen(function* () {
                  charged = CASE WHEN r.done THEN a.charge ELSE 0 END
             FROM unnest(${kept.map((k) => k.ord)}::integer[], ${kept.map((k) => k.orgId)}::text[],
                         ${kept.map((k) => k.key)}::text[], ${kept.map((k) => k.status)}::integer[],
-                        ${kept.map((k) => k.body)}::text[], ${kept.map((k) => k.charge)}::bigint[])
-                   AS a (ord, org_id, key, status, body, charge)
+                        ${kept.map((k) => k.body)}::text[], ${kept.map((k) => k.charge)}::bigint[],
+                        ${kept.map((k) => k.requestId)}::text[])
+                   AS a (ord, org_id, key, status, body, charge, request_id)
             JOIN r ON r.ord = a.ord
-           WHERE i.org_id = a.org_id AND i.key = a.key
+           WHERE i.org_id = a.org_id AND i.key = a.key AND i.status = 'running' AND i.request_id = a.request_id
         )
         SELECT ord, done FROM r`
     }

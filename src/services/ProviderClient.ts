@@ -97,6 +97,12 @@ export interface Deadline {
   readonly at: number
   /** Why this deadline exists, for the timeout message. */
   readonly describe: string
+  /**
+   * Until when the call's hold and Idempotency-Key claim are known to be held (Leases.heldUntil): a request is not
+   * sent once that has passed, since another process may have taken the call for dead (voided its hold, told a
+   * retry to use a new key). None outside a tool call.
+   */
+  readonly heldUntil?: () => number
 }
 
 export class CallDeadline extends Context.Reference<CallDeadline>()("CallDeadline", {
@@ -309,6 +315,25 @@ const writeOutcomeUnknown = (request: UpstreamRequest, what: string) =>
       "Check there before sending it again (the same Idempotency-Key replays this answer instead of sending it)."
   })
 
+/**
+ * A request not sent because its call's leases may have run out (the process, or its database, stalled longer
+ * than `HOLD_LEASE_MS`): a fault of the gateway's, answered `500 internal_error` (retryable, nothing charged) and
+ * logged at ERROR. Nothing reached the provider, so a write's Idempotency-Key is freed, unless a retry has
+ * meanwhile been told to use a new one (the key then stays `idempotency_replay_unavailable`).
+ */
+export class LeaseLost extends Error {
+  constructor(provider: string) {
+    super(
+      `The request to ${provider} was not sent: its call was held up past its lease (HOLD_LEASE_MS), so another ` +
+        "process may have taken it for dead, voided its hold and answered a retry of it."
+    )
+    this.name = "LeaseLost"
+  }
+}
+
+const heldBy = (call: Deadline): { readonly heldUntil?: () => number } =>
+  call.heldUntil === undefined ? {} : { heldUntil: call.heldUntil }
+
 /** The answer passed the size cap (the request is destroyed). */
 class TooLarge extends Error {}
 
@@ -365,6 +390,7 @@ export const make = Effect.gen(function* () {
     Effect.flatMap(nowMillis, (now) => {
       const remaining = deadline.at - now
       if (remaining <= 0) return Effect.fail(new ProviderTimeout({ message: deadline.describe }))
+      if (deadline.heldUntil !== undefined && now >= deadline.heldUntil()) return Effect.die(new LeaseLost(request.provider))
       return exchange(request, hop, deadline, remaining)
     })
 
@@ -610,8 +636,8 @@ export const make = Effect.gen(function* () {
       const call = yield* CallDeadline
       const own = now + timeoutMs
       const deadline: Deadline = own <= call.at
-        ? { at: own, describe: `${request.provider} did not answer within ${timeoutMs} ms.` }
-        : { at: call.at, describe: `${request.provider} did not answer before the call's deadline. ${call.describe}` }
+        ? { at: own, describe: `${request.provider} did not answer within ${timeoutMs} ms.`, ...heldBy(call) }
+        : { at: call.at, describe: `${request.provider} did not answer before the call's deadline. ${call.describe}`, ...heldBy(call) }
       const attempt = send(request, deadline)
       return yield* request.idempotent ? retried(attempt) : attempt
     }).pipe(

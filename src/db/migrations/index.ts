@@ -19,6 +19,7 @@
  * type, or makes its body depend on something a later migration creates, the earlier migrations can no
  * longer apply the current statement: freeze the statement they applied in those migrations first.
  */
+import * as SqlClient from "@effect/sql/SqlClient"
 import * as Migrator from "@effect/sql/Migrator"
 import * as Effect from "effect/Effect"
 import init from "./0001_init.js"
@@ -38,6 +39,7 @@ import pendingHoldIndexes from "./0014_pending_hold_indexes.js"
 import spendMonthNeverBackwards from "./0015_spend_month_never_backwards.js"
 import keyExpiryInReservation from "./0016_key_expiry_in_reservation.js"
 import usageIdKey from "./0017_usage_id_key.js"
+import abandonedClaims from "./0018_abandoned_claims.js"
 
 /** Each migration under its file's name, which is its id and name in `gateway_migrations`. */
 export const migrations = {
@@ -57,7 +59,8 @@ export const migrations = {
   "0014_pending_hold_indexes": pendingHoldIndexes,
   "0015_spend_month_never_backwards": spendMonthNeverBackwards,
   "0016_key_expiry_in_reservation": keyExpiryInReservation,
-  "0017_usage_id_key": usageIdKey
+  "0017_usage_id_key": usageIdKey,
+  "0018_abandoned_claims": abandonedClaims
 }
 
 export const loader = Migrator.fromRecord(migrations)
@@ -65,8 +68,29 @@ export const loader = Migrator.fromRecord(migrations)
 /** How many migrations this build applies (`/readyz` checks that the database has them all). */
 export const migrationCount = Object.keys(migrations).length
 
+/**
+ * The migrations a database has that this build does not know: a newer build migrated it (this one was left running
+ * beside it, or rolled back to). Said at WARN, not refused: a rolling upgrade runs the older build beside the newer
+ * schema for a while, and migrations add to the schema before anything stops using what was there.
+ */
+export const unknownMigrations = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const rows = yield* sql<{ readonly migration_id: number; readonly name: string }>`
+    SELECT migration_id, name FROM gateway_migrations WHERE migration_id > ${migrationCount} ORDER BY migration_id`
+  return rows.map((row) => `${String(row.migration_id).padStart(4, "0")}_${row.name}`)
+})
+
 /** Apply every pending migration; safe to run from many processes at once. */
 export const migrate = Migrator.make({})({ loader, table: "gateway_migrations" }).pipe(
   // Two processes creating the bookkeeping table at the same instant: the loser retries and finds it.
-  Effect.retry({ times: 3 })
+  Effect.retry({ times: 3 }),
+  Effect.tap(() =>
+    Effect.flatMap(unknownMigrations, (unknown) =>
+      unknown.length === 0
+        ? Effect.void
+        : Effect.logWarning(
+          `The database has ${unknown.length === 1 ? "a migration" : "migrations"} this build does not know (${unknown.join(", ")}): ` +
+            `a newer build migrated it. This build (migrations up to ${String(migrationCount).padStart(4, "0")}) may not work ` +
+            "with that schema; run the newer build."
+        )))
 )

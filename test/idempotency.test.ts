@@ -229,6 +229,27 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.1"] } }), { excludeTestSe
     }))
 })
 
+layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.1"] } }), { excludeTestServices: true })("answers nothing after can read", (it) => {
+  it.effect("a write whose provider answers JSON nested 5,000 deep is answered with that text, charged once, and replayed: never sent twice", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      const { key, orgId } = yield* givenOrg({ credits: 10 })
+      yield* Effect.orDie(Effect.flatMap(Connections, (c) => c.connect(orgId, "epsilon", { base_url: u.rest.url, token: EPSILON_TOKEN }, null)))
+      const deep = "[".repeat(5_000) + "]".repeat(5_000)
+      u.rest.fault({ text: deep, path: "/payments" })
+      const payment = { method: "POST", path: "/payments", body: { amount: 100 } }
+      const first = yield* callTool("epsilon_request", payment, { key, idempotencyKey: "deep-1" })
+      expectOk(first, 1)
+      expect(JSON.parse(first.text)).toMatchObject({ provider: "epsilon", status: 200, body: deep })
+      const again = yield* callTool("epsilon_request", payment, { key, idempotencyKey: "deep-1" })
+      expectOk(again, 0)
+      expect(again.text).toBe(first.text)
+      expect(u.rest.hits("/payments")).toBe(1)
+      expect(yield* books(orgId)).toMatchObject({ balance: 9, held: 0, journalSum: 9 })
+    }))
+})
+
 layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.1"], timeoutMs: 400 } }), { excludeTestServices: true })("writes whose outcome is unknown", (it) => {
   const unknown = { status: 502, type: "provider", code: "write_outcome_unknown", retryable: false, billable: false } as const
 

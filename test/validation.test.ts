@@ -8,8 +8,11 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { Effect } from "effect"
 import { type ToolName, toolNames } from "../src/domain/tools.js"
 import { withBody } from "../src/http/security.js"
+import { Connections } from "../src/services/Connections.js"
 import { errorOf, expectEnvelope } from "./support/assert.js"
 import { books, callTool, gatewayLayer, givenOrg, request, requestChunked, TestUpstreams } from "./support/gateway.js"
+import { EPSILON_TOKEN } from "./upstreams/accounts.js"
+import { PAGES_HOST } from "./upstreams/pages.js"
 
 interface Case {
   /** A minimal valid input. */
@@ -167,7 +170,7 @@ const cases = (pagesUrl: string): Record<ToolName, Case> => ({
 const invalid = { status: 400, type: "validation", code: "invalid_request", retryable: false, billable: false } as const
 const malformed = { status: 400, type: "validation", code: "malformed_json", retryable: false, billable: false } as const
 
-layer(gatewayLayer(), { excludeTestServices: true })("validation", (it) => {
+layer(gatewayLayer({ providers: { ssrfAllow: [PAGES_HOST, "127.0.0.1"] } }), { excludeTestServices: true })("validation", (it) => {
   for (const tool of toolNames) {
     describe(tool, () => {
       it.effect("valid input passes validation", () =>
@@ -271,6 +274,30 @@ layer(gatewayLayer(), { excludeTestServices: true })("validation", (it) => {
         expectEnvelope(yield* send(""), { ...invalid, message: "empty" })
         const deep = "{\"a\":".repeat(200) + "1" + "}".repeat(200)
         expectEnvelope(yield* send(deep), { ...invalid, message: "nests deeper" })
+      }))
+
+    it.effect("a number JSON cannot carry (1e400) and a key named __proto__ are refused, not passed on changed", () =>
+      Effect.gen(function* () {
+        const { key, orgId } = yield* givenOrg({ credits: 10 })
+        const u = yield* TestUpstreams
+        yield* Effect.orDie(Effect.flatMap(Connections, (c) => c.connect(orgId, "epsilon", { base_url: u.rest.url, token: EPSILON_TOKEN }, null)))
+        u.rest.reset()
+        const headers = { "content-type": "application/json", "x-api-key": key }
+        const send = (body: string) => request("/v1/epsilon_request", { body, headers })
+        // 1e400 reads as Infinity, which would go out as null; __proto__ as the object's prototype, gone from the body
+        const refused: ReadonlyArray<readonly [string, string]> = [
+          ['{"method":"POST","path":"/items","body":{"n":1e400}}', "number too large"],
+          ['{"method":"POST","path":"/items","body":{"n":-1e400}}', "number too large"],
+          ['{"method":"POST","path":"/items","body":{"__proto__":{"admin":true},"a":1}}', "__proto__"],
+          ['{"method":"POST","path":"/items","body":{"list":[{"__proto__":1}]}}', "__proto__"]
+        ]
+        for (const [body, message] of refused) expectEnvelope(yield* send(body), { ...invalid, message })
+        expect(u.rest.hits()).toBe(0)
+        // a large number JSON can carry goes out as it came
+        const fine = yield* send('{"method":"POST","path":"/items","body":{"n":1e300,"proto":"__proto__"}}')
+        expect(fine.status).toBe(200)
+        expect(u.rest.requests.at(-1)?.json).toEqual({ n: 1e300, proto: "__proto__" })
+        expect(yield* books(orgId)).toMatchObject({ held: 0 })
       }))
 
     it.effect("without Content-Type a body is read as JSON; another media type is 415", () =>

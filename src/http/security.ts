@@ -21,6 +21,7 @@ import { ApiKeyAuth, IdTokenAuth, JsonBody } from "./Api.js"
 import { currentRequest, unreadableBody } from "./envelope.js"
 import { routeTable } from "./routes.js"
 import { charsetOf, mediaTypeOf } from "../domain/contentType.js"
+import { jsonProblem, type JsonProblem } from "../domain/json.js"
 
 export const ApiKeyAuthLive = Layer.effect(
   ApiKeyAuth,
@@ -68,18 +69,11 @@ export const IdTokenAuthLive = Layer.effect(
 /** Deeper JSON than this is refused: no tool input needs it, and it would cost stack further on. */
 export const MAX_JSON_DEPTH = 64
 
-/** Whether a parsed JSON value nests deeper than `max` (iteratively, so the check itself cannot overflow). */
-export const deeperThan = (value: unknown, max: number): boolean => {
-  const stack: Array<readonly [unknown, number]> = [[value, 0]]
-  while (stack.length > 0) {
-    const entry = stack.pop()
-    if (entry === undefined) break
-    const [v, depth] = entry
-    if (typeof v !== "object" || v === null) continue
-    if (depth >= max) return true
-    for (const child of Array.isArray(v) ? v : Object.values(v)) stack.push([child, depth + 1])
-  }
-  return false
+/** What a request body that parses as JSON may still not hold (src/domain/json.ts). */
+const bodyProblems: Record<JsonProblem, string> = {
+  too_deep: `The request body nests deeper than ${MAX_JSON_DEPTH} levels.`,
+  infinite_number: "The request body has a number too large to be read (such as 1e400): it would be passed on as null.",
+  proto_key: "The request body has a key named __proto__, which the gateway does not pass on: rename it."
 }
 
 /** What a request body's `Content-Type` must say: JSON, as `application/json` (not `…+json`). */
@@ -189,9 +183,8 @@ export const readJsonBody = (
     })
     if (Array.isArray(parsed)) return yield* new InvalidRequest({ message: arrayMessage })
     if (!isJsonObject(parsed)) return yield* new InvalidRequest({ message: "The request body must be a JSON object." })
-    if (deeperThan(parsed, MAX_JSON_DEPTH)) {
-      return yield* new InvalidRequest({ message: `The request body nests deeper than ${MAX_JSON_DEPTH} levels.` })
-    }
+    const problem = jsonProblem(parsed, MAX_JSON_DEPTH)
+    if (problem !== undefined) return yield* new InvalidRequest({ message: bodyProblems[problem] })
     return { text, parsed }
   })
 

@@ -17,6 +17,7 @@ import type { ProvidersConfig } from "../config.js"
 import type { DeltaSessions } from "../services/DeltaSessions.js"
 import type { HtmlConverter } from "../services/HtmlConverter.js"
 import { bodyText, ProviderClient, type UpstreamRequest, type UpstreamResponse } from "../services/ProviderClient.js"
+import { MAX_UPSTREAM_JSON_DEPTH, parseUpstreamJson } from "../domain/json.js"
 
 /** What a provider call can end in, besides its output. */
 export type ProviderCallError = ProviderError | NormalizationFailed | InvalidRequest
@@ -106,24 +107,29 @@ const rawOf = (provider: string, response: UpstreamResponse, body: unknown): Raw
 /**
  * One upstream call whose answer is JSON (an empty answer is null). Invalid JSON from a read is
  * `provider_unavailable` (retryable, not billed). From a write it is `normalization_failed`: the upstream
- * said 2xx, so it may well have acted, and a retry could post or send twice.
+ * said 2xx, so it may well have acted, and a retry could post or send twice. JSON nested deeper than
+ * `MAX_UPSTREAM_JSON_DEPTH` counts as invalid: nothing after could read it without overflowing its stack.
  */
 export const requestJson = (request: UpstreamRequest): ProviderEffect<Raw> =>
   Effect.flatMap(ProviderClient, (client) =>
     Effect.flatMap(client.request(request), (response) => {
       const text = bodyText(response)
       if (text.trim() === "") return Effect.succeed(rawOf(request.provider, response, null))
-      return Effect.try({
-        try: () => rawOf(request.provider, response, JSON.parse(text)),
-        catch: (): ProviderUnavailable | NormalizationFailed =>
-          request.idempotent
-            ? new ProviderUnavailable({ message: `${request.provider} answered with invalid JSON.` })
-            : new NormalizationFailed({
-              provider: request.provider,
-              message: `${request.provider} accepted the write (HTTP ${response.status}) but answered with invalid JSON: ` +
-                "it has probably been done; check before sending it again."
-            })
-      })
+      const invalid = (what: string): ProviderUnavailable | NormalizationFailed =>
+        request.idempotent
+          ? new ProviderUnavailable({ message: `${request.provider} answered with ${what}.` })
+          : new NormalizationFailed({
+            provider: request.provider,
+            message: `${request.provider} accepted the write (HTTP ${response.status}) but answered with ${what}: ` +
+              "it has probably been done; check before sending it again."
+          })
+      return Effect.flatMap(
+        Effect.try({ try: () => parseUpstreamJson(text), catch: () => invalid("invalid JSON") }),
+        (parsed) =>
+          parsed === undefined
+            ? Effect.fail(invalid(`JSON nested deeper than ${MAX_UPSTREAM_JSON_DEPTH} levels`))
+            : Effect.succeed(rawOf(request.provider, response, parsed.value))
+      )
     }))
 
 /** One upstream call whose answer is kept as text (web pages), or JSON when it says so. */
@@ -134,7 +140,9 @@ export const requestText = (request: UpstreamRequest): ProviderEffect<Raw> =>
       const type = contentTypeOf(response).toLowerCase()
       if (type.includes("json")) {
         try {
-          return rawOf(request.provider, response, JSON.parse(text))
+          // JSON nested too deep to read further is kept as its text
+          const parsed = parseUpstreamJson(text)
+          return rawOf(request.provider, response, parsed === undefined ? text : parsed.value)
         } catch {
           return rawOf(request.provider, response, text)
         }

@@ -6,6 +6,7 @@ import * as Effect from "effect/Effect"
 import type { Credentials } from "../domain/connections.js"
 import type { ToolInput, ToolOutput } from "../domain/tools.js"
 import { idempotencyHeader } from "../services/ProviderClient.js"
+import { parseUpstreamJson } from "../domain/json.js"
 import { invalid, type ProviderTool, requestText } from "./common.js"
 
 export const PROVIDER = "epsilon"
@@ -55,7 +56,10 @@ export const request: ProviderTool<ToolInput<"epsilon_request">, Credentials["ep
       // Any REST API: JSON when it parses as JSON, whatever its media type says.
       if (typeof raw.body === "string") {
         try {
-          return { ...raw, body: raw.body.trim() === "" ? null : JSON.parse(raw.body) }
+          // JSON nested too deep to read further is kept as its text
+          if (raw.body.trim() === "") return { ...raw, body: null }
+          const parsed = parseUpstreamJson(raw.body)
+          return { ...raw, body: parsed === undefined ? raw.body : parsed.value }
         } catch {
           return raw
         }

@@ -367,34 +367,49 @@ export const make = Effect.gen(function* () {
     exit: Exit.Exit<Answered<A>, ProviderCallError>
   ): Effect.Effect<Fresh<A>, ToolError<T>> =>
     Effect.gen(function* () {
+      /** Charged the tool's minimum (the provider answered), kept by the settlement's statement like a 200. */
+      const normalizationFailed = (failure: { readonly message: string; readonly provider?: string | undefined }) =>
+        Effect.gen(function* () {
+          // kept by the settlement's statement too: a charged failure is never left without its answer to replay
+          const failed = new NormalizationFailed({ message: failure.message })
+          const keep = call.key === undefined
+            ? undefined
+            : {
+              orgId: call.caller.orgId,
+              key: call.key,
+              requestId: call.requestId,
+              status: envelopeOf.NormalizationFailed.status,
+              body: JSON.stringify(envelope(failed))
+            }
+          const charged = yield* settle(call, hold, chargeFor(call.price, 0, call.reservation), keep)
+          return yield* new NormalizationFailed({
+            message: failure.message,
+            charged,
+            ...(failure.provider === undefined ? {} : { provider: failure.provider })
+          })
+        })
       if (Exit.isSuccess(exit)) {
         const answered = exit.value
-        const body = yield* mode.encode(answered)
+        const encoded = yield* Effect.exit(mode.encode(answered))
+        if (Exit.isFailure(encoded)) {
+          // the provider answered (a write may have been done): never a 500 that a retry would answer by sending
+          // it again, but the answer that could not be written, charged and kept as a normalization failure
+          yield* Effect.logError("a provider's answer could not be encoded as the tool's output", encoded.cause).pipe(
+            Effect.annotateLogs({ request_id: call.requestId, tool: call.label, provider: answered.provider })
+          )
+          return yield* normalizationFailed({
+            message: `The ${answered.provider} answer could not be written as ${call.label}'s output. Its raw answer is what POST /v1/run returns.`,
+            provider: answered.provider
+          })
+        }
+        const body = encoded.value
         // under an Idempotency-Key, the answer is kept by the settlement's statement (see `store`)
         const keep = call.key === undefined ? undefined : { orgId: call.caller.orgId, key: call.key, requestId: call.requestId, status: 200, body }
         const charged = yield* settle(call, hold, chargeFor(call.price, mode.units(answered), call.reservation), keep)
         return { _tag: "Fresh", requestId: call.requestId, output: answered.output, body, provider: answered.provider, charged }
       }
       const failure = failureOf(exit)
-      if (failure?._tag === "NormalizationFailed") {
-        // kept by the settlement's statement too: a charged failure is never left without its answer to replay
-        const failed = new NormalizationFailed({ message: failure.message })
-        const keep = call.key === undefined
-          ? undefined
-          : {
-            orgId: call.caller.orgId,
-            key: call.key,
-            requestId: call.requestId,
-            status: envelopeOf.NormalizationFailed.status,
-            body: JSON.stringify(envelope(failed))
-          }
-        const charged = yield* settle(call, hold, chargeFor(call.price, 0, call.reservation), keep)
-        return yield* new NormalizationFailed({
-          message: failure.message,
-          charged,
-          ...(failure.provider === undefined ? {} : { provider: failure.provider })
-        })
-      }
+      if (failure?._tag === "NormalizationFailed") return yield* normalizationFailed(failure)
       yield* ledger.void(hold)
       // the provider refused the org's own credentials: show it on the connection
       const def = catalog[call.tool]

@@ -37,6 +37,8 @@ export interface Fault {
   readonly reset?: boolean
   readonly oversizedBytes?: number
   readonly hangAfterHeaders?: boolean
+  /** Answer this text as the body, as it is (JSON no serializer would write, say), with `status` (default 200). */
+  readonly text?: string
   /** Apply to this many requests, then answer normally again (default: until cleared). */
   readonly times?: number
   /** Apply only to requests for this path. */
@@ -116,6 +118,11 @@ export const startUpstream = (handler: Handler, host = "127.0.0.1"): Promise<Ups
               res.end()
             }
             pump()
+            return
+          }
+          if (fault?.text !== undefined) {
+            res.writeHead(fault.status ?? 200, { "content-type": "application/json", ...fault.headers })
+            res.end(fault.text)
             return
           }
           if (fault?.malformed === true) {

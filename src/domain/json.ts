@@ -1,0 +1,59 @@
+/**
+ * Checks on parsed JSON that `JSON.parse` does not make: how deep it nests (a value too deep costs stack in everything
+ * that walks it after — `JSON.stringify` overflows at a few thousand levels), numbers it read as infinite (`1e400`,
+ * which JSON.stringify then writes as `null`), and keys named `__proto__` (an own property after parsing, which
+ * becomes the object's prototype — and vanishes — when the object is copied by assignment). Iterative, so a check
+ * cannot overflow the stack itself.
+ */
+
+/** What is wrong with a parsed JSON value, if anything, beside its nesting past `maxDepth` levels. */
+export type JsonProblem = "too_deep" | "infinite_number" | "proto_key"
+
+export const jsonProblem = (value: unknown, maxDepth: number): JsonProblem | undefined => {
+  const stack: Array<readonly [unknown, number]> = [[value, 0]]
+  while (stack.length > 0) {
+    const entry = stack.pop()
+    if (entry === undefined) break
+    const [v, depth] = entry
+    if (typeof v === "number") {
+      if (!Number.isFinite(v)) return "infinite_number"
+      continue
+    }
+    if (typeof v !== "object" || v === null) continue
+    if (depth >= maxDepth) return "too_deep"
+    if (Array.isArray(v)) {
+      for (const child of v) stack.push([child, depth + 1])
+    } else {
+      if (Object.hasOwn(v, "__proto__")) return "proto_key"
+      for (const child of Object.values(v)) stack.push([child, depth + 1])
+    }
+  }
+  return undefined
+}
+
+/** Whether a parsed JSON value nests deeper than `max` levels. */
+export const deeperThan = (value: unknown, max: number): boolean => {
+  const stack: Array<readonly [unknown, number]> = [[value, 0]]
+  while (stack.length > 0) {
+    const entry = stack.pop()
+    if (entry === undefined) break
+    const [v, depth] = entry
+    if (typeof v !== "object" || v === null) continue
+    if (depth >= max) return true
+    for (const child of Array.isArray(v) ? v : Object.values(v)) stack.push([child, depth + 1])
+  }
+  return false
+}
+
+/**
+ * How deep an upstream's JSON answer may nest: far past what any provider sends, well short of what overflows the
+ * stack of what reads the answer next (its normalization, `JSON.stringify`).
+ */
+export const MAX_UPSTREAM_JSON_DEPTH = 256
+
+/** An upstream's JSON text parsed, or `undefined` when it nests deeper than `MAX_UPSTREAM_JSON_DEPTH`; throws when it is not JSON. */
+export const parseUpstreamJson = (text: string): { readonly value: unknown } | undefined => {
+  const value: unknown = JSON.parse(text)
+  // text that short cannot nest that deep: most answers skip the walk
+  return text.length > 2 * MAX_UPSTREAM_JSON_DEPTH && deeperThan(value, MAX_UPSTREAM_JSON_DEPTH) ? undefined : { value }
+}

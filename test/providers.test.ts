@@ -559,6 +559,45 @@ layer(warmGateway, { excludeTestServices: true })("providers", (it) => {
         expect(u.bluesky.hits(recordPath)).toBe(2)
       }))
 
+    it.effect("a renewal that fails posted nothing: provider_unavailable, the key freed, never write_outcome_unknown", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        const c = caseOf("delta_post")
+        const { key, orgId } = yield* prepare(c)
+        expectOk(yield* callTool(c.tool, c.input(u), { key }))
+        const before = yield* books(orgId)
+        u.resetAll()
+        expireBlueskySessions()
+        u.bluesky.fault({ status: 503, path: refreshPath, body: { error: "InternalServerError", message: "Internal Server Error" } })
+        const failed = yield* callTool(c.tool, c.input(u), { key, idempotencyKey: "renew-1" })
+        expectEnvelope(failed, { status: 502, type: "provider", code: "provider_unavailable", retryable: true, billable: false, message: "nothing was posted" })
+        // the write refused for its expired token, the refresh: no record written
+        expect(u.bluesky.hits(recordPath)).toBe(1)
+        expect(u.bluesky.hits(refreshPath)).toBe(1)
+        // the key is free: the same request again posts once
+        u.bluesky.fault()
+        expectOk(yield* callTool(c.tool, c.input(u), { key, idempotencyKey: "renew-1" }))
+        expect(yield* books(orgId)).toMatchObject({ balance: before.balance - 1, held: 0 })
+      }))
+
+    it.effect("a post's further record fields never replace its type, text or time", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        const c = caseOf("delta_post")
+        const { key } = yield* prepare(c)
+        u.resetAll()
+        const input = {
+          text: "hello",
+          created_at: "2026-11-22T00:00:00.000Z",
+          record: { $type: "app.bsky.feed.like", createdAt: "yesterday", text: "other", reply: { root: { uri: "at://x", cid: "y" } } }
+        }
+        expectOk(yield* callTool(c.tool, input, { key }))
+        expect(u.bluesky.requests.find((r) => r.path === recordPath)?.json).toMatchObject({
+          collection: "app.bsky.feed.post",
+          record: { $type: "app.bsky.feed.post", text: "hello", createdAt: "2026-11-22T00:00:00.000Z", reply: { root: { uri: "at://x", cid: "y" } } }
+        })
+      }))
+
     it.effect("is kept sealed in the database, where another process finds it", () =>
       Effect.gen(function* () {
         const u = yield* TestUpstreams
@@ -619,6 +658,11 @@ layer(warmGateway, { excludeTestServices: true })("providers", (it) => {
         expectOk(yield* callTool(c.tool, c.input(u), { key }))
         expect(u.bluesky.requests.length).toBe(before)
         expect(pds.hits(recordPath)).toBe(2)
+        // the account back on the entryway, before this PDS goes away: the session kept for the other tests names none
+        setBlueskyPds(undefined)
+        revokeBlueskyRefreshTokens()
+        expireBlueskySessions()
+        expectOk(yield* callTool(c.tool, c.input(u), { key }))
       }).pipe(Effect.scoped))
   })
 
@@ -713,6 +757,27 @@ layer(warmGateway, { excludeTestServices: true })("providers", (it) => {
         expectEnvelope(byReset, limited)
         expect(retryAfterOf(byReset)).toBeGreaterThanOrEqual(85)
         expect(retryAfterOf(byReset)).toBeLessThanOrEqual(91)
+      }))
+
+    it.effect("delta (Bluesky) and iota (Render): a 429's RateLimit-Reset (epoch seconds) is the wait, at least 1 s", () =>
+      Effect.gen(function* () {
+        const epoch = (fromNow: number) => String(Math.ceil(Date.now() / 1000) + fromNow)
+        const body = { error: "RateLimitExceeded", message: "Rate Limit Exceeded" }
+        const delta = caseOf("delta_post")
+        const soon = yield* answerTo(delta, { status: 429, body, headers: { "ratelimit-reset": epoch(45) }, path: "/xrpc/com.atproto.repo.createRecord" })
+        expectEnvelope(soon, limited)
+        expect(retryAfterOf(soon)).toBeGreaterThanOrEqual(40)
+        expect(retryAfterOf(soon)).toBeLessThanOrEqual(46)
+        // a reset already past still means "not at once"
+        const past = yield* answerTo(delta, { status: 429, body, headers: { "ratelimit-reset": epoch(-30) }, path: "/xrpc/com.atproto.repo.createRecord" })
+        expectEnvelope(past, limited)
+        expect(retryAfterOf(past)).toBe(1)
+        // Render sends no Retry-After, only its RateLimit-* headers (api-docs.render.com, rate limiting)
+        const iota = caseOf("iota_delete_service")
+        const render = yield* answerTo(iota, { status: 429, body: { message: "rate limit exceeded" }, headers: { "ratelimit-limit": "30", "ratelimit-remaining": "0", "ratelimit-reset": epoch(50) } })
+        expectEnvelope(render, limited)
+        expect(retryAfterOf(render)).toBeGreaterThanOrEqual(45)
+        expect(retryAfterOf(render)).toBeLessThanOrEqual(51)
       }))
 
     it.effect("nu (GitHub): secondary and primary rate limits are rate limits with GitHub's wait, not a refused token", () =>

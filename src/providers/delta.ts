@@ -12,11 +12,11 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Crypto from "node:crypto"
-import { ProviderCredentialRejected, ProviderRateLimited } from "../domain/errors.js"
+import { ProviderCredentialRejected, ProviderRateLimited, ProviderUnavailable } from "../domain/errors.js"
 import type { Credentials } from "../domain/connections.js"
 import type { ToolInput, ToolOutput } from "../domain/tools.js"
 import { ProvidersConfig } from "../config.js"
-import type { UpstreamResponse } from "../services/ProviderClient.js"
+import { resetSeconds, type UpstreamResponse } from "../services/ProviderClient.js"
 import { type DeltaSession, DeltaSessions } from "../services/DeltaSessions.js"
 import { nowMillis, toDate } from "../services/time.js"
 import { decodeUpstream, type ProviderTool, type Raw, requestJson } from "./common.js"
@@ -71,12 +71,9 @@ const xrpcStatus = (response: UpstreamResponse, now: number) => {
     return new ProviderCredentialRejected({ message: `delta: ${error.value.message ?? error.value.error}. Reconnect the account if this persists.` })
   }
   // Bluesky's rate limit says when it resets (epoch seconds), not Retry-After
-  const reset = Number(response.headers["ratelimit-reset"] ?? "NaN")
-  if (response.status === 429 && Number.isFinite(reset)) {
-    return new ProviderRateLimited({
-      message: "delta is rate limiting this account (HTTP 429). Retry later.",
-      retryAfter: Math.max(0, Math.ceil(reset - now / 1000))
-    })
+  const retryAfter = resetSeconds(response.headers["ratelimit-reset"], now)
+  if (response.status === 429 && retryAfter !== undefined) {
+    return new ProviderRateLimited({ message: "delta is rate limiting this account (HTTP 429). Retry later.", retryAfter })
   }
   return undefined
 }
@@ -126,7 +123,12 @@ const createSession = (place: Place, credentials: Credentials["delta"], tool: st
     return yield* keepSession(place, tool, "createSession", answer.body)
   })
 
-/** Renew with the refresh token (at the PDS, as AtpAgent does); refused or expired: a new session. */
+/**
+ * Renew with the refresh token (at the PDS, which passes it to the entryway); refused or expired: a new session.
+ * Not the write: a renewal that failed (a 5xx, a timeout, a broken connection) posted nothing, so it is the
+ * provider unavailable, not a write whose outcome is unknown (the next call starts a new session if the refresh
+ * token was spent).
+ */
 const renew = (place: Place, session: DeltaSession, credentials: Credentials["delta"], tool: string) =>
   Effect.gen(function* () {
     const now = yield* nowMillis
@@ -142,6 +144,8 @@ const renew = (place: Place, session: DeltaSession, credentials: Credentials["de
       credentialed: true,
       classify: xrpcStatus
     }).pipe(
+      Effect.catchTag("WriteOutcomeUnknown", (failed) =>
+        Effect.fail(new ProviderUnavailable({ message: `delta: renewing the session failed, so nothing was posted (${failed.message.split(",")[0]}).` }))),
       Effect.flatMap((answer) => keepSession(place, tool, "refreshSession", answer.body)),
       Effect.catchTag("ProviderCredentialRejected", () => createSession(place, credentials, tool))
     )
@@ -188,14 +192,15 @@ const toRecord = (tool: string) => (_input: unknown, raw: Raw) =>
 export const post: ProviderTool<ToolInput<"delta_post">, Credentials["delta"], ToolOutput<"delta_post">> = {
   fetch: (input, credentials) =>
     Effect.gen(function* () {
+      // the further fields first: the record's type, text and time are the call's own, never overwritten by them
       const record = {
+        ...input.record,
         $type: "app.bsky.feed.post",
         text: input.text,
         createdAt: input.created_at ?? (yield* isoNow),
         ...(input.langs !== undefined ? { langs: input.langs } : {}),
         ...(input.facets !== undefined ? { facets: input.facets } : {}),
-        ...(input.embed !== undefined ? { embed: input.embed } : {}),
-        ...input.record
+        ...(input.embed !== undefined ? { embed: input.embed } : {})
       }
       return yield* createRecord(credentials, "app.bsky.feed.post", record, "delta_post")
     }),

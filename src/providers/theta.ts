@@ -16,14 +16,19 @@ import { ProvidersConfig } from "../config.js"
 import { type AccountTool, decodeUpstream, enc, JsonObject, NullableNumber, NullableString, requestJson } from "./common.js"
 
 const TraktItem = Schema.Struct({ title: NullableString, year: NullableNumber, ids: Schema.optional(JsonObject) })
+/**
+ * A rated item: each of its four items may be absent or null (Trakt's own contract, trakt/trakt-api
+ * projects/api/src/contracts/users/schema/response/ratedItemResponseSchema.ts, declares them `.nullish()`).
+ */
+const RatedItem = Schema.optional(Schema.NullOr(TraktItem))
 const TraktRating = Schema.Struct({
   rated_at: Schema.String,
   rating: Schema.Number,
   type: Schema.String,
-  movie: Schema.optional(TraktItem),
-  show: Schema.optional(TraktItem),
-  season: Schema.optional(TraktItem),
-  episode: Schema.optional(TraktItem)
+  movie: RatedItem,
+  show: RatedItem,
+  season: RatedItem,
+  episode: RatedItem
 })
 
 const count = (header: string | undefined): number | null => {
@@ -63,7 +68,7 @@ export const thetaRatings: AccountTool<"theta_ratings", "theta"> = {
         const item = r.movie ?? r.episode ?? r.season ?? r.show
         // an episode or a season is named with its show ("Show: Episode"); a season often has no title
         const own = item?.title ?? null
-        const show = r.movie === undefined && item !== r.show ? r.show?.title ?? null : null
+        const show = (r.movie === undefined || r.movie === null) && item !== r.show ? r.show?.title ?? null : null
         return {
           rated_at: r.rated_at,
           rating: r.rating,

@@ -273,13 +273,24 @@ export const MAX_RETRY_AFTER_SECONDS = 86_400
 const retryAfterBounds = (seconds: number): number => Math.min(MAX_RETRY_AFTER_SECONDS, Math.max(1, Math.ceil(seconds)))
 
 /**
- * `X-RateLimit-Reset` as seconds from `now`: UTC epoch seconds, as GitHub and express-rate-limit's legacy
- * headers (Monkeytype) send it.
+ * A rate limit's reset header as the wait from `now`, within the same bounds as `Retry-After`: UTC epoch seconds
+ * (GitHub's and express-rate-limit's legacy `X-RateLimit-Reset`, Monkeytype's; Bluesky's and Render's
+ * `RateLimit-Reset`) or seconds from now (the IETF draft's `RateLimit-Reset`) — a value from 10^9 on (2001) is
+ * read as a time, a smaller one as a delay.
  */
-export const rateLimitResetSeconds = (headers: Readonly<Record<string, string>>, now: number): number | undefined => {
-  const reset = Number(headers["x-ratelimit-reset"])
-  return headers["x-ratelimit-reset"] !== undefined && Number.isFinite(reset) ? Math.max(1, Math.ceil(reset - now / 1000)) : undefined
+export const resetSeconds = (value: string | undefined, now: number): number | undefined => {
+  const reset = Number(value?.trim() || "NaN")
+  if (!Number.isFinite(reset) || reset < 0) return undefined
+  return retryAfterBounds(reset >= 1e9 ? reset - now / 1000 : reset)
 }
+
+/** `X-RateLimit-Reset` as seconds from `now` (see `resetSeconds`). */
+export const rateLimitResetSeconds = (headers: Readonly<Record<string, string>>, now: number): number | undefined =>
+  resetSeconds(headers["x-ratelimit-reset"], now)
+
+/** How long an upstream's 429 says to wait: `Retry-After`, else its rate limit's reset (`RateLimit-Reset`, `X-RateLimit-Reset`). */
+export const upstreamWait = (headers: Readonly<Record<string, string>>, now: number): number | undefined =>
+  retryAfterSeconds(headers, now) ?? resetSeconds(headers["ratelimit-reset"], now) ?? rateLimitResetSeconds(headers, now)
 
 const causeChain = (cause: unknown): ReadonlyArray<unknown> => {
   const out: Array<unknown> = []
@@ -537,7 +548,7 @@ export const make = Effect.gen(function* () {
     if (own !== undefined) return Effect.fail(own)
     const name = request.provider
     if (status === 429) {
-      const retryAfter = retryAfterSeconds(response.headers, now)
+      const retryAfter = upstreamWait(response.headers, now)
       return Effect.fail(
         new ProviderRateLimited({
           message: `${name} is rate limiting the gateway (HTTP 429). Retry later.`,

@@ -123,6 +123,17 @@ export const handleBluesky = (req: RecordedRequest): Reply => {
     if (body?.["repo"] !== "did:plc:alice" || typeof body["collection"] !== "string" || typeof record !== "object" || record === null) {
       return json(400, { error: "InvalidRequest", message: "Input must have the properties repo, collection, record" })
     }
+    // the PDS validates a record of a known collection against its lexicon (packages/pds repo/prepare.ts
+    // assertValidRecord: InvalidRecord): its $type is the collection, createdAt a datetime (lexicon `datetime`:
+    // RFC 3339 with a time zone)
+    const type: unknown = Reflect.get(record, "$type")
+    const createdAt: unknown = Reflect.get(record, "createdAt")
+    if (type !== body["collection"]) {
+      return json(400, { error: "InvalidRecord", message: `Invalid $type: expected ${String(body["collection"])}, got ${String(type)}` })
+    }
+    if (typeof createdAt !== "string" || !/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/.test(createdAt)) {
+      return json(400, { error: "InvalidRecord", message: "Record/createdAt must be an valid atproto datetime (both RFC-3339 and ISO-8601)" })
+    }
     const rkey = "3kabc" + String(Math.floor(Math.random() * 1e6))
     return json(200, { uri: `at://did:plc:alice/${body["collection"]}/${rkey}`, cid: "bafyreib2rxk3rh6kzwq", validationStatus: "valid" })
   }
@@ -325,7 +336,16 @@ export const handleTrakt = (req: RecordedRequest): Reply => {
       show: { title: "Severance", year: 2022, ids: { trakt: 154997 } }
     }])
   }
-  return json(200, [{ rated_at: "2026-01-01T00:00:00.000Z", rating: 9, type: "movie", movie: { title: "Inception", year: 2010, ids: { trakt: 16662 } } }], {
+  // the items a rating is not about are null (ratedItemResponseSchema: each `.nullish()`)
+  return json(200, [{
+    rated_at: "2026-01-01T00:00:00.000Z",
+    rating: 9,
+    type: "movie",
+    movie: { title: "Inception", year: 2010, ids: { trakt: 16662 } },
+    show: null,
+    season: null,
+    episode: null
+  }], {
     "x-pagination-page": req.query.get("page") ?? "1",
     "x-pagination-limit": String(limit),
     "x-pagination-page-count": "3",

@@ -429,7 +429,7 @@ export const make = Effect.gen(function* () {
       if (error instanceof TooLarge) {
         return write
           ? writeOutcomeUnknown(request, `${request.provider} answered with more than ${max} bytes`)
-          : new ProviderResponseTooLarge({ message: `The ${request.provider} answer is larger than the ${max}-byte limit.` })
+          : new ProviderResponseTooLarge({ message: `The answer of ${request.provider} is larger than the ${max}-byte limit.` })
       }
       return write
         ? writeOutcomeUnknown(request, `The connection to ${request.provider} broke (${connectionMessage(error)})`)

@@ -156,7 +156,7 @@ export const guardedLookup = (policy: SsrfPolicy) =>
     if (!policy.allowHosts.has(host)) {
       for (const { address } of addresses) {
         const reason = refusedAddress(policy, address)
-        if (reason !== undefined) return callback(new SsrfRefused(`${hostname} resolves to ${reason}`), [])
+        if (reason !== undefined) return callback(new SsrfRefused(`${hostname} resolves to an address refused here: ${reason}`), [])
       }
     }
     if (options.all === true) return callback(null, addresses)
@@ -178,7 +178,7 @@ export const refusedDestination = async (policy: SsrfPolicy, url: URL): Promise<
   const addresses = await Dns.promises.lookup(host, { all: true }).catch(() => [])
   for (const { address } of addresses) {
     const refused = refusedAddress(policy, address)
-    if (refused !== undefined) return `${host} resolves to ${refused}`
+    if (refused !== undefined) return `${host} resolves to an address refused here: ${refused}`
   }
   return undefined
 }

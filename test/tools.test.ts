@@ -7,7 +7,7 @@ import { Effect, Schema } from "effect"
 import { ReadOutput, WeatherOutput } from "../src/domain/schemas.js"
 import { expectEnvelope, expectOk } from "./support/assert.js"
 import { books, callTool, gatewayLayer, givenOrg, TestUpstreams } from "./support/gateway.js"
-import { ARTICLE } from "./upstreams/pages.js"
+import { ARTICLE, FRAGMENTS } from "./upstreams/pages.js"
 
 layer(gatewayLayer(), { excludeTestServices: true })("curated tools", (it) => {
   describe("weather", () => {
@@ -122,6 +122,39 @@ layer(gatewayLayer(), { excludeTestServices: true })("curated tools", (it) => {
         const data = yield* callTool("read", { url: `${u.pages.url}/data.json` }, { key })
         expect(data.body).toMatchObject({ content: "```json\n{\"hello\":\"world\"}\n```" })
       }))
+
+    describe("HTML that is not a whole document is read as the body of one, and charged as any page", () => {
+      const cases: ReadonlyArray<readonly [name: string, content: string, title: string | null]> = [
+        ["text", "hello world", null],
+        ["doctype-text", "hi", null],
+        ["paragraph", "hi there", null],
+        // Readability writes an h1 as an h2, on any page (its title is shown apart)
+        ["heading", "## Title\n\nSome text", null],
+        ["minimal", "A page with no html, head or body tag.", "Minimal"],
+        // nothing to read is an empty answer, not a failed conversion: the page was fetched, at the least price
+        ["empty", "", null],
+        ["comment", "", null]
+      ]
+      for (const [name, content, title] of cases) {
+        it.effect(`${name}: ${JSON.stringify(FRAGMENTS[name])} reads as ${JSON.stringify(content)}`, () =>
+          Effect.gen(function* () {
+            const u = yield* TestUpstreams
+            const { key, orgId } = yield* givenOrg({ credits: 10 })
+            const result = yield* callTool("read", { url: `${u.pages.url}/fragment/${name}` }, { key })
+            expectOk(result, 1)
+            expect(result.body).toEqual({
+              provider: "builtin",
+              url: `${u.pages.url}/fragment/${name}`,
+              title,
+              content,
+              chars: content.length,
+              truncated: false,
+              artifact: null
+            })
+            expect(yield* books(orgId)).toMatchObject({ balance: 9, held: 0, pendingHolds: 0 })
+          }))
+      }
+    })
 
     it.effect("a page the server does not have is provider_rejected with its status", () =>
       Effect.gen(function* () {

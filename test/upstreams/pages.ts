@@ -1,5 +1,6 @@
 /**
- * Web pages for the built-in reader: an article, plain text, JSON, a binary file, and redirects.
+ * Web pages for the built-in reader: an article, plain text, JSON, a binary file, redirects, and HTML that is
+ * not a whole document.
  */
 import { type RecordedRequest, type Reply, upstream } from "../../src/testing/harness.js"
 
@@ -19,6 +20,20 @@ export const ARTICLE = `<!doctype html>
   <footer>Copyright footer text</footer>
   <script>var tracking = true;</script>
 </body></html>`
+
+/**
+ * `text/html` answers that are not a whole document: text with no tags, a doctype and text, nothing, a comment,
+ * fragments, and a minimal HTML5 page (no `<html>`, `<head>` or `<body>` tag). Served at /fragment/<name>.
+ */
+export const FRAGMENTS: Readonly<Record<string, string>> = {
+  "text": "hello world",
+  "doctype-text": "<!doctype html>hi",
+  "empty": "",
+  "comment": "<!-- only a comment -->",
+  "paragraph": "<p>hi there</p>",
+  "heading": "<h1>Title</h1><p>Some text</p>",
+  "minimal": "<!doctype html><title>Minimal</title><p>A page with no html, head or body tag.</p>"
+}
 
 /** A small PNG and a PDF, byte for byte what the tests expect back. */
 export const PNG = Buffer.from(
@@ -58,6 +73,8 @@ export const handlePages = (req: RecordedRequest): Reply => {
   const shape = req.path.startsWith("/hostile/") ? req.path.slice("/hostile/".length) : undefined
   const hostile = shape === "past-budget" ? PAST_BUDGET : shape === undefined ? undefined : HOSTILE[shape]
   if (hostile !== undefined) return { status: 200, body: hostile, raw: true, headers: { "content-type": "text/html; charset=utf-8" } }
+  const fragment = req.path.startsWith("/fragment/") ? FRAGMENTS[req.path.slice("/fragment/".length)] : undefined
+  if (fragment !== undefined) return { status: 200, body: fragment, raw: true, headers: { "content-type": "text/html; charset=utf-8" } }
   switch (req.path) {
     case "/article":
       return { status: 200, body: ARTICLE, raw: true, headers: { "content-type": "text/html; charset=utf-8" } }

@@ -7,6 +7,9 @@
  * Bounded here too, by the shape of the document: past `MAX_DEPTH` levels of nesting or `MAX_ELEMENTS`
  * elements, the page is read as text by an iterative walk (no recursion, linear time) instead of being
  * converted; and a conversion that overflows the stack falls back to the same walk.
+ *
+ * A page that is not a whole document (text with no tags, a fragment, a comment, nothing) is read as the body
+ * of one: Readability finds its text there, and where it finds none, the body is converted as it is.
  */
 import { Readability } from "@mozilla/readability"
 import { parseHTML } from "linkedom"
@@ -21,13 +24,50 @@ export const MAX_ELEMENTS = 50_000
 const turndown = new TurndownService({ headingStyle: "atx", codeBlockStyle: "fenced", bulletListMarker: "-" })
 turndown.remove(["script", "style", "noscript", "iframe"])
 
-type DomNode = ReturnType<typeof parseHTML>["document"]["documentElement"]
+type DomDocument = ReturnType<typeof parseHTML>["document"]
+type DomNode = DomDocument["documentElement"]
 
 const SKIPPED = new Set(["SCRIPT", "STYLE", "NOSCRIPT", "IFRAME", "TEMPLATE", "SVG", "HEAD"])
 const BLOCK = new Set([
   "P", "DIV", "SECTION", "ARTICLE", "MAIN", "HEADER", "FOOTER", "ASIDE", "NAV", "LI", "UL", "OL", "TR", "TABLE",
   "H1", "H2", "H3", "H4", "H5", "H6", "BLOCKQUOTE", "PRE", "BR", "HR", "DD", "DT", "DL", "FIGURE", "FIGCAPTION"
 ])
+
+/**
+ * What `documentOf` reads of a node at the top of a parsed page. linkedom's declarations name the DOM library's
+ * types, which this build does not load, so its nodes arrive untyped: this says what is relied on.
+ */
+interface TopNode {
+  readonly nodeType: number
+  readonly nodeName: string
+  readonly childNodes: ArrayLike<TopNode>
+}
+
+/** Elements of a document's head: kept there when a page without an `<html>` element is given one. */
+const HEAD_ONLY = new Set(["TITLE", "META", "LINK", "BASE"])
+
+/**
+ * The page as a document with an `<html>` root, a head and a body. linkedom builds no such tree for what is
+ * not a whole document: the root is the first element, or null for text, a comment or nothing (which a DOM
+ * type would say cannot be), and its `head` and `body` getters then write inside that element. Such a page's
+ * nodes are moved into a document of their own: its head's into the head, everything else into the body.
+ */
+const documentOf = (html: string): DomDocument => {
+  const parsed = parseHTML(html).document
+  const root: TopNode | null = parsed.documentElement
+  if (root?.nodeName.toUpperCase() === "HTML") return parsed
+  const { document } = parseHTML("<!doctype html><html><head></head><body></body></html>")
+  const nodes: ArrayLike<TopNode> = parsed.childNodes
+  for (const node of Array.from(nodes)) {
+    if (node.nodeType === 10) continue // the doctype: the new document has its own
+    const name = node.nodeName.toUpperCase()
+    if (name === "HEAD") document.head.append(...Array.from(node.childNodes))
+    else if (name === "BODY") document.body.append(...Array.from(node.childNodes))
+    else if (HEAD_ONLY.has(name)) document.head.append(node)
+    else document.body.append(node)
+  }
+  return document
+}
 
 /** The deepest nesting and the number of elements under `root`, counted without recursion. */
 const shapeOf = (root: DomNode): { readonly depth: number; readonly elements: number } => {
@@ -78,7 +118,7 @@ const tidy = (markdown: string) => markdown.replace(/\n{3,}/g, "\n\n").trim()
 
 /** The main content of an HTML document as markdown, and its title. */
 export const extractHtml = (html: string): Extracted => {
-  const { document } = parseHTML(html)
+  const document = documentOf(html)
   const fallbackTitle = document.querySelector("title")?.textContent?.trim() || null
   const root = document.documentElement
   const shape = shapeOf(root)

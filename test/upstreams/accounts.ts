@@ -299,9 +299,17 @@ export const handleMonkeytype = (req: RecordedRequest): Reply => {
     return monkeyError(479, "ApeKey rate limit exceeded", { ...limit, "retry-after": String(Math.ceil((window.resetAt - now) / 1000)) })
   }
   if (req.method !== "GET" || req.path !== "/users/personalBests") return json(404, { message: "Unknown request URL" })
+  // the query's schema is strict, `mode` one of Monkeytype's modes (packages/contracts users.ts
+  // GetPersonalBestsQuerySchema); with `mode2` the answer is that length's list, personalBests[mode][mode2]
+  // (backend/src/dal/user.ts getPersonalBests), else the mode's lists by length
   const mode = req.query.get("mode")
   if (mode === null) return json(422, { message: "Invalid query schema", validationErrors: ["\"mode\" Required"] })
-  return json(200, { message: "Personal bests retrieved", data: { "60": [{ acc: 97.2, wpm: 112.5, raw: 118, timestamp: 1700000000000 }] } }, limit)
+  if (!["time", "words", "quote", "zen", "custom"].includes(mode)) {
+    return json(422, { message: "Invalid query schema", validationErrors: [`"mode" Invalid enum value. Expected 'time' | 'words' | 'quote' | 'zen' | 'custom', received '${mode}'`] })
+  }
+  const bests: Record<string, ReadonlyArray<unknown>> = mode === "time" ? { "60": [{ acc: 97.2, wpm: 112.5, raw: 118, timestamp: 1700000000000 }] } : {}
+  const mode2 = req.query.get("mode2")
+  return json(200, { message: "Personal bests retrieved", data: mode2 === null ? bests : bests[mode2] ?? null }, limit)
 }
 
 /**

@@ -40,6 +40,7 @@ import {
   setBlueskyPds
 } from "./upstreams/accounts.js"
 import { FIRECRAWL_NO_CREDITS } from "./upstreams/firecrawl.js"
+import { UNKNOWN_FILM } from "./upstreams/tmdb.js"
 import { type Fault, type RecordedRequest, type Upstream, upstream } from "../src/testing/harness.js"
 
 interface Sent {
@@ -680,7 +681,22 @@ layer(warmGateway, { excludeTestServices: true })("providers", (it) => {
       }))
   })
 
-  describe("xi's appended answers", () => {
+  describe("xi's answers", () => {
+    it.effect("what TMDB sends as \"\" (a film it knows little of) is null, as what it leaves out", () =>
+      Effect.gen(function* () {
+        const c = caseOf("xi_movie")
+        const u = yield* TestUpstreams
+        u.resetAll()
+        const { key } = yield* prepare(c)
+        const result = yield* callTool(c.tool, { id: UNKNOWN_FILM }, { key })
+        expectOk(result)
+        expect(result.body).toMatchObject({
+          id: UNKNOWN_FILM, title: "Untitled Project", overview: null, tagline: null, release_date: null, homepage: null,
+          imdb_id: null, poster_url: null, status: "In Production"
+        })
+      }))
+
+
     it.effect("only the movie's own members are appended, never a name every object inherits", () =>
       Effect.gen(function* () {
         const c = caseOf("xi_movie")

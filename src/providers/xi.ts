@@ -18,6 +18,9 @@ import type { ToolInput, ToolOutput } from "../domain/tools.js"
 import { ProvidersConfig } from "../config.js"
 import { decodeUpstream, JsonObject, NullableNumber, NullableString, type ProviderTool, requestJson } from "./common.js"
 
+/** TMDB sends `""` for what it does not know (a release date, a homepage, a tagline): null, as for absent. */
+const known = (value: string | null | undefined): string | null => (value === undefined || value === null || value === "" ? null : value)
+
 export const PROVIDER = "xi"
 const IMAGE_BASE = "https://image.tmdb.org/t/p/original"
 
@@ -77,16 +80,16 @@ export const xiMovie: ProviderTool<ToolInput<"xi_movie">, undefined, ToolOutput<
         id: m.id,
         title: m.title,
         original_title: m.original_title ?? null,
-        overview: m.overview ?? null,
-        tagline: m.tagline ?? null,
-        release_date: m.release_date ?? null,
+        overview: known(m.overview),
+        tagline: known(m.tagline),
+        release_date: known(m.release_date),
         runtime: m.runtime ?? null,
         genres: (m.genres ?? []).map((g) => g.name),
         vote_average: m.vote_average ?? null,
         vote_count: m.vote_count ?? null,
         popularity: m.popularity ?? null,
-        imdb_id: m.imdb_id ?? null,
-        homepage: m.homepage ?? null,
+        imdb_id: known(m.imdb_id),
+        homepage: known(m.homepage),
         status: m.status ?? null,
         poster_url: m.poster_path ? `${IMAGE_BASE}${m.poster_path}` : null,
         backdrop_url: m.backdrop_path ? `${IMAGE_BASE}${m.backdrop_path}` : null,

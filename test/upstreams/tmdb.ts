@@ -13,6 +13,9 @@ export const TMDB_TOKEN = "eyJhbGciOiJIUzI1NiJ9.eyJhdWQiOiJ0ZXN0In0.c2lnbmF0dXJl
 /** A v3 API key is 32 hex characters. */
 export const TMDB_API_KEY = "0123456789abcdef0123456789abcdef"
 
+/** A film whose details are mostly unknown to TMDB. */
+export const UNKNOWN_FILM = 1_190_000
+
 const invalidKey = json(401, { status_code: 7, status_message: "Invalid API key: You must be granted a valid key.", success: false })
 
 export const handleTmdb = (req: RecordedRequest): Reply => {
@@ -27,6 +30,14 @@ export const handleTmdb = (req: RecordedRequest): Reply => {
     return json(404, { status_code: 34, status_message: "The resource you requested could not be found.", success: false })
   }
   const id = Number(match[1])
+  // a film TMDB knows little of: what it does not know is "" (or null), not absent
+  if (id === UNKNOWN_FILM) {
+    return json(200, {
+      adult: false, backdrop_path: null, budget: 0, genres: [], homepage: "", id, imdb_id: null, original_language: "en",
+      original_title: "Untitled Project", overview: "", popularity: 0.6, poster_path: null, release_date: "", revenue: 0,
+      runtime: 0, status: "In Production", tagline: "", title: "Untitled Project", video: false, vote_average: 0, vote_count: 0
+    })
+  }
   if (id !== 550) return json(404, { status_code: 34, status_message: "The resource you requested could not be found.", success: false })
   const appended: Record<string, unknown> = {}
   for (const part of (req.query.get("append_to_response") ?? "").split(",").filter((p) => p.length > 0)) {

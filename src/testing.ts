@@ -37,8 +37,8 @@ import { itunes } from "./testing/itunes.js"
 import { openMeteo } from "./testing/openMeteo.js"
 
 export { type Fault, type Handler, json, type RecordedRequest, type Reply, startUpstream, type Upstream, upstream } from "./testing/harness.js"
-export { app, handleItunes, itunes } from "./testing/itunes.js"
-export { forecastBody, handleOpenMeteo, openMeteo, PLACES } from "./testing/openMeteo.js"
+export { app, handleItunes, itunes, ITUNES_THROTTLED } from "./testing/itunes.js"
+export { forecastBody, forecastWithoutCurrentData, handleOpenMeteo, NO_DATA, openMeteo, PLACES } from "./testing/openMeteo.js"
 
 /** The fake upstreams of a test gateway. */
 export interface Fakes {

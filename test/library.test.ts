@@ -17,8 +17,8 @@ layer(gatewayLayer(), { excludeTestServices: true })("library use", (it) => {
       const gateway = yield* Gateway
       const { key } = yield* givenOrg({ credits: 2 })
       const weather = yield* gateway.call("weather", { q: "Berlin" }, { apiKey: Redacted.make(key) })
-      // typed: `weather.current.temperature_c` is a number
-      const temperature: number = weather.current.temperature_c
+      // typed: `weather.current.temperature_c` is a number, or null where Open-Meteo has no data
+      const temperature: number | null = weather.current.temperature_c
       expect(temperature).toBe(4.2)
       expect(weather.location.name).toBe("Berlin")
 

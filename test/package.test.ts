@@ -143,7 +143,7 @@ const program = Effect.gen(function* () {
   const created = yield* keys.create(org.id, { name: "packaged" })
 
   const weather = yield* gateway.call("weather", { q: "Berlin" }, { apiKey: created.key })
-  const celsius: number = weather.current.temperature_c
+  const celsius: number | null = weather.current.temperature_c
   // @ts-expect-error the output is typed (this line compiles only if the types were lost)
   const lost: string = weather.current.temperature_c
 

@@ -39,8 +39,10 @@ import {
   revokeBlueskyRefreshTokens,
   setBlueskyPds
 } from "./upstreams/accounts.js"
-import { FIRECRAWL_NO_CREDITS } from "./upstreams/firecrawl.js"
+import { BLOCKLISTED_URL_MESSAGE, FIRECRAWL_BLOCKLISTED_HOST, FIRECRAWL_NO_CREDITS } from "./upstreams/firecrawl.js"
+import { EXA_PROHIBITED_QUERY, EXA_ROBOTS_REFUSED, EXA_TEAM_BLOCKED } from "./upstreams/exa.js"
 import { UNKNOWN_FILM } from "./upstreams/tmdb.js"
+import { ITUNES_THROTTLED } from "../src/testing/itunes.js"
 import { type Fault, type RecordedRequest, type Upstream, upstream } from "../src/testing/harness.js"
 
 interface Sent {
@@ -374,6 +376,14 @@ const expectationFor = (c: Case, f: FaultCase): FaultCase => {
   }
   // weather's wrong shape hits its first step (geocoding): /v1/run would stop there too, so it is not offered
   if (f.name === "a wrong shape" && c.tool === "weather") return { ...f, expected: { ...f.expected, message: "geocoding answer, which weather needs before its call" } }
+  // iTunes takes no key: its 403 is its throttle, a rate limit with a minute's wait
+  if (f.name === "a 403" && c.tool === "mobile_app_search") {
+    return { ...f, expected: { status: 502, type: "provider", code: "provider_rate_limited", retryable: true, billable: false, message: "(HTTP 403)" } }
+  }
+  // Firecrawl refuses its key with a 401; its 403s refuse the URL or the request (its blocklist, its country check)
+  if (f.name === "a 403" && (c.tool === "gamma_scrape" || c.tool === "gamma_search")) {
+    return { ...f, expected: { status: 502, type: "provider", code: "provider_rejected", retryable: false, billable: false, message: "(HTTP 403): not allowed" } }
+  }
   if ((f.name === "a 401" || f.name === "a 403") && c.tool === "read") {
     return { ...f, expected: { status: 502, type: "provider", code: "provider_rejected", retryable: false, billable: false, message: "The page refused" } }
   }
@@ -474,7 +484,7 @@ layer(warmGateway, { excludeTestServices: true })("providers", (it) => {
             const result = yield* callTool(c.tool, c.input(u), { key })
             c.upstream(u).fault()
             expectEnvelope(result, f.expected)
-            if (f.expected.code === "provider_rate_limited") expect(result.headers.get("retry-after")).toBe("12")
+            if (f.name === "a 429") expect(result.headers.get("retry-after")).toBe("12")
             const b = yield* books(orgId)
             expect(b).toMatchObject({ held: 0, pendingHolds: 0, journalSum: b.balance })
             expect(b.holdsByStatus).toEqual(f.settled ? { settled: 1 } : { voided: 1 })
@@ -864,6 +874,43 @@ layer(warmGateway, { excludeTestServices: true })("providers", (it) => {
         expect(yield* books(orgId)).toMatchObject({ balance: 100, held: 0, holdsByStatus: { voided: 1 } })
         // a 403 of Polar's that is not NotPermitted is still the token's
         expectEnvelope(yield* answerTo(kappa, { status: 403, body: { error: "insufficient_scope", error_description: "The token lacks benefits:write" } }), rejected)
+      }))
+
+    it.effect("mobile_app_search (iTunes): Apple's throttle, a 403 with an empty body, is a rate limit with a minute's wait", () =>
+      Effect.gen(function* () {
+        const result = yield* answerTo(caseOf("mobile_app_search"), ITUNES_THROTTLED)
+        expectEnvelope(result, { ...limited, message: "itunes is rate limiting the gateway (HTTP 403)" })
+        expect(result.text).not.toContain("Check the provider key")
+        expect(retryAfterOf(result)).toBe(60)
+      }))
+
+    it.effect("gamma (Firecrawl): a blocklisted URL's 403 is Firecrawl refusing the URL, not the key", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        u.resetAll()
+        const { key, orgId } = yield* prepare(caseOf("gamma_scrape"))
+        const result = yield* callTool("gamma_scrape", { url: `https://${FIRECRAWL_BLOCKLISTED_HOST}/page` }, { key })
+        expectEnvelope(result, { status: 502, type: "provider", code: "provider_rejected", retryable: false, billable: false, message: `(HTTP 403): ${BLOCKLISTED_URL_MESSAGE}` })
+        expect(result.text).not.toContain("Check the provider key")
+        expect(u.firecrawl.hits("/v2/scrape")).toBe(1)
+        expect(yield* books(orgId)).toMatchObject({ balance: 100, held: 0, holdsByStatus: { voided: 1 } })
+      }))
+
+    it.effect("alpha (Exa): a 403 tagged for what was asked is Exa refusing the request; the account's 403 and a 401 are the key's", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        const search = caseOf("alpha_search")
+        u.resetAll()
+        const { key, orgId } = yield* prepare(search)
+        const prohibited = yield* callTool("alpha_search", { query: EXA_PROHIBITED_QUERY }, { key })
+        expectEnvelope(prohibited, { status: 502, type: "provider", code: "provider_rejected", retryable: false, billable: false, message: "PROHIBITED_CONTENT" })
+        expect(prohibited.text).toContain("This request seeks prohibited content.")
+        expect(prohibited.text).not.toContain("Check the provider key")
+        expect(u.exa.hits("/search")).toBe(1)
+        expect(yield* books(orgId)).toMatchObject({ balance: 100, held: 0, holdsByStatus: { voided: 1 } })
+        expectEnvelope(yield* answerTo(search, EXA_ROBOTS_REFUSED), { status: 502, type: "provider", code: "provider_rejected", retryable: false, billable: false, message: "ROBOTS_FILTER_FAILED" })
+        expectEnvelope(yield* answerTo(search, EXA_TEAM_BLOCKED), { ...rejected, message: "Check the provider key" })
+        expectEnvelope(yield* answerTo(search, { status: 401, body: { error: "Invalid API key", tag: "INVALID_API_KEY" } }), { ...rejected, message: "Check the provider key" })
       }))
 
     it.effect("Retry-After as an HTTP date passes through as seconds", () =>

@@ -5,7 +5,8 @@
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect, Schema } from "effect"
 import { ReadOutput, WeatherOutput } from "../src/domain/schemas.js"
-import { expectEnvelope, expectOk } from "./support/assert.js"
+import { NO_DATA } from "../src/testing/openMeteo.js"
+import { expectEnvelope, expectOk, expectOwnEncoding } from "./support/assert.js"
 import { books, callTool, gatewayLayer, givenOrg, TestUpstreams } from "./support/gateway.js"
 import { ARTICLE, FRAGMENTS } from "./upstreams/pages.js"
 
@@ -44,6 +45,29 @@ layer(gatewayLayer(), { excludeTestServices: true })("curated tools", (it) => {
         expectOk(result, 1)
         expect(u.openMeteo.hits("/v1/search")).toBe(0)
         expect(result.body).toMatchObject({ location: { latitude: 48.85, longitude: 2.35, name: null } })
+      }))
+
+    it.effect("a place Open-Meteo has no current data for answers null for them, not normalization_failed", () =>
+      Effect.gen(function* () {
+        const { key, orgId } = yield* givenOrg({ credits: 10 })
+        const result = yield* callTool("weather", { lat: NO_DATA.latitude, lon: NO_DATA.longitude }, { key })
+        expectOk(result, 1)
+        expect(result.body).toMatchObject({
+          current: {
+            time: "2026-11-22T10:00",
+            temperature_c: null,
+            apparent_temperature_c: null,
+            relative_humidity_pct: null,
+            precipitation_mm: null,
+            wind_speed_kmh: null,
+            wind_direction_deg: null,
+            weather_code: null,
+            description: "Unknown"
+          },
+          daily: expect.arrayContaining([expect.objectContaining({ date: "2026-11-22", weather_code: 3 })])
+        })
+        expectOwnEncoding("weather", result)
+        expect(yield* books(orgId)).toMatchObject({ balance: 9, held: 0, pendingHolds: 0 })
       }))
 
     it.effect("an unknown place is invalid_request, not charged", () =>

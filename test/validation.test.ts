@@ -245,6 +245,20 @@ layer(gatewayLayer({ providers: { ssrfAllow: [PAGES_HOST, "127.0.0.1"] } }), { e
         }
       }))
 
+    it.effect("alpha_search refuses stream: true (Exa's event stream) before any credit is held; stream: false passes", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        u.resetAll()
+        const { key, orgId } = yield* givenOrg({ credits: 10 })
+        const streamed = yield* callTool("alpha_search", { query: "x", stream: true }, { key })
+        expectEnvelope(streamed, { ...invalid, message: "stream" })
+        expect(u.exa.hits()).toBe(0)
+        expect(yield* books(orgId)).toEqual(expect.objectContaining({ balance: 10, held: 0, holdsByStatus: {} }))
+        const whole = yield* callTool("alpha_search", { query: "x", stream: false }, { key })
+        expect(whole.status, whole.text).toBe(200)
+        expect(u.exa.requests[0]?.json).toMatchObject({ query: "x", stream: false })
+      }))
+
     it.effect("lambda_batch_emails says what a batch or an email lacks", () =>
       Effect.gen(function* () {
         const { key } = yield* givenOrg()

@@ -63,7 +63,13 @@ export const MobileAppSearchInput = strict({
 export const AlphaSearchInput = open({
   query: NonEmpty.annotations({ description: "What to search for, in natural language or keywords" }),
   numResults: opt(Schema.Int.annotations({ description: "Results to return (Exa's numResults); default 10. Priced per 10 results" })),
-  type: opt(Schema.String.annotations({ description: "Exa's search type, e.g. \"auto\" (Exa's default), \"neural\", \"fast\" or \"deep\"" }))
+  type: opt(Schema.String.annotations({ description: "Exa's search type, e.g. \"auto\" (Exa's default), \"neural\", \"fast\" or \"deep\"" })),
+  // Exa answers `stream: true` with an event stream (exa-labs/exa-js src/index.ts, whose own `search` refuses it too),
+  // which the gateway cannot read: refused here, before a credit is held or Exa charges for it
+  stream: opt(Schema.Literal(false).annotations({
+    description: "Only false: Exa's streamed answer (true) is not offered here",
+    message: () => "must be false or absent: Exa's streamed answer (stream: true) is not offered here"
+  }))
 }, "AlphaSearchInput", "Exa search: Exa's request body; extra properties (contents, includeDomains, startPublishedDate, …) are forwarded to Exa")
 
 export const BetaReadInput = strict({
@@ -300,13 +306,14 @@ export const ReadOutput = Schema.Struct({
 
 export const WeatherCurrent = Schema.Struct({
   time: Schema.String,
-  temperature_c: Schema.Number,
+  // null where Open-Meteo has no data for the place and time, as for every value below but the time
+  temperature_c: Schema.NullOr(Schema.Number),
   apparent_temperature_c: Schema.NullOr(Schema.Number),
   relative_humidity_pct: Schema.NullOr(Schema.Number),
   precipitation_mm: Schema.NullOr(Schema.Number),
   wind_speed_kmh: Schema.NullOr(Schema.Number),
   wind_direction_deg: Schema.NullOr(Schema.Number),
-  weather_code: Schema.Int,
+  weather_code: Schema.NullOr(Schema.Int),
   description: Schema.String
 }).annotations({ identifier: "WeatherCurrent" })
 

@@ -6,13 +6,36 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
-import { ProviderNotConfigured } from "../domain/errors.js"
+import { ProviderNotConfigured, ProviderRejected } from "../domain/errors.js"
 import { DEFAULT_MAX_RESULTS, type ToolInput, type ToolOutput } from "../domain/tools.js"
 import { ProvidersConfig } from "../config.js"
+import { bodyText, upstreamMessage, type UpstreamResponse } from "../services/ProviderClient.js"
 import { decodeUpstream, NullableString, type ProviderTool, requestJson } from "./common.js"
 
 export const PROVIDER = "alpha"
 
+/**
+ * Exa's failures are `{requestId, error, tag}` (https://exa.ai/docs/reference/error-codes). A 403's tag says whose it
+ * is: these refuse the account behind the key (a plan without the feature, a team suspended under its content policy,
+ * https://exa.ai/docs/reference/content-policy) and stay the key's, as an untagged 403 and every 401 do. Any other
+ * tag — `PROHIBITED_CONTENT`, `ROBOTS_FILTER_FAILED`, and the tags Exa adds (its set is open-ended) — refuses what was
+ * asked for: `provider_rejected`, with Exa's message and tag.
+ */
+const ACCOUNT_TAGS: ReadonlySet<string> = new Set(["ACCESS_DENIED", "FEATURE_DISABLED", "TEAM_BLOCKED"])
+
+const ExaError = Schema.parseJson(Schema.Struct({ tag: Schema.optional(Schema.String) }))
+
+const exaStatus = (response: UpstreamResponse) => {
+  if (response.status !== 403) return undefined
+  const tag = Schema.decodeUnknownOption(ExaError)(bodyText(response)).pipe(
+    Option.flatMap((e) => Option.fromNullable(e.tag))
+  )
+  if (Option.isNone(tag) || ACCOUNT_TAGS.has(tag.value)) return undefined
+  return new ProviderRejected({
+    message: `alpha refused the request (HTTP 403 ${tag.value}): ${upstreamMessage(response.body)}`,
+    upstreamStatus: 403
+  })
+}
 
 export const ExaResult = Schema.Struct({
   id: Schema.optional(Schema.String),
@@ -50,7 +73,8 @@ const search = (body: Readonly<Record<string, unknown>>) =>
       url: `${endpoint.baseUrl}/search`,
       headers: { "x-api-key": Redacted.value(endpoint.apiKey.value) },
       json: body,
-      idempotent: true
+      idempotent: true,
+      classify: exaStatus
     })
   })
 

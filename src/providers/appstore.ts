@@ -3,11 +3,28 @@
  */
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import { ProviderRateLimited } from "../domain/errors.js"
 import type { ToolInput, ToolOutput } from "../domain/tools.js"
 import { ProvidersConfig } from "../config.js"
+import type { UpstreamResponse } from "../services/ProviderClient.js"
 import { decodeUpstream, type ProviderTool, requestJson } from "./common.js"
 
 export const PROVIDER = "itunes"
+
+/** Apple's limit is about 20 calls a minute: a minute is the wait that surely ends a throttle. */
+export const THROTTLE_WAIT_SECONDS = 60
+
+/**
+ * The API takes no key, so its 403 refuses no credential: it is how Apple throttles a caller over its limit, with
+ * an empty body and no `Retry-After` (facundoolano/app-store-scraper issue #194, Vinelab/iTunes issue #5).
+ */
+const itunesStatus = (response: UpstreamResponse) =>
+  response.status === 403
+    ? new ProviderRateLimited({
+      message: `${PROVIDER} is rate limiting the gateway (HTTP 403). Apple allows about 20 calls a minute: retry in a minute.`,
+      retryAfter: THROTTLE_WAIT_SECONDS
+    })
+    : undefined
 
 const opt = <S extends Schema.Schema.Any>(s: S) => Schema.optional(Schema.NullOr(s))
 
@@ -52,7 +69,7 @@ export const mobileAppSearch: ProviderTool<ToolInput<"mobile_app_search">, undef
         media: "software",
         limit: String(input.limit ?? DEFAULT_LIMIT)
       }).toString()
-      return yield* requestJson({ provider: PROVIDER, method: "GET", url: url.toString(), idempotent: true })
+      return yield* requestJson({ provider: PROVIDER, method: "GET", url: url.toString(), idempotent: true, classify: itunesStatus })
     }),
   normalize: (input, raw) =>
     Effect.map(decodeUpstream(PROVIDER, SearchAnswer, "mobile_app_search")(raw.body), (answer) => ({

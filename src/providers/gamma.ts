@@ -24,6 +24,10 @@ export const PROVIDER = "gamma"
  * - 402: the operator's Firecrawl account has no credits left ("Insufficient credits to perform this request",
  *   apps/api/src/routes/shared.ts). Not the caller's doing and no retry helps soon: `provider_rejected` with
  *   `upstreamStatus` 402, on which curated `search` and `read` move on to their next provider.
+ * - 403: Firecrawl refusing the request, not the key (which it refuses with a 401, apps/api/src/controllers/auth.ts):
+ *   a URL on its blocklist (`blocklistMiddleware`, `BLOCKLISTED_URL_MESSAGE` "This website is no longer supported, …")
+ *   or headers, actions or its agent from a restricted country (`countryCheck`), both apps/api/src/routes/shared.ts.
+ *   `provider_rejected` with Firecrawl's message and `upstreamStatus` 403, on which curated `read` moves on.
  * - 408: Firecrawl's own scrape of the page timed out (`SCRAPE_TIMEOUT`, apps/api/src/controllers/v2/scrape.ts).
  */
 type Reading = (response: UpstreamResponse) => ProviderRejected | ProviderTimeout
@@ -33,6 +37,7 @@ const FIRECRAWL_STATUSES: ReadonlyMap<number, Reading> = new Map<number, Reading
       message: `gamma's account has no credits left (HTTP 402): ${upstreamMessage(r.body)}. The gateway's operator must top it up.`,
       upstreamStatus: 402
     })],
+  [403, (r) => new ProviderRejected({ message: `gamma refused the request (HTTP 403): ${upstreamMessage(r.body)}`, upstreamStatus: 403 })],
   [408, (r) => new ProviderTimeout({ message: `gamma timed out scraping the page (HTTP 408): ${upstreamMessage(r.body)}` })]
 ])
 

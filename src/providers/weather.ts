@@ -30,13 +30,14 @@ export const ForecastAnswer = Schema.Struct({
   latitude: Schema.Number,
   longitude: Schema.Number,
   timezone: Schema.String,
+  // Open-Meteo answers null for a value it has no data for, `current`'s included (open-meteo/open-meteo #1307, #314)
   current: Schema.Struct({
     time: Schema.String,
-    temperature_2m: Schema.Number,
+    temperature_2m: nullableNumber,
     relative_humidity_2m: Schema.optional(nullableNumber),
     apparent_temperature: Schema.optional(nullableNumber),
     precipitation: Schema.optional(nullableNumber),
-    weather_code: Schema.Number,
+    weather_code: nullableNumber,
     wind_speed_10m: Schema.optional(nullableNumber),
     wind_direction_10m: Schema.optional(nullableNumber)
   }),
@@ -150,7 +151,7 @@ const normalize = (input: ToolInput<"weather">, raw: Raw) =>
         precipitation_mm: c.precipitation ?? null,
         wind_speed_kmh: c.wind_speed_10m ?? null,
         wind_direction_deg: c.wind_direction_10m ?? null,
-        weather_code: Math.round(c.weather_code),
+        weather_code: c.weather_code === null ? null : Math.round(c.weather_code),
         description: describeWeatherCode(c.weather_code)
       },
       daily: d.time.map((date, i) => {

@@ -3,8 +3,12 @@
  * `{resultCount, results}` with `text/javascript` in the real service. Written from Apple's docs:
  * https://performance-partners.apple.com/search-api (formerly developer.apple.com/library/archive/
  * documentation/AudioVideo/Conceptual/iTuneSearchAPI/).
+ *
+ * Apple documents a limit of about 20 calls a minute and no status for going over it; the service answers such a
+ * call 403 with an empty body (facundoolano/app-store-scraper issue #194, Vinelab/iTunes issue #5). `ITUNES_THROTTLED`
+ * is that answer, as a fault: `itunes.fault(ITUNES_THROTTLED)`.
  */
-import { json, type RecordedRequest, type Reply, upstream } from "./harness.js"
+import { type Fault, json, type RecordedRequest, type Reply, upstream } from "./harness.js"
 
 /** The `i`th app the fake finds for `term` (named `<term> App <i>`). */
 export const app = (i: number, term: string) => ({
@@ -28,6 +32,9 @@ export const app = (i: number, term: string) => ({
   releaseDate: "2020-01-01T08:00:00Z",
   description: "An app."
 })
+
+/** The iTunes Search API's answer to a caller over its rate limit: 403, and nothing in the body. */
+export const ITUNES_THROTTLED: Fault = { status: 403, text: "" }
 
 export const handleItunes = (req: RecordedRequest): Reply => {
   if (req.method !== "GET" || req.path !== "/search") return json(404, { errorMessage: "Not Found" })

@@ -3,6 +3,9 @@
  * Like the real API: no key, parameters in the query, `{"error":true,"reason":…}` with 400 on bad input.
  * Written from Open-Meteo's docs: https://open-meteo.com/en/docs (forecast, its "Errors" section) and
  * https://open-meteo.com/en/docs/geocoding-api (search).
+ *
+ * Open-Meteo answers `null` for a value its model does not have at a place and time, `current`'s included
+ * (open-meteo/open-meteo issues #1307 and #314): the forecast for `NO_DATA`'s coordinates is such an answer.
  */
 import { json, type RecordedRequest, type Reply, upstream } from "./harness.js"
 
@@ -45,6 +48,28 @@ export const forecastBody = (latitude: number, longitude: number) => ({
   }
 })
 
+/** Coordinates where the fake forecast has no current data: every `current` value but its time is `null`. */
+export const NO_DATA = { latitude: -48.87667, longitude: -123.39333 }
+
+/** The forecast answer of a place without current data (see `NO_DATA`). */
+export const forecastWithoutCurrentData = (latitude: number, longitude: number) => {
+  const body = forecastBody(latitude, longitude)
+  return {
+    ...body,
+    current: {
+      time: body.current.time,
+      interval: body.current.interval,
+      temperature_2m: null,
+      relative_humidity_2m: null,
+      apparent_temperature: null,
+      precipitation: null,
+      weather_code: null,
+      wind_speed_10m: null,
+      wind_direction_10m: null
+    }
+  }
+}
+
 export const handleOpenMeteo = (req: RecordedRequest): Reply => {
   if (req.method !== "GET") return json(405, { error: true, reason: "Method not allowed" })
   if (req.path === "/v1/search") {
@@ -60,7 +85,8 @@ export const handleOpenMeteo = (req: RecordedRequest): Reply => {
     const lon = Number(req.query.get("longitude"))
     if (!Number.isFinite(lat) || !Number.isFinite(lon)) return bad("Parameter 'latitude' and 'longitude' are required")
     if (req.query.get("current") === null || req.query.get("daily") === null) return bad("current and daily expected")
-    return json(200, forecastBody(lat, lon))
+    const missing = lat === NO_DATA.latitude && lon === NO_DATA.longitude
+    return json(200, missing ? forecastWithoutCurrentData(lat, lon) : forecastBody(lat, lon))
   }
   return json(404, { error: true, reason: "Not Found" })
 }

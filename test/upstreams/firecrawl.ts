@@ -10,7 +10,10 @@
  * - apps/api/src/controllers/v2/search.ts: the answer is `data: {web: [{url, title, description, position}]}`,
  *   with the scraped formats in each result when `scrapeOptions` asks for them;
  * - apps/api/src/routes/shared.ts: an account without credits is `402 {success: false, error: "Insufficient
- *   credits to perform this request. …"}` (`FIRECRAWL_NO_CREDITS`).
+ *   credits to perform this request. …"}` (`FIRECRAWL_NO_CREDITS`); a URL on Firecrawl's blocklist is `403
+ *   {success: false, error: BLOCKLISTED_URL_MESSAGE}` (`blocklistMiddleware`, after the key and credit checks and
+ *   before the body's schema; the message is apps/api/src/lib/strings.ts's). Its list is secret (hashed); here one
+ *   host stands for it (`FIRECRAWL_BLOCKLISTED_HOST`).
  *
  * v1 is Firecrawl's legacy API; this stand-in does not serve it, so a module that falls back to it fails here.
  */
@@ -28,6 +31,16 @@ export const FIRECRAWL_NO_CREDITS: Fault = {
       "https://firecrawl.dev/pricing or try changing the request limit to a lower value."
   }
 }
+
+/** A host the stand-in's blocklist holds: a scrape of a URL on it is Firecrawl's 403. */
+export const FIRECRAWL_BLOCKLISTED_HOST = "blocklisted.example.com"
+
+/** Firecrawl's refusal of a blocklisted URL, word for word (apps/api/src/lib/strings.ts `BLOCKLISTED_URL_MESSAGE`). */
+export const BLOCKLISTED_URL_MESSAGE =
+  "This website is no longer supported, please reach out to help@firecrawl.com for more info on how to activate it on your account."
+
+const blocklisted = (url: unknown) =>
+  typeof url === "string" && URL.canParse(url) && new URL(url).hostname === FIRECRAWL_BLOCKLISTED_HOST
 
 const FORMATS = new Set(["markdown", "html", "rawHtml", "links", "summary", "json", "changeTracking", "screenshot"])
 const SCRAPE_KEYS = new Set([
@@ -74,6 +87,7 @@ export const handleFirecrawl = (req: RecordedRequest): Reply => {
   }
   const body = req.json
   if (typeof body !== "object" || body === null || Array.isArray(body)) return badRequest([{ code: "invalid_type", expected: "object", path: [], message: "Expected object" }])
+  if ("url" in body && blocklisted(body.url)) return json(403, { success: false, error: BLOCKLISTED_URL_MESSAGE })
   if (req.path === "/v2/search") {
     const refused = unknownKeys(body, SEARCH_KEYS, "Unrecognized key in body -- please review the v1 API documentation for request body changes")
     if (refused !== undefined) return refused

@@ -884,6 +884,22 @@ layer(warmGateway, { excludeTestServices: true })("providers", (it) => {
         expect(retryAfterOf(result)).toBe(60)
       }))
 
+    it.effect("gamma_scrape answers every format it was asked for: a summary and change tracking are not dropped", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        u.resetAll()
+        const { key } = yield* prepare(caseOf("gamma_scrape"))
+        const result = yield* callTool("gamma_scrape", { url: "https://example.com/page", formats: ["markdown", "summary", "changeTracking"] }, { key })
+        expectOk(result, 1)
+        expect(result.body).toMatchObject({
+          markdown: "# Scraped\n\nhttps://example.com/page",
+          summary: "A page at https://example.com/page.",
+          change_tracking: { changeStatus: "new", visibility: "visible" },
+          json: null,
+          warning: null
+        })
+      }))
+
     it.effect("gamma (Firecrawl): a blocklisted URL's 403 is Firecrawl refusing the URL, not the key", () =>
       Effect.gen(function* () {
         const u = yield* TestUpstreams

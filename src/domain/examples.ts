@@ -246,6 +246,11 @@ export const outputExamples: { readonly [K in ToolName]: ToolOutputEncoded<K> } 
     raw_html: null,
     links: null,
     screenshot: null,
+    summary: null,
+    json: null,
+    change_tracking: null,
+    actions: null,
+    warning: null,
     metadata: { sourceURL: "https://example.com/page" }
   },
   gamma_search: {

@@ -412,6 +412,11 @@ export const GammaScrapeOutput = Schema.Struct({
   raw_html: Str,
   links: Schema.NullOr(Schema.Array(Schema.String)),
   screenshot: Schema.NullOr(ArtifactRef).annotations({ description: "The page screenshot, kept byte for byte" }),
+  summary: Str.annotations({ description: "The page's summary, for the summary format" }),
+  json: Schema.Unknown.annotations({ description: "What the json format extracted, as Firecrawl answered it; null without it" }),
+  change_tracking: Schema.NullOr(JsonObject).annotations({ description: "Firecrawl's changeTracking, for that format" }),
+  actions: Schema.NullOr(JsonObject).annotations({ description: "The results of the request's actions (screenshots, scrapes, …), as Firecrawl answered them" }),
+  warning: Str.annotations({ description: "Firecrawl's warning about the scrape, if any" }),
   metadata: JsonObject
 }).annotations({ identifier: "GammaScrapeOutput" })
 

@@ -76,6 +76,13 @@ export const FirecrawlScrapeAnswer = Schema.Struct({
     rawHtml: NullableString,
     links: Schema.optional(Schema.NullOr(Schema.Array(Schema.String))),
     screenshot: NullableString,
+    // the SDK's Document (apps/js-sdk/firecrawl/src/v2/types.ts): what the summary, json and changeTracking formats
+    // and the request's actions give, and a warning
+    summary: NullableString,
+    json: Schema.optional(Schema.Unknown),
+    changeTracking: Schema.optional(Schema.NullOr(JsonObject)),
+    actions: Schema.optional(Schema.NullOr(JsonObject)),
+    warning: NullableString,
     metadata: Schema.optional(Schema.Struct({
       title: NullableString,
       sourceURL: NullableString,
@@ -139,6 +146,11 @@ export const gammaScrape: ProviderTool<ToolInput<"gamma_scrape">, undefined, Too
         raw_html: data.rawHtml ?? null,
         links: data.links ?? null,
         screenshot: raw.artifacts?.["screenshot"] ?? null,
+        summary: data.summary ?? null,
+        json: data.json ?? null,
+        change_tracking: data.changeTracking ?? null,
+        actions: data.actions ?? null,
+        warning: data.warning ?? null,
         metadata: { ...rest, ...(sourceURL !== undefined ? { sourceURL } : {}) }
       }
     })

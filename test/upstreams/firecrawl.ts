@@ -126,6 +126,8 @@ export const handleFirecrawl = (req: RecordedRequest): Reply => {
     data: {
       ...(formats.includes("markdown") ? { markdown: `# Scraped\n\n${body.url}` } : {}),
       ...(formats.includes("screenshot") ? { screenshot: `${origin}/screenshots/shot-1.png` } : {}),
+      ...(formats.includes("summary") ? { summary: `A page at ${body.url}.` } : {}),
+      ...(formats.includes("changeTracking") ? { changeTracking: { previousScrapeAt: null, changeStatus: "new", visibility: "visible" } } : {}),
       metadata: { title: "Scraped page", sourceURL: body.url, url: body.url, statusCode: 200 }
     }
   })

@@ -9,7 +9,7 @@ import { describe, expect, layer } from "@effect/vitest"
 import { Effect, Option, Redacted } from "effect"
 import { Betas } from "../src/services/Betas.js"
 import { type ExpectedError, expectEnvelope, expectOk, expectOwnEncoding } from "./support/assert.js"
-import { books, callTool, dashboard, gatewayLayer, givenMember, TestUpstreams } from "./support/gateway.js"
+import { books, callTool, dashboard, gatewayLayer, givenMember, request, TestUpstreams } from "./support/gateway.js"
 import { CREDENTIALS, resendBatchesSent, resendBroadcast } from "./upstreams/accounts.js"
 import type { RecordedRequest } from "../src/testing/harness.js"
 import { JINA_KEY } from "./upstreams/jina.js"
@@ -128,6 +128,89 @@ layer(config, { excludeTestServices: true })("providers as documented", (it) => 
         expectEnvelope(yield* callTool("beta_search", { q: "x", num: 21 }, { key }), { ...invalid, message: "num" })
         expect(u.jina.hits()).toBe(0)
         expect(yield* books(orgId)).toMatchObject({ balance: 100, held: 0, holdsByStatus: {} })
+      }))
+  })
+
+  describe("beta (Jina) search with no results: Jina's 422", () => {
+    const headers = { authorization: `Bearer ${JINA_KEY}`, accept: "application/json", "content-type": "application/json" }
+    const resultsOf = (body: unknown) =>
+      typeof body === "object" && body !== null && "results" in body && Array.isArray(body.results) ? body.results : undefined
+    const run = (key: string, tool: string, input: unknown) =>
+      request("/v1/run", { body: JSON.stringify({ tool, input }), headers: { "content-type": "application/json", "x-api-key": key } })
+    const noResults = { code: 422, name: "AssertionFailureError", status: 42206, message: "No search results available for query 0 results here" }
+
+    it.effect("a query Jina has no results for (its 422): search and beta_search answer 200 with none, at the least price", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        u.resetAll()
+        // the stand-in answers as Jina does: a 422 AssertionFailureError, not an empty list
+        expect(yield* send(`${u.jina.url}/`, { method: "POST", headers, body: { q: "0 results here" } }))
+          .toEqual({ status: 422, body: { data: null, ...noResults, readableMessage: `AssertionFailureError: ${noResults.message}` } })
+        u.resetAll()
+        const { key, orgId } = yield* member()
+        const search = yield* callTool("search", { query: "0 results here" }, { key })
+        expectOk(search, 1)
+        expect(search.body).toEqual({ provider: "beta", query: "0 results here", results: [] })
+        const beta = yield* callTool("beta_search", { q: "0 results here" }, { key })
+        expectOk(beta, 1)
+        expect(beta.body).toEqual({ provider: "beta", results: [] })
+        // the raw answers are Jina's: its 422 as sent (search: as the answer to its one page)
+        const rawBeta = yield* run(key, "beta_search", { q: "0 results here" })
+        expectOk(rawBeta, 1)
+        expect(rawBeta.body).toMatchObject({ tool: "beta_search", provider: "beta", status: 422, body: noResults })
+        const rawSearch = yield* run(key, "search", { query: "0 results here" })
+        expectOk(rawSearch, 1)
+        expect(rawSearch.body).toMatchObject({ tool: "search", provider: "beta", status: 422, body: { pages: [noResults] } })
+        expect(u.jina.hits()).toBe(4)
+        expect(yield* books(orgId)).toMatchObject({ balance: 96, held: 0 })
+      }))
+
+    it.effect("Jina has exactly 20: search with max_results 30 answers the 20, page 2's 422 ends the paging", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        u.resetAll()
+        const { key, orgId } = yield* member()
+        const result = yield* callTool("search", { query: "20 results exactly", max_results: 30 }, { key })
+        expectOk(result, 2)
+        expect(u.jina.requests.map(jsonBody).map((b) => [b["num"], b["page"]])).toEqual([[20, undefined], [20, 2]])
+        const results = resultsOf(result.body)
+        expect(results).toHaveLength(20)
+        expect(results?.[19]).toMatchObject({ url: "https://example.com/jina/19" })
+        // the raw answer: page 1's status, and Jina's answer to each page, its 422 for page 2 included
+        const raw = yield* run(key, "search", { query: "20 results exactly", max_results: 30 })
+        expectOk(raw, 2)
+        expect(raw.body).toMatchObject({
+          status: 200,
+          body: { pages: [{ data: expect.any(Array) }, { ...noResults, message: "No search results available for query 20 results exactly" }] }
+        })
+        expect(yield* books(orgId)).toMatchObject({ balance: 96, held: 0 })
+      }))
+
+    it.effect("Jina has exactly 20: beta_search's page 2 of 20 answers 200 with none", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        u.resetAll()
+        const { key } = yield* member()
+        const first = yield* callTool("beta_search", { q: "20 results exactly", num: 20 }, { key })
+        expectOk(first, 2)
+        expect(resultsOf(first.body)).toHaveLength(20)
+        const second = yield* callTool("beta_search", { q: "20 results exactly", num: 20, page: 2 }, { key })
+        expectOk(second, 1)
+        expect(second.body).toEqual({ provider: "beta", results: [] })
+      }))
+
+    it.effect("Jina's other 422s stay refusals: no content for the results is 502 provider_rejected, nothing charged", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        u.resetAll()
+        // searcher.ts: `AssertionFailureError("No content available for query …")`, the same 422 with another message
+        u.jina.fault({ status: 422, body: { data: null, code: 422, name: "AssertionFailureError", status: 42206, message: "No content available for query x" } })
+        const { key, orgId } = yield* member()
+        expectEnvelope(yield* callTool("beta_search", { q: "x" }, { key }), {
+          status: 502, type: "provider", code: "provider_rejected", retryable: false, billable: false, message: "No content available for query x"
+        })
+        expect(yield* books(orgId)).toMatchObject({ balance: 100, held: 0 })
+        u.resetAll()
       }))
   })
 

@@ -11,7 +11,8 @@
  *
  * Both answer `{code, status, data}` when asked for JSON (`Accept: application/json`), and take the key as a
  * Bearer token. Jina's error statuses (401 bad key, 400 `ParamValidationError`, 429, 5xx) mean what HTTP says:
- * the general rules of the provider client read them, and nothing here reads them otherwise.
+ * the general rules of the provider client read them. One is an answer: Search's 422 for a query or a page with
+ * no results (`JinaNoResults`), which is no results, and past page 1 the end of the paging.
  */
 import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
@@ -21,6 +22,7 @@ import * as Schema from "effect/Schema"
 import { ProviderNotConfigured } from "../domain/errors.js"
 import { DEFAULT_MAX_CHARS, DEFAULT_MAX_RESULTS, type ToolInput, type ToolOutput } from "../domain/tools.js"
 import { type ProviderEndpoint, ProvidersConfig } from "../config.js"
+import { bodyText, type UpstreamResponse } from "../services/ProviderClient.js"
 import { decodeUpstream, keepFile, NullableString, type ProviderTool, requestJson } from "./common.js"
 import { truncate } from "./text.js"
 
@@ -40,6 +42,26 @@ export const JinaSearchAnswer = Schema.Struct({
     date: NullableString
   }))
 })
+
+/**
+ * Search's answer when the engine has nothing for the query, or nothing past the pages before: src/api/searcher.ts
+ * throws `AssertionFailureError("No search results available for query …")`, which civkit answers as HTTP 422
+ * `{data: null, code: 422, name: "AssertionFailureError", status: 42206, message, readableMessage}` (civkit
+ * civ-rpc/base.ts: `@StatusCode(42206)`, `ApplicationError[RPC_MARSHAL]`). Search's other 422s (no content for
+ * the results, no search provider at the moment) are not this, and stay refusals.
+ */
+export const JinaNoResults = Schema.Struct({
+  data: Schema.optional(Schema.Null),
+  code: Schema.Literal(422),
+  name: Schema.Literal("AssertionFailureError"),
+  message: Schema.String.pipe(Schema.startsWith("No search results available"))
+})
+
+const isNoResults = (response: UpstreamResponse) =>
+  response.status === 422 && Option.isSome(Schema.decodeUnknownOption(Schema.parseJson(JinaNoResults))(bodyText(response)))
+
+/** What `beta_search` reads: Jina's results, or its answer that there are none. */
+const JinaSearchOrNone = Schema.Union(JinaSearchAnswer, JinaNoResults)
 
 export const JinaReadAnswer = Schema.Struct({
   data: Schema.Struct({
@@ -83,7 +105,8 @@ const search = (body: Readonly<Record<string, unknown>>, withContent: boolean) =
         ...(withContent ? {} : { "x-respond-with": "no-content" })
       },
       json: body,
-      idempotent: true
+      idempotent: true,
+      isAnswer: isNoResults
     })
   })
 
@@ -107,14 +130,17 @@ const read = (url: string, format: string | undefined) =>
     })
   })
 
-/** `beta_search`: the input is Jina's search body, extra properties included. */
+/**
+ * `beta_search`: the input is Jina's search body, extra properties included. Jina's 422 for a query or page with no
+ * results is no results (its raw answer, `POST /v1/run`, is that 422 as Jina sent it).
+ */
 export const betaSearch: ProviderTool<ToolInput<"beta_search">, undefined, ToolOutput<"beta_search">> = {
   configured: isConfigured,
   fetch: (input) => search(input, true),
   normalize: (_input, raw) =>
-    Effect.map(decodeUpstream(PROVIDER, JinaSearchAnswer, "beta_search")(raw.body), (answer) => ({
+    Effect.map(decodeUpstream(PROVIDER, JinaSearchOrNone, "beta_search")(raw.body), (answer) => ({
       provider: PROVIDER,
-      results: answer.data.map((r) => ({
+      results: (answer.data ?? []).map((r) => ({
         title: r.title ?? null,
         url: r.url,
         description: r.description ?? null,
@@ -160,13 +186,14 @@ export const betaRead: ProviderTool<ToolInput<"beta_read">, undefined, ToolOutpu
 /** The most results Jina's Search gives in one answer: it refuses a larger `num` (src/api/searcher.ts). */
 const JINA_MAX_NUM = 20
 
-/** The curated `search`'s raw answer: Jina's answer to each page asked for, in order. */
-const SearchPages = Schema.Struct({ pages: Schema.Array(JinaSearchAnswer) })
+/** The curated `search`'s raw answer: Jina's answer to each page asked for, in order (a 422 for one with none). */
+const SearchPages = Schema.Struct({ pages: Schema.Array(JinaSearchOrNone) })
 
 /**
  * The curated `search` asks for `max_results` (up to 100) `num` at a time (at most 20, the same on every page so
- * that the pages line up) and pages through with `page` until it has them, a page comes back short (there are no
- * more), or it has asked for as many pages as `max_results` needs. Results that two pages share count once.
+ * that the pages line up) and pages through with `page` until it has them, a page comes back short or with no
+ * results (Jina's 422: there are no more), or it has asked for as many pages as `max_results` needs. Results that
+ * two pages share count once. The raw answer has page 1's status: 200, or Jina's 422 when it has nothing at all.
  */
 const searchPages = (query: string, wanted: number) =>
   Effect.gen(function* () {
@@ -175,16 +202,18 @@ const searchPages = (query: string, wanted: number) =>
     const urls = new Set<string>()
     const bodies: Array<unknown> = []
     const ask = (page: number) => search({ q: query, num, ...(page > 1 ? { page } : {}) }, false)
-    let raw = yield* ask(1)
+    const first = yield* ask(1)
+    let raw = first
     for (let page = 1; ; page++) {
       bodies.push(raw.body)
-      // an answer that is not Jina's shape ends the paging; the normalization names what is wrong with it
+      // an answer that is not Jina's results (its 422 for none, another shape) ends the paging; the normalization
+      // reads the 422 as no results and names what is wrong with any other shape
       const data = Option.getOrUndefined(Schema.decodeUnknownOption(JinaSearchAnswer)(raw.body))?.data
       for (const r of data ?? []) urls.add(r.url)
       if (data === undefined || data.length < num || urls.size >= wanted || page >= pageCount) break
       raw = yield* ask(page + 1)
     }
-    return { ...raw, body: { pages: bodies } }
+    return { ...first, body: { pages: bodies } }
   })
 
 export const curatedSearch: ProviderTool<ToolInput<"search">, undefined, ToolOutput<"search">> = {
@@ -193,7 +222,7 @@ export const curatedSearch: ProviderTool<ToolInput<"search">, undefined, ToolOut
   normalize: (input, raw) =>
     Effect.map(decodeUpstream(PROVIDER, SearchPages, "search")(raw.body), ({ pages }) => {
       // a result two pages share is the first page's
-      const unique = pages.flatMap((page) => page.data).filter((r, i, all) => all.findIndex((o) => o.url === r.url) === i)
+      const unique = pages.flatMap((page) => page.data ?? []).filter((r, i, all) => all.findIndex((o) => o.url === r.url) === i)
       return {
         provider: PROVIDER,
         query: input.query,

@@ -78,6 +78,11 @@ export interface UpstreamRequest {
    * GitHub's rate limit as a 403, a Graph token error as a 400); undefined leaves it to the general rules.
    */
   readonly classify?: (response: UpstreamResponse, now: number) => ProviderError | undefined
+  /**
+   * A non-2xx answer the provider means as an answer, not a refusal (Jina Search's 422 "No search results"): it
+   * is returned as it came, for the provider module to read; undefined: every non-2xx is a refusal.
+   */
+  readonly isAnswer?: (response: UpstreamResponse) => boolean
 }
 
 export interface UpstreamResponse {
@@ -600,7 +605,9 @@ export const make = Effect.gen(function* () {
         const isRedirect = REDIRECTS.has(response.status) && location !== undefined && URL.canParse(location, hop.url)
         if (request.guarded !== true || !isRedirect) {
           // a 2xx, nearly every answer, needs nothing more (nor the clock, which only a refusal's Retry-After reads)
-          return isSuccess(response) ? response : yield* refusal(request, hop, response, yield* nowMillis)
+          return isSuccess(response) || request.isAnswer?.(response) === true
+            ? response
+            : yield* refusal(request, hop, response, yield* nowMillis)
         }
         if (hops >= MAX_REDIRECTS) {
           return yield* new ProviderRejected({ message: `Too many redirects (more than ${MAX_REDIRECTS}).` })

@@ -12,15 +12,27 @@
  *
  * Search (src/api/searcher.ts `search`): `num` (alias `count`) must be 0–20 — anything else is a 400
  * `ParamValidationError` — default 10; `page` (from 1) is the page of `num` results. Like a web search engine,
- * a page may repeat the last result of the page before it.
+ * a page may repeat the last result of the page before it. A query or a page with no results is not an empty
+ * list: searcher.ts throws `AssertionFailureError("No search results available for query …")`, which civkit
+ * (civ-rpc `AssertionFailureError`, `@StatusCode(42206)`: HTTP 422; `ApplicationError[RPC_MARSHAL]`) answers as
+ * `{data: null, code: 422, name: "AssertionFailureError", status: 42206, message, readableMessage}`.
  */
 import { json, type RecordedRequest, type Reply, upstream } from "../../src/testing/harness.js"
 import { PNG } from "./pages.js"
 
 export const JINA_KEY = "jina-test-key"
 
-/** How many results the engine has for any query. */
-const SEARCH_RESULTS = 50
+/** How many results the engine has for a query: `<n> results …` has n, any other query 50. */
+const resultsFor = (query: string): number => {
+  const counted = /^(\d+) results\b/.exec(query)
+  return counted?.[1] !== undefined ? Number(counted[1]) : 50
+}
+
+/** Jina's answer to a query or a page the engine has no results for (see the module comment). */
+const noResults = (query: string): Reply => {
+  const message = `No search results available for query ${query}`
+  return json(422, { data: null, code: 422, name: "AssertionFailureError", status: 42206, message, readableMessage: `AssertionFailureError: ${message}` })
+}
 
 /** The Reader's answer for `url`, in the format `X-Return-Format` asks for. */
 const readPage = (target: string, req: RecordedRequest): Reply => {
@@ -81,9 +93,13 @@ export const handleJina = (req: RecordedRequest): Reply => {
     }
     const page: unknown = "page" in body ? body.page : 1
     const p = typeof page === "number" && Number.isInteger(page) && page > 1 ? page : 1
-    // the page of `num` results from the engine's list, repeating the last result of the page before it
-    const start = p === 1 ? 0 : (p - 1) * num - 1
-    const indexes = Array.from({ length: Math.max(0, Math.min(num, SEARCH_RESULTS - start)) }, (_, i) => start + i)
+    // the page of `num` results from the engine's list, repeating the last result of the page before it; a page
+    // past the end of the list has no results of its own, and is Jina's 422
+    const total = resultsFor(body.q)
+    const first = (p - 1) * num
+    if (num > 0 && first >= total) return noResults(body.q)
+    const start = p === 1 ? 0 : first - 1
+    const indexes = Array.from({ length: Math.max(0, Math.min(num, total - start)) }, (_, i) => start + i)
     return json(200, {
       code: 200,
       status: 20000,

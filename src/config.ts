@@ -21,6 +21,7 @@ import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import { MAX_CREDITS } from "./domain/credits.js"
 import { MAX_RATE } from "./domain/dashboard.js"
+import { GRAPH_API_VERSION } from "./domain/schemas.js"
 import { isPolicyEntry } from "./services/Ssrf.js"
 
 // -- building blocks ----------------------------------------------------------------------------------
@@ -258,7 +259,7 @@ const providers = Config.all({
    * years and then serves its calls as the oldest one it still has (developers.facebook.com/docs/graph-api/changelog).
    */
   zetaApiVersion: setting("ZETA_API_VERSION").pipe(
-    Config.validate({ message: "ZETA_API_VERSION must be a Graph API version such as v26.0", validation: (s) => /^v\d+\.\d+$/.test(s) }),
+    Config.validate({ message: "ZETA_API_VERSION must be a Graph API version such as v26.0", validation: (s) => GRAPH_API_VERSION.test(s) }),
     Config.withDefault("v26.0")
   ),
   /** The `Notion-Version` mu sends; from 2025-09-03 on, a database's properties are its data sources'. */

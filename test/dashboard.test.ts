@@ -375,6 +375,27 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.1"] } }), { excludeTestSe
         expect(u.rest.requests.map((r) => r.path)).toEqual(["/api/items"])
       }))
 
+    it.effect("the generic REST connection's path stays under its base URL's path at a server that decodes %2F and %5C", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        u.resetAll()
+        const { key, orgId, token } = yield* givenMember({ credits: 10 })
+        expect((yield* dashboard("POST", "/v1/connections", token, { provider: "epsilon", credentials: { base_url: `${u.rest.url}/api/v1`, token: EPSILON_TOKEN } })).status).toBe(201)
+        // each was sent as one segment (/api/v1/..%2F..%2Fadmin): a server that decodes it before routing lands on /admin
+        for (const path of ["/..%2F..%2Fadmin", "/x/..%2f..%2f..%2fadmin", "/..%5C..%5Cadmin", "/%2e%2e%2F%2e%2e%2Fadmin", "..%2F"]) {
+          const refused = yield* callTool("epsilon_request", { path }, { key })
+          expectEnvelope(refused, { status: 400, type: "validation", code: "invalid_request", retryable: false, billable: false, message: "stay on the connection's base URL" })
+        }
+        expect(u.rest.requests).toHaveLength(0)
+        expect(yield* books(orgId)).toMatchObject({ balance: 10, held: 0, holdsByStatus: {} })
+        // an encoded slash that stays under the base path is sent as it is (a GitLab project's "group%2Fproject")
+        const ok = yield* callTool("epsilon_request", { path: "/projects/group%2Fproject/issues" }, { key })
+        expectOk(ok, 1)
+        // and one that a decoding server resolves under it, too
+        expectOk(yield* callTool("epsilon_request", { path: "/v2/..%2Fitems" }, { key }), 1)
+        expect(u.rest.requests.map((r) => r.rawPath)).toEqual(["/api/v1/projects/group%2Fproject/issues", "/api/v1/v2/..%2Fitems"])
+      }))
+
     it.scoped("the generic REST connection's answer is read in the charset its Content-Type names", () =>
       Effect.gen(function* () {
         // bytes one a character (latin1), so the answers below are the legacy encodings' own bytes

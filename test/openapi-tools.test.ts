@@ -142,7 +142,19 @@ const verdicts: ReadonlyArray<{ readonly path: string; readonly body: unknown; r
   { path: "/v1/lambda_batch_emails", body: { from: "a@example.com", to: "b@example.com", subject: "s", html: "<p>t</p>" }, valid: true },
   { path: "/v1/lambda_update_broadcast", body: { id: "b-1" }, valid: false },
   { path: "/v1/lambda_update_broadcast", body: { id: "b-1", subject: "s" }, valid: true },
-  { path: "/v1/nu_account", body: { a: 1 }, valid: false }
+  { path: "/v1/nu_account", body: { a: 1 }, valid: false },
+  // an id that is a segment of the provider's path is never . or .. (nor has such a part between slashes)
+  { path: "/v1/iota_delete_service", body: { service_id: ".." }, valid: false },
+  { path: "/v1/iota_delete_service", body: { service_id: "srv-1" }, valid: true },
+  { path: "/v1/kappa_delete_benefit", body: { benefit_id: "." }, valid: false },
+  { path: "/v1/theta_ratings", body: { type: "x/../.." }, valid: false },
+  { path: "/v1/theta_ratings", body: { type: "movies" }, valid: true },
+  { path: "/v1/lambda_update_broadcast", body: { id: "..\\x", subject: "s" }, valid: false },
+  { path: "/v1/mu_database", body: { database_id: "a..b" }, valid: true },
+  { path: "/v1/mu_database", body: { database_id: "a/.." }, valid: false },
+  { path: "/v1/zeta_request", body: { path: "me", version: ".." }, valid: false },
+  { path: "/v1/zeta_request", body: { path: "me", version: "v26.0" }, valid: true },
+  { path: "/v1/zeta_request", body: { path: "me?fields=id" }, valid: false }
 ]
 
 layer(gatewayLayer(), { excludeTestServices: true })("the served OpenAPI document", (it) => {

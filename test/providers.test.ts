@@ -6,7 +6,7 @@
  */
 import { describe, expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Option } from "effect"
 import { type AccountProvider, accountProviders } from "../src/domain/connections.js"
 import { type ToolName, toolNames, tools } from "../src/domain/tools.js"
 import { Betas } from "../src/services/Betas.js"
@@ -14,7 +14,7 @@ import { DeltaSessions, DeltaSessionsLive } from "../src/services/DeltaSessions.
 import { HtmlConverter } from "../src/services/HtmlConverter.js"
 import { Encryption } from "../src/services/Encryption.js"
 import { sweepOnce } from "../src/services/Sweeper.js"
-import { type ExpectedError, expectEnvelope, expectOk, expectOwnEncoding } from "./support/assert.js"
+import { errorOf, type ExpectedError, expectEnvelope, expectOk, expectOwnEncoding } from "./support/assert.js"
 import {
   books,
   callTool,
@@ -32,6 +32,7 @@ import {
   exhaustApeKey,
   expireBlueskySessions,
   gitHubLimited,
+  GRAPH_PROXY_PATH,
   GRAPH_THROTTLED,
   restoreApeKey,
   UNDELETABLE_BENEFIT,
@@ -721,6 +722,34 @@ layer(warmGateway, { excludeTestServices: true })("providers", (it) => {
       }))
   })
 
+  describe("a caller's id is one segment of the provider's path", () => {
+    // the field that is a segment of each tool's path, and what else its input needs
+    const segments: ReadonlyArray<readonly [ToolName, string, Readonly<Record<string, unknown>>]> = [
+      ["theta_ratings", "type", {}],
+      ["iota_delete_service", "service_id", {}],
+      ["kappa_delete_benefit", "benefit_id", {}],
+      ["lambda_update_broadcast", "id", { subject: "March news" }],
+      ["mu_database", "database_id", {}]
+    ]
+    for (const [tool, field, rest] of segments) {
+      it.effect(`${tool}: a ${field} of . or .. is refused before anything is held; nothing reaches the provider`, () =>
+        Effect.gen(function* () {
+          const u = yield* TestUpstreams
+          const c = caseOf(tool)
+          u.resetAll()
+          const { key, orgId } = yield* prepare(c)
+          // ".." made the URL one step up (DELETE /v1/ for iota); "x/../.." does at a server that decodes %2F
+          for (const value of [".", "..", "x/../.."]) {
+            const result = yield* callTool(tool, { ...rest, [field]: value }, { key })
+            expectEnvelope(result, { status: 400, type: "validation", code: "invalid_request", retryable: false, billable: false, message: field })
+            expect(errorOf(result)?.message).toContain("must not be \".\" or \"..\"")
+          }
+          expect(c.upstream(u).requests.map((r) => `${r.method} ${r.path}`)).toEqual([])
+          expect(yield* books(orgId)).toEqual(expect.objectContaining({ balance: 100, held: 0, holdsByStatus: {} }))
+        }))
+    }
+  })
+
   describe("a provider's own error statuses", () => {
     const answerTo = (c: Case, fault: Fault) =>
       Effect.gen(function* () {
@@ -1146,5 +1175,45 @@ layer(
       const notion = yield* callTool("mu_database", { database_id: "d9824bdc" }, { key: mu.key })
       expectEnvelope(notion, { status: 502, type: "provider", code: "provider_rejected", retryable: false, billable: false, message: "(HTTP 400): Database d9824bdc has more than one data source" })
       expect(u.notion.requests.map((r) => [r.path, r.headers["notion-version"]])).toEqual([["/v1/databases/d9824bdc", "2022-06-28"]])
+    }))
+})
+
+layer(
+  gatewayLayer((u) => ({
+    providers: { ...config.providers, endpoints: { zeta: { baseUrl: `${u.graph.url}${GRAPH_PROXY_PATH}`, apiKey: Option.none() } } }
+  })),
+  { excludeTestServices: true }
+)("zeta behind an operator's proxy (ZETA_BASE_URL with a path)", (it) => {
+  it.effect("a path or version that leaves {base}/{version}/ is refused before anything is held; the token goes nowhere else", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      const { key, orgId, token } = yield* givenMember({ credits: 100 })
+      expect((yield* dashboard("POST", "/v1/connections", token, { provider: "zeta", credentials: CREDENTIALS.zeta })).status).toBe(201)
+      const invalid = { status: 400, type: "validation", code: "invalid_request", retryable: false, billable: false } as const
+      const refused: ReadonlyArray<readonly [Record<string, unknown>, string]> = [
+        // each reached the proxy outside /graph/v26.0/ with the org's token: /echo, /graph/echo, /echo, /graph/v25.0/me
+        [{ path: "../../echo" }, "path must stay under the Graph API version"],
+        [{ version: "..", path: "echo" }, "version: must be a Graph API version such as v26.0"],
+        [{ path: "%2e%2e/%2e%2e/echo" }, "path must stay under the Graph API version"],
+        [{ path: "me/../../v25.0/me" }, "path must stay under the Graph API version"],
+        // at a server that decodes %2F (and %5C) before routing
+        [{ path: "..%2F..%2Fecho" }, "path must stay under the Graph API version"],
+        [{ path: "..%5C..%5Cecho" }, "path must stay under the Graph API version"],
+        // a query or a fragment in the path: params is where query parameters go
+        [{ path: "me?fields=id" }, "path: must not contain ? or #"],
+        [{ path: "me#/../../echo" }, "path: must not contain ? or #"]
+      ]
+      for (const [input, message] of refused) {
+        const result = yield* callTool("zeta_request", input, { key })
+        expectEnvelope(result, { ...invalid, message })
+      }
+      expect(u.graph.requests.map((r) => r.path)).toEqual([])
+      expect(yield* books(orgId)).toEqual(expect.objectContaining({ balance: 100, held: 0, holdsByStatus: {} }))
+      // a path that steps back without leaving the version is sent resolved, under the proxy's path
+      expectOk(yield* callTool("zeta_request", { path: "me" }, { key }))
+      expectOk(yield* callTool("zeta_request", { path: "1234/../me", version: "v25.0", params: { fields: "id" } }, { key }))
+      expect(u.graph.requests.map((r) => r.path)).toEqual([`${GRAPH_PROXY_PATH}/v26.0/me`, `${GRAPH_PROXY_PATH}/v25.0/me`])
+      expect(u.graph.requests.every((r) => r.headers["authorization"] === `Bearer ${CREDENTIALS.zeta.access_token}`)).toBe(true)
     }))
 })

@@ -125,11 +125,40 @@ const cases = (pagesUrl: string): Record<ToolName, Case> => ({
     wrongTypes: { path: 1, method: "FETCH", query: [], body: "x" },
     extra: "refused"
   },
-  zeta_request: { valid: { path: "me" }, required: ["path"], wrongTypes: { path: 1, params: [], version: 1 }, extra: "refused" },
+  zeta_request: {
+    valid: { path: "me" },
+    required: ["path"],
+    wrongTypes: { path: 1, params: [], version: 1 },
+    extra: "refused",
+    bounds: [
+      // a version is one (as ZETA_API_VERSION is); query parameters go in params, not in the path
+      { field: "version", ok: ["v26.0", "v1.0"], bad: ["..", "26.0", "v26", "v26.0/..", "latest", ""] },
+      { field: "path", ok: ["me", "me/accounts", "a.b"], bad: ["me?fields=id", "me#x", " "] }
+    ]
+  },
   eta_personal_bests: { valid: { mode: "time" }, required: ["mode"], wrongTypes: { mode: 1, mode2: 1 }, extra: "refused" },
-  theta_ratings: { valid: {}, required: [], wrongTypes: { type: 1, page: "1", limit: "1" }, extra: "refused" },
-  iota_delete_service: { valid: { service_id: "srv-1" }, required: ["service_id"], wrongTypes: { service_id: 1 }, extra: "refused" },
-  kappa_delete_benefit: { valid: { benefit_id: "b-1" }, required: ["benefit_id"], wrongTypes: { benefit_id: 1 }, extra: "refused" },
+  // a caller's id or type that is a segment of the provider's path never names another path
+  theta_ratings: {
+    valid: {},
+    required: [],
+    wrongTypes: { type: 1, page: "1", limit: "1" },
+    extra: "refused",
+    bounds: [{ field: "type", ok: ["movies", "episodes"], bad: [".", "..", "x/../..", "..\\x", ""] }]
+  },
+  iota_delete_service: {
+    valid: { service_id: "srv-1" },
+    required: ["service_id"],
+    wrongTypes: { service_id: 1 },
+    extra: "refused",
+    bounds: [{ field: "service_id", ok: ["srv-1", "srv...1", ".srv", "..."], bad: [".", "..", "x/../..", "..\\x", ""] }]
+  },
+  kappa_delete_benefit: {
+    valid: { benefit_id: "b-1" },
+    required: ["benefit_id"],
+    wrongTypes: { benefit_id: 1 },
+    extra: "refused",
+    bounds: [{ field: "benefit_id", ok: ["b-1", "b..1"], bad: [".", "..", "x/../..", "..\\x", ""] }]
+  },
   kappa_ingest_events: {
     valid: { events: [{ name: "signup", customer_id: "c-1" }] },
     required: ["events"],
@@ -147,7 +176,8 @@ const cases = (pagesUrl: string): Record<ToolName, Case> => ({
     required: ["id"],
     wrongTypes: { id: 1, name: 1, segment_id: 1, from: 1, subject: 1, reply_to: "a@example.com", preview_text: 1, html: 1, text: 1, topic_id: 1 },
     extra: "refused",
-    alsoValid: [{ id: "b-1", reply_to: [] }, { id: "b-1", topic_id: null }]
+    alsoValid: [{ id: "b-1", reply_to: [] }, { id: "b-1", topic_id: null }],
+    bounds: [{ field: "id", ok: ["b-1", "b.1"], bad: [".", "..", "x/../..", "..\\x", ""] }]
   },
   lambda_batch_emails: {
     valid: { emails: [{ from: "a@example.com", to: "b@example.com", subject: "Hi" }] },
@@ -163,7 +193,13 @@ const cases = (pagesUrl: string): Record<ToolName, Case> => ({
       bad: [[], "x", [1], [{ from: "a@example.com", to: "b@example.com" }], Array.from({ length: 101 }, () => ({ from: "a@example.com", to: "b@example.com", subject: "Hi" }))]
     }]
   },
-  mu_database: { valid: { database_id: "d-1" }, required: ["database_id"], wrongTypes: { database_id: 1 }, extra: "refused" },
+  mu_database: {
+    valid: { database_id: "d-1" },
+    required: ["database_id"],
+    wrongTypes: { database_id: 1 },
+    extra: "refused",
+    bounds: [{ field: "database_id", ok: ["d-1", "d9824bdc-..."], bad: [".", "..", "x/../..", "..\\x", ""] }]
+  },
   nu_account: { valid: {}, required: [], wrongTypes: {}, extra: "refused" }
 })
 

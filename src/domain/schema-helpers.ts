@@ -42,6 +42,24 @@ export const Text = Schema.String.pipe(withoutNul)
 /** A non-empty `Text`. */
 export const NonEmptyText = NonEmpty.pipe(withoutNul)
 
+/**
+ * `.` or `..`, as the whole text or as a part of it between slashes or backslashes: a URL parser resolves the whole
+ * one as a step of the path (`encodeURIComponent` leaves dots as they are), and a server that decodes `%2F` and `%5C`
+ * before routing resolves a part.
+ */
+const DOT_SEGMENT = /(?:^|[/\\])\.\.?(?:[/\\]|$)/
+
+/**
+ * One segment of a provider's path taken from the caller's input (an id, a type): never one that names another
+ * path. The same rule in JSON Schema, as a pattern that looks ahead for such a part.
+ */
+export const PathSegment = NonEmpty.pipe(
+  Schema.filter((s) => !DOT_SEGMENT.test(s), {
+    message: () => "must not be \".\" or \"..\" (nor have such a part between slashes): it would name another path",
+    jsonSchema: { pattern: "^(?![\\s\\S]*(?:^|[/\\\\])\\.\\.?(?:[/\\\\]|$))" }
+  })
+)
+
 /** An http(s) scheme, as JSON Schema writes a pattern (ECMA-262, no flags): the scheme's letters in either case. */
 const HTTP_URL_PATTERN = "^[Hh][Tt][Tt][Pp][Ss]?://"
 const httpUrlPattern = new RegExp(HTTP_URL_PATTERN)

@@ -4,7 +4,7 @@
  */
 import * as Schema from "effect/Schema"
 
-import { HttpUrl, intBetween, JsonObject, NonEmpty, numberBetween, open, opt, strict } from "./schema-helpers.js"
+import { HttpUrl, intBetween, JsonObject, NonEmpty, numberBetween, open, opt, PathSegment, strict } from "./schema-helpers.js"
 
 /**
  * A JSON Schema that requires these properties (for a published rule across fields). Each is named under `properties`
@@ -147,10 +147,17 @@ export const EpsilonRequestInput = strict({
   body: opt(JsonObject.annotations({ description: "A JSON body to send" }))
 }, "EpsilonRequestInput", "A request to the connected REST API")
 
+/** A Graph API version: the input's `version` and `ZETA_API_VERSION` alike. */
+export const GRAPH_API_VERSION = /^v\d+\.\d+$/
+
 export const ZetaRequestInput = strict({
-  path: NonEmpty.annotations({ description: "The Graph path, e.g. \"me\" or \"<page-id>/posts\"" }),
+  // where the path leads is checked against the gateway's Graph base URL (src/providers/zeta.ts); a query or a
+  // fragment in it would be taken for part of the URL rather than of the path
+  path: NonEmpty.pipe(Schema.pattern(/^[^?#]*$/, { message: () => "must not contain ? or #: give query parameters in params" }))
+    .annotations({ description: "The Graph path, e.g. \"me\" or \"<page-id>/posts\"; query parameters go in params" }),
   params: opt(JsonObject.annotations({ description: "Query parameters, e.g. {\"fields\": \"id,name\"}" })),
-  version: opt(Schema.String.annotations({ description: "The Graph API version, e.g. \"v26.0\"; default the gateway's (ZETA_API_VERSION)" }))
+  version: opt(Schema.String.pipe(Schema.pattern(GRAPH_API_VERSION, { message: () => "must be a Graph API version such as v26.0" }))
+    .annotations({ description: "The Graph API version, e.g. \"v26.0\"; default the gateway's (ZETA_API_VERSION)" }))
 }, "ZetaRequestInput", "A versioned read from the connected Graph API")
 
 export const EtaPersonalBestsInput = strict({
@@ -159,17 +166,17 @@ export const EtaPersonalBestsInput = strict({
 }, "EtaPersonalBestsInput", "Personal bests of the connected Monkeytype account")
 
 export const ThetaRatingsInput = strict({
-  type: opt(Schema.String.annotations({ description: "movies, shows, seasons, episodes or all (default)" })),
+  type: opt(PathSegment.annotations({ description: "movies, shows, seasons, episodes or all (default)" })),
   page: opt(Schema.Int.pipe(Schema.positive({ message: () => "must be a positive integer" })).annotations({ description: "Page, from 1; default 1" })),
   limit: opt(Schema.Int.pipe(Schema.positive({ message: () => "must be a positive integer" })).annotations({ description: "Ratings per page; default Trakt's (10)" }))
 }, "ThetaRatingsInput", "Ratings of the connected Trakt account")
 
 export const IotaDeleteServiceInput = strict({
-  service_id: NonEmpty.annotations({ description: "The Render service's id, e.g. \"srv-…\"" })
+  service_id: PathSegment.annotations({ description: "The Render service's id, e.g. \"srv-…\"" })
 }, "IotaDeleteServiceInput", "Delete a service on the connected Render account")
 
 export const KappaDeleteBenefitInput = strict({
-  benefit_id: NonEmpty.annotations({ description: "The Polar benefit's id" })
+  benefit_id: PathSegment.annotations({ description: "The Polar benefit's id" })
 }, "KappaDeleteBenefitInput", "Delete a benefit on the connected Polar account")
 
 /**
@@ -215,7 +222,7 @@ const broadcastChanges = {
 const broadcastFields = Object.keys(broadcastChanges)
 
 export const LambdaUpdateBroadcastInput = strict({
-  id: NonEmpty.annotations({ description: "The broadcast to update" }),
+  id: PathSegment.annotations({ description: "The broadcast to update" }),
   ...broadcastChanges
 }, "LambdaUpdateBroadcastInput", "Update a broadcast on the connected Resend account: its id and the fields to change").pipe(
   Schema.filter((b) =>
@@ -260,7 +267,7 @@ export const LambdaBatchEmailsInput = Schema.Union(
 })
 
 export const MuDatabaseInput = strict({
-  database_id: NonEmpty.annotations({ description: "The Notion database's id (from its URL), with or without dashes" })
+  database_id: PathSegment.annotations({ description: "The Notion database's id (from its URL), with or without dashes" })
 }, "MuDatabaseInput", "Read a database of the connected Notion workspace")
 
 export const NuAccountInput = Schema.Record({

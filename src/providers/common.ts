@@ -16,7 +16,7 @@ import type { ToolInput, ToolName, ToolOutput } from "../domain/tools.js"
 import type { ProvidersConfig } from "../config.js"
 import type { DeltaSessions } from "../services/DeltaSessions.js"
 import type { HtmlConverter } from "../services/HtmlConverter.js"
-import { bodyText, ProviderClient, type UpstreamRequest, type UpstreamResponse } from "../services/ProviderClient.js"
+import { bodyText, ProviderClient, staysUnder, type UpstreamRequest, type UpstreamResponse } from "../services/ProviderClient.js"
 import { MAX_UPSTREAM_JSON_DEPTH, parseUpstreamJson } from "../domain/json.js"
 
 /** What a provider call can end in, besides its output. */
@@ -156,8 +156,18 @@ export const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unkn
 export const NullableString = Schema.optional(Schema.NullOr(Schema.String))
 export const NullableNumber = Schema.optional(Schema.NullOr(Schema.Number))
 
-/** A path segment taken from the caller's input. */
+/**
+ * A path segment taken from the caller's input, whose schema refuses `.` and `..` (`PathSegment`): the URL parser
+ * would resolve those as steps of the path, which `encodeURIComponent` leaves as they are.
+ */
 export const enc = encodeURIComponent
+
+/**
+ * The URL `base` (an operator's or a connection's base URL, without a trailing slash) and a caller's `path` make,
+ * if it stays on the base's origin and under its path (`staysUnder`); undefined if it leaves them or makes no URL.
+ */
+export const urlUnder = (base: string, path: string): URL | undefined =>
+  staysUnder(`${base}${path}`, base) ? new URL(`${base}${path}`) : undefined
 
 /** An account tool: its input, the credentials of the org's connection to provider `P`, its output. */
 export type AccountTool<T extends ToolName, P extends keyof Credentials> = ProviderTool<ToolInput<T>, Credentials[P], ToolOutput<T>>

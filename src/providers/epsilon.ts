@@ -7,7 +7,7 @@ import type { Credentials } from "../domain/connections.js"
 import type { ToolInput, ToolOutput } from "../domain/tools.js"
 import { idempotencyHeader } from "../services/ProviderClient.js"
 import { parseUpstreamJson } from "../domain/json.js"
-import { invalid, type ProviderTool, requestText } from "./common.js"
+import { invalid, type ProviderTool, requestText, urlUnder } from "./common.js"
 
 export const PROVIDER = "epsilon"
 
@@ -15,19 +15,14 @@ const queryValue = (v: unknown): string => (typeof v === "string" ? v : JSON.str
 
 /**
  * The URL a call goes to: the connection's base URL and the call's path, which may leave neither its host nor
- * its base path (`..` segments, spelled or percent-encoded, are resolved before the check).
+ * its base path (`..` segments, spelled, percent-encoded or behind an encoded slash, are resolved before the check).
  */
 const targetOf = (input: ToolInput<"epsilon_request">, credentials: Credentials["epsilon"]) => {
   const base = credentials.base_url.replace(/\/+$/, "")
   const path = input.path.startsWith("/") ? input.path : `/${input.path}`
   if (!URL.canParse(`${base}${path}`)) return Effect.fail(invalid("path does not make a valid URL"))
-  const url = new URL(`${base}${path}`)
-  const root = new URL(base)
-  const basePath = root.pathname.replace(/\/+$/, "")
-  if (url.origin !== root.origin || (url.pathname !== basePath && !url.pathname.startsWith(`${basePath}/`))) {
-    return Effect.fail(invalid("path must stay on the connection's base URL"))
-  }
-  return Effect.succeed(url)
+  const url = urlUnder(base, path)
+  return url === undefined ? Effect.fail(invalid("path must stay on the connection's base URL")) : Effect.succeed(url)
 }
 
 export const request: ProviderTool<ToolInput<"epsilon_request">, Credentials["epsilon"], ToolOutput<"epsilon_request">> = {

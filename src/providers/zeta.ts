@@ -16,7 +16,8 @@ import * as Schema from "effect/Schema"
 import { type ProviderError, ProviderCredentialRejected, ProviderRateLimited, ProviderUnavailable } from "../domain/errors.js"
 import { ProvidersConfig } from "../config.js"
 import { bodyText, retryAfterSeconds, type UpstreamResponse } from "../services/ProviderClient.js"
-import { type AccountTool, decodeUpstream, enc, JsonObject, requestJson } from "./common.js"
+import type { ToolInput } from "../domain/tools.js"
+import { type AccountTool, decodeUpstream, invalid, JsonObject, requestJson, urlUnder } from "./common.js"
 
 const param = (v: unknown): string => (typeof v === "string" ? v : JSON.stringify(v))
 
@@ -113,12 +114,24 @@ const graphError = (response: UpstreamResponse, now: number): ProviderError | un
   }
 }
 
+/**
+ * The URL a call goes to: `{base}/{version}/{path}`, which must stay under `{base}/{version}/` (the base URL may be an
+ * operator's proxy with a path of its own; `..` segments, spelled, percent-encoded or behind an encoded slash, are
+ * resolved before the check). The input's schema has already refused a version that is not one, and `?` and `#`.
+ */
+const targetOf = (input: ToolInput<"zeta_request">, config: typeof ProvidersConfig.Service) => {
+  const versioned = `${config.endpoints.zeta.baseUrl}/${input.version ?? config.zetaApiVersion}`
+  const url = urlUnder(versioned, `/${input.path.replace(/^\/+/, "")}`)
+  return url === undefined
+    ? Effect.fail(invalid("path must stay under the Graph API version: give the version in version, not in path"))
+    : Effect.succeed(url)
+}
+
 export const zetaRequest: AccountTool<"zeta_request", "zeta"> = {
+  check: (input, _credentials, config) => Effect.asVoid(targetOf(input, config)),
   fetch: (input, credentials) =>
     Effect.gen(function* () {
-      const config = yield* ProvidersConfig
-      const path = input.path.replace(/^\/+/, "")
-      const url = new URL(`${config.endpoints.zeta.baseUrl}/${enc(input.version ?? config.zetaApiVersion)}/${path}`)
+      const url = yield* targetOf(input, yield* ProvidersConfig)
       for (const [k, v] of Object.entries(input.params ?? {})) url.searchParams.set(k, param(v))
       return yield* requestJson({
         provider: "zeta",

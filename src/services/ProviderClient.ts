@@ -164,6 +164,25 @@ const redirected = (hop: Hop, status: number, url: URL, crossOrigin: boolean): H
   return { url: url.toString(), method, headers, json: toGet || crossOrigin ? undefined : hop.json }
 }
 
+// `%2F` and `%5C`, which a server may decode before routing: `..%2F` then climbs like `../`
+const ENCODED_SLASH = /%2f|%5c/gi
+
+/**
+ * Whether the URL `url` is on the origin of `base` (a base URL) and at or under its path. `.` and `..` segments,
+ * spelled or percent-encoded, are resolved before the check, and so they are once more with `%2F` and `%5C` read as
+ * slashes in both; a URL sent keeps them encoded (`group%2Fproject` is one segment to most APIs).
+ */
+export const staysUnder = (url: string, base: string): boolean => {
+  const under = (u: string, b: string) => {
+    if (!URL.canParse(u) || !URL.canParse(b)) return false
+    const target = new URL(u)
+    const root = new URL(b)
+    const scope = root.pathname.replace(/\/+$/, "")
+    return target.origin === root.origin && (target.pathname === scope || target.pathname.startsWith(`${scope}/`))
+  }
+  return under(url, base) && under(url.replace(ENCODED_SLASH, "/"), base.replace(ENCODED_SLASH, "/"))
+}
+
 /** A URL for a message: its origin and path, without its query (which may carry a token). */
 const shown = (url: URL) => {
   const text = `${url.origin}${url.pathname}`

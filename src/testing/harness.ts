@@ -10,7 +10,10 @@ import type * as Net from "node:net"
 
 export interface RecordedRequest {
   readonly method: string
+  /** The path, percent-decoded (`%2F` is a slash here). */
   readonly path: string
+  /** The path as it was sent, percent-encoding and all. */
+  readonly rawPath: string
   readonly query: URLSearchParams
   readonly headers: Http.IncomingHttpHeaders
   readonly body: string
@@ -83,6 +86,7 @@ export const startUpstream = (handler: Handler, host = "127.0.0.1"): Promise<Ups
         const recorded: RecordedRequest = {
           method: req.method ?? "GET",
           path: decodeURIComponent(url.pathname),
+          rawPath: url.pathname,
           query: url.searchParams,
           headers: req.headers,
           body,

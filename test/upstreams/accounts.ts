@@ -218,6 +218,12 @@ export const GRAPH_THROTTLED = {
   }
 } satisfies Readonly<Record<string, Fault>>
 
+/**
+ * Where an operator's proxy in front of Graph serves it (`ZETA_BASE_URL` with a path, an internal proxy say): the
+ * stand-in answers under it as Graph does at its root. Anything else there is Graph's "Unknown path components".
+ */
+export const GRAPH_PROXY_PATH = "/graph"
+
 export const handleGraph = (req: RecordedRequest): Reply => {
   const authorization = req.headers["authorization"]
   if (authorization === undefined) {
@@ -226,7 +232,8 @@ export const handleGraph = (req: RecordedRequest): Reply => {
   if (authorization !== `Bearer ${CREDENTIALS.zeta.access_token}`) {
     return graphError(400, 190, "Invalid OAuth access token - Cannot parse access token")
   }
-  const match = /^\/(v\d+\.\d+)\/(.+)$/.exec(req.path)
+  const path = req.path.startsWith(`${GRAPH_PROXY_PATH}/`) ? req.path.slice(GRAPH_PROXY_PATH.length) : req.path
+  const match = /^\/(v\d+\.\d+)\/(.+)$/.exec(path)
   const version = match === null ? undefined : servedVersion(match[1] ?? "")
   if (req.method !== "GET" || match === null || version === undefined) {
     return graphError(400, 2500, `Unknown path components: ${req.path}`)

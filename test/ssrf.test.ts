@@ -212,6 +212,32 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.0/8"] } }), { excludeTest
       }
     }))
 
+  it.effect("an account tool's same-origin redirect out of the base URL's path is not followed: the token and the body stay under it", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      const { key, orgId } = yield* givenOrg({ credits: 10 })
+      yield* connectTo(`${u.rest.url}/api`, orgId)
+      const rejected = { status: 502, type: "provider", code: "provider_rejected", retryable: false, billable: false } as const
+      // the same host, another path (its admin API, say); then the same, behind an encoded slash a server may decode
+      for (const location of ["/admin/echo?token=1", "/api/..%2Fadmin/echo", "/api-other/echo"]) {
+        u.rest.fault({ status: 307, headers: { location }, times: 1 })
+        const result = yield* callTool("epsilon_request", { method: "POST", path: "/items", body: { card: "4242" } }, { key })
+        expectEnvelope(result, { ...rejected, message: `redirected the request to ${u.rest.url}${location.split("?")[0]} (HTTP 307)` })
+        expect(errorOf(result)?.message).not.toContain("token=1")
+      }
+      expect(u.rest.requests.map((r) => `${r.method} ${r.path}`)).toEqual(Array.from({ length: 3 }, () => "POST /api/items"))
+      expect(yield* books(orgId)).toMatchObject({ balance: 10, held: 0 })
+      // under the base path, a redirect is followed with the token and the body
+      u.resetAll()
+      u.rest.fault({ status: 307, headers: { location: "/api/moved" }, times: 1 })
+      expectOk(yield* callTool("epsilon_request", { method: "POST", path: "/items", body: { card: "4242" } }, { key }))
+      expect(u.rest.requests.map((r) => [r.path, r.headers["authorization"], r.json])).toEqual([
+        ["/api/items", `Bearer ${EPSILON_TOKEN}`, { card: "4242" }],
+        ["/api/moved", `Bearer ${EPSILON_TOKEN}`, { card: "4242" }]
+      ])
+    }))
+
   it.effect("a page's cross-origin redirect is followed with only harmless headers, and every hop passes the guard", () =>
     Effect.gen(function* () {
       const u = yield* TestUpstreams

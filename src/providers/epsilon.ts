@@ -46,7 +46,9 @@ export const request: ProviderTool<ToolInput<"epsilon_request">, Credentials["ep
         ...(input.body !== undefined ? { json: input.body } : {}),
         idempotent: method === "GET",
         guarded: true,
-        credentialed: true
+        credentialed: true,
+        // a redirect may not take the token out of the base URL's path either
+        scope: credentials.base_url
       })
       // Any REST API: JSON when it parses as JSON, whatever its media type says.
       if (typeof raw.body === "string") {

@@ -64,6 +64,11 @@ export interface UpstreamRequest {
    */
   readonly credentialed?: boolean
   /**
+   * The base URL the request's credentials are for (a connection's): a redirect that leaves its origin or its path
+   * (`staysUnder`) is not followed, and the answer says where it pointed.
+   */
+  readonly scope?: string
+  /**
    * Secrets the request carries outside its headers (a password in its JSON body). With every header value and
    * every credential-like query parameter, they are taken out of an error answer's body before anything reads it:
    * a provider that echoes the key it was sent does not put it in a message the caller sees.
@@ -637,6 +642,13 @@ export const make = Effect.gen(function* () {
           return yield* new ProviderRejected({
             message: `${request.provider} redirected the request to ${shown(next)} (HTTP ${response.status}). It was not ` +
               "followed: a connection's credentials never go to another host. Use that address in the connection if it is the right one.",
+            upstreamStatus: response.status
+          })
+        }
+        if (request.scope !== undefined && !staysUnder(next.toString(), request.scope)) {
+          return yield* new ProviderRejected({
+            message: `${request.provider} redirected the request to ${shown(next)} (HTTP ${response.status}). It was not ` +
+              "followed: a connection's credentials stay under its base URL's path.",
             upstreamStatus: response.status
           })
         }

@@ -144,8 +144,10 @@ const renew = (place: Place, session: DeltaSession, credentials: Credentials["de
       credentialed: true,
       classify: xrpcStatus
     }).pipe(
-      Effect.catchTag("WriteOutcomeUnknown", (failed) =>
-        Effect.fail(new ProviderUnavailable({ message: `delta: renewing the session failed, so nothing was posted (${failed.message.split(",")[0]}).` }))),
+      Effect.catchTag("WriteOutcomeUnknown", () =>
+        Effect.fail(new ProviderUnavailable({
+          message: "delta: renewing the session failed (an error answer, a timeout or a broken connection), so nothing was posted."
+        }))),
       Effect.flatMap((answer) => keepSession(place, tool, "refreshSession", answer.body)),
       Effect.catchTag("ProviderCredentialRejected", () => createSession(place, credentials, tool))
     )

@@ -398,7 +398,8 @@ export const make = Effect.gen(function* () {
             Effect.annotateLogs({ request_id: call.requestId, tool: call.label, provider: answered.provider })
           )
           return yield* normalizationFailed({
-            message: `The ${answered.provider} answer could not be written as ${call.label}'s output. Its raw answer is what POST /v1/run returns.`,
+            message: `The ${answered.provider} answer could not be written as ${call.label}'s output; the call was carried out ` +
+              "(check before sending a write again).",
             provider: answered.provider
           })
         }
@@ -591,7 +592,7 @@ export const make = Effect.gen(function* () {
                   : {})
               }
             }))),
-        encode: (answered) => Effect.succeed(JSON.stringify(answered.output)),
+        encode: (answered) => Effect.sync(() => JSON.stringify(answered.output)),
         units: (answered) => answered.units ?? 0
       }))
 

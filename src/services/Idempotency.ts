@@ -269,13 +269,17 @@ export const make = Effect.gen(function* () {
             retryAfter: 1
           })
         }
-        // The request that claimed the key never finished (its process died, or stalled past its lease): it is
-        // abandoned, unless its record changed since it was read (renewed, completed, freed): then look again.
+        // The request that claimed the key never finished (its process died, or stalled past its lease): its hold is
+        // voided first, then the claim abandoned, unless its record changed since it was read (renewed, or completed
+        // by a settlement that came first and is then replayed, or freed): then look again. In that order a late
+        // settlement either came first (charged, its answer kept and replayed) or finds its hold voided (charged 0).
+        yield* ledger.voidRequest(request.orgId, row.request_id)
         const abandoned = yield* abandonRecord({ orgId: request.orgId, key: request.key, requestId: row.request_id, now: toDate(now) })
         if (Option.isNone(abandoned)) return yield* taken(request)
+      } else {
+        // abandoned before: its hold voided again, should that retry's void not have got through
+        yield* ledger.voidRequest(request.orgId, row.request_id)
       }
-      // Its outcome is unknown; its hold is voided (again, if an earlier retry's void did not get through).
-      yield* ledger.voidRequest(request.orgId, row.request_id)
       return yield* new IdempotencyReplayUnavailable({
         message: "This Idempotency-Key was used for a request that never completed, so there is nothing to " +
           "replay. Use a new key."

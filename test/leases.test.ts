@@ -36,6 +36,16 @@ const chargesOf = (orgId: string) =>
       Effect.orDie
     )
 
+/** A keyed request sent again until it is no longer `request_in_progress`. */
+const decided = (base: string, path: string, key: string, body: unknown, idempotencyKey: string) =>
+  eventually(post(base, path, key, body, { "idempotency-key": idempotencyKey }), (answer) => answer.status !== 429, 10_000)
+
+/** The answer for a key whose request never completed: use a new one. */
+const expectLost = (answer: { readonly status: number; readonly text: string }) => {
+  expect(answer.status).toBe(400)
+  expect(parse(answer.text)).toMatchObject({ error: { code: "idempotency_replay_unavailable" } })
+}
+
 const metric = (base: string, name: string) =>
   Effect.promise(async () => {
     const text = await (await fetch(`${base}/metrics`)).text()
@@ -133,13 +143,7 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.1"] } }), { excludeTestSe
       yield* Fiber.join(holder)
       yield* eventually(books(orgId), (books) => books.pendingHolds === 1)
       // once the lease has run out, b takes the call for dead: the key cannot be replayed, use a new one
-      const retry = yield* eventually(
-        post(b.base, "/v1/epsilon_request", key, payment, { "idempotency-key": "stalled-1" }),
-        (answer) => answer.status !== 429,
-        10_000
-      )
-      expect(retry.status).toBe(400)
-      expect(parse(retry.text)).toMatchObject({ error: { code: "idempotency_replay_unavailable" } })
+      expectLost(yield* decided(b.base, "/v1/epsilon_request", key, payment, "stalled-1"))
       const fresh = yield* post(b.base, "/v1/epsilon_request", key, payment, { "idempotency-key": "stalled-2" })
       expect(fresh.status).toBe(200)
       expect(u.rest.hits("/payments")).toBe(1)
@@ -154,9 +158,7 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.1"] } }), { excludeTestSe
       expect(logged).toMatch(/"logLevel":"ERROR"[^\n]*was not sent: its call was held up past its lease|was not sent: its call was held up past its lease[^\n]*"logLevel":"ERROR"/)
       // the key's answer does not change: still never completed, whichever process is asked
       for (const base of [a.base, b.base]) {
-        const again = yield* post(base, "/v1/epsilon_request", key, payment, { "idempotency-key": "stalled-1" })
-        expect(again.status).toBe(400)
-        expect(parse(again.text)).toMatchObject({ error: { code: "idempotency_replay_unavailable" } })
+        expectLost(yield* post(base, "/v1/epsilon_request", key, payment, { "idempotency-key": "stalled-1" }))
       }
       const after = yield* eventually(books(orgId), (books) => books.pendingHolds === 0)
       expect(after).toMatchObject({ held: 0, journalSum: after.balance, holdsByStatus: { settled: 1, voided: 1 } })
@@ -176,13 +178,7 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.1"] } }), { excludeTestSe
       yield* eventually(Effect.sync(() => u.itunes.hits()), (n) => n === 1)
       a.child.kill("SIGSTOP")
       // b answers the key as in progress while the lease holds, then as never completed: use a new key
-      const retry = yield* eventually(
-        post(b.base, "/v1/mobile_app_search", key, app, { "idempotency-key": "lost-1" }),
-        (answer) => answer.status !== 429,
-        10_000
-      )
-      expect(retry.status).toBe(400)
-      expect(parse(retry.text)).toMatchObject({ error: { code: "idempotency_replay_unavailable" } })
+      expectLost(yield* decided(b.base, "/v1/mobile_app_search", key, app, "lost-1"))
       a.child.kill("SIGCONT")
       // a's own client gets the provider's answer, charged 0 (its hold was voided)
       const answer = yield* Fiber.join(call)
@@ -191,9 +187,7 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.1"] } }), { excludeTestSe
       // the key keeps the answer its retry got: a does not keep its 200 under it, nor renew it back to running
       yield* Effect.sleep("700 millis")
       for (const base of [a.base, b.base]) {
-        const again = yield* post(base, "/v1/mobile_app_search", key, app, { "idempotency-key": "lost-1" })
-        expect(again.status).toBe(400)
-        expect(parse(again.text)).toMatchObject({ error: { code: "idempotency_replay_unavailable" } })
+        expectLost(yield* post(base, "/v1/mobile_app_search", key, app, { "idempotency-key": "lost-1" }))
       }
       expect(u.itunes.hits()).toBe(1)
       expect(yield* books(orgId)).toMatchObject({ balance: 10, held: 0, journalSum: 10, holdsByStatus: { voided: 1 } })

@@ -9,14 +9,18 @@
 /** What is wrong with a parsed JSON value, if anything, beside its nesting past `maxDepth` levels. */
 export type JsonProblem = "too_deep" | "infinite_number" | "proto_key"
 
-export const jsonProblem = (value: unknown, maxDepth: number): JsonProblem | undefined => {
+/**
+ * The first problem found walking a parsed JSON value: its nesting past `maxDepth` levels and, when `values` is set,
+ * an infinite number or a `__proto__` key.
+ */
+const walk = (value: unknown, maxDepth: number, values: boolean): JsonProblem | undefined => {
   const stack: Array<readonly [unknown, number]> = [[value, 0]]
   while (stack.length > 0) {
     const entry = stack.pop()
     if (entry === undefined) break
     const [v, depth] = entry
     if (typeof v === "number") {
-      if (!Number.isFinite(v)) return "infinite_number"
+      if (values && !Number.isFinite(v)) return "infinite_number"
       continue
     }
     if (typeof v !== "object" || v === null) continue
@@ -24,26 +28,17 @@ export const jsonProblem = (value: unknown, maxDepth: number): JsonProblem | und
     if (Array.isArray(v)) {
       for (const child of v) stack.push([child, depth + 1])
     } else {
-      if (Object.hasOwn(v, "__proto__")) return "proto_key"
+      if (values && Object.hasOwn(v, "__proto__")) return "proto_key"
       for (const child of Object.values(v)) stack.push([child, depth + 1])
     }
   }
   return undefined
 }
 
+export const jsonProblem = (value: unknown, maxDepth: number): JsonProblem | undefined => walk(value, maxDepth, true)
+
 /** Whether a parsed JSON value nests deeper than `max` levels. */
-export const deeperThan = (value: unknown, max: number): boolean => {
-  const stack: Array<readonly [unknown, number]> = [[value, 0]]
-  while (stack.length > 0) {
-    const entry = stack.pop()
-    if (entry === undefined) break
-    const [v, depth] = entry
-    if (typeof v !== "object" || v === null) continue
-    if (depth >= max) return true
-    for (const child of Array.isArray(v) ? v : Object.values(v)) stack.push([child, depth + 1])
-  }
-  return false
-}
+export const deeperThan = (value: unknown, max: number): boolean => walk(value, max, false) === "too_deep"
 
 /**
  * How deep an upstream's JSON answer may nest: far past what any provider sends, well short of what overflows the

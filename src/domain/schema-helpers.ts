@@ -56,7 +56,7 @@ const DOT_SEGMENT = /(?:^|[/\\])\.\.?(?:[/\\]|$)/
 export const PathSegment = NonEmpty.pipe(
   Schema.filter((s) => !DOT_SEGMENT.test(s), {
     message: () => "must not be \".\" or \"..\" (nor have such a part between slashes): it would name another path",
-    jsonSchema: { pattern: "^(?![\\s\\S]*(?:^|[/\\\\])\\.\\.?(?:[/\\\\]|$))" }
+    jsonSchema: { pattern: "^(?![\\s\\S]*(?:^|[/\\\\])\\.\\.?(?:[/\\\\]|(?![\\s\\S])))" }
   })
 )
 

@@ -4,7 +4,7 @@ import { defineConfig } from "vitest/config"
  * Tests that measure time on the machine (the gateway's responsiveness under hostile pages and during a usage
  * export) run after the rest, alone: what they measure is the gateway, not the other test files running beside them.
  */
-const timed = ["test/pages.test.ts", "test/usage-export.test.ts"]
+const timed = ["test/pages.test.ts", "test/usage-export.test.ts", "test/large-answers.test.ts"]
 
 export default defineConfig({
   test: {

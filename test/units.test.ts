@@ -6,7 +6,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect, Exit } from "effect"
 import { chargeFor, reserveFor } from "../src/domain/pricing.js"
 import { tools } from "../src/domain/tools.js"
-import { deeperThan } from "../src/domain/json.js"
+import { deeperThan, jsonProblem } from "../src/domain/json.js"
 import { truncate } from "../src/providers/text.js"
 import { canonicalJson, fingerprint, validateKey } from "../src/services/Idempotency.js"
 import { decodeText, upstreamMessage } from "../src/services/ProviderClient.js"
@@ -102,6 +102,18 @@ describe("helpers", () => {
     expect(truncate("abcdef", 3)).toEqual({ text: "abc", truncated: true })
     expect(truncate("ab😀", 3)).toEqual({ text: "ab", truncated: true })
     expect(truncate("abc", 3)).toEqual({ text: "abc", truncated: false })
+  })
+
+  it("jsonProblem finds an infinite number or a __proto__ key at any depth, in objects and arrays alike", () => {
+    expect(jsonProblem(JSON.parse('{"a":[1,"x",{"b":[true,null,2.5]}]}'), 8)).toBeUndefined()
+    expect(jsonProblem(JSON.parse("1e400"), 8)).toBe("infinite_number")
+    expect(jsonProblem(JSON.parse('[1,"x",-1e400]'), 8)).toBe("infinite_number")
+    expect(jsonProblem(JSON.parse('{"a":{"b":[{"c":1e999}]}}'), 8)).toBe("infinite_number")
+    expect(jsonProblem(JSON.parse('{"__proto__":{}}'), 8)).toBe("proto_key")
+    expect(jsonProblem(JSON.parse('[{"a":[{"__proto__":1}]}]'), 8)).toBe("proto_key")
+    expect(jsonProblem(JSON.parse('{"a":[[[[1]]]]}'), 4)).toBe("too_deep")
+    expect(jsonProblem(JSON.parse('{"a":[[[1]]]}'), 4)).toBeUndefined()
+    expect(deeperThan(JSON.parse('[1e400,{"__proto__":1}]'), 8)).toBe(false)
   })
 
   it("deeperThan measures nesting without recursion", () => {

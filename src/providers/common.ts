@@ -39,6 +39,8 @@ export interface Raw {
   /** The final URL (after redirects). */
   readonly url: string
   readonly contentType: string
+  /** The answer's size in bytes as it came: a large one is encoded in its turn too (`ProviderClient.digest`). */
+  readonly bytes?: number
   /** The upstream's response headers (lower-case names), for what an API says there (pagination, say). */
   readonly headers?: Readonly<Record<string, string>>
   /** Files the call kept (a screenshot, say), by the name the normalization looks them up with. */
@@ -51,6 +53,8 @@ export interface Answered<A> {
   readonly output: A
   /** What the answer delivered in the tool's price units, when the provider phase counted it (a raw call). */
   readonly units?: number
+  /** The size of the upstream answer it came from (`Raw.bytes`). */
+  readonly bytes?: number
 }
 
 /** A normalization may convert a page (off the event loop, with the call's deadline): nothing else. */
@@ -101,6 +105,7 @@ const rawOf = (provider: string, response: UpstreamResponse, body: unknown): Raw
   body,
   url: response.url,
   contentType: contentTypeOf(response),
+  bytes: response.body.length,
   headers: response.headers
 })
 
@@ -112,7 +117,7 @@ const rawOf = (provider: string, response: UpstreamResponse, body: unknown): Raw
  */
 export const requestJson = (request: UpstreamRequest): ProviderEffect<Raw> =>
   Effect.flatMap(ProviderClient, (client) =>
-    Effect.flatMap(client.request(request), (response) => {
+    Effect.flatMap(client.request(request), (response) => client.digest(response.body.length, Effect.suspend(() => {
       const text = bodyText(response)
       if (text.trim() === "") return Effect.succeed(rawOf(request.provider, response, null))
       const invalid = (what: string): ProviderUnavailable | NormalizationFailed =>
@@ -130,12 +135,12 @@ export const requestJson = (request: UpstreamRequest): ProviderEffect<Raw> =>
             ? Effect.fail(invalid(`JSON nested deeper than ${MAX_UPSTREAM_JSON_DEPTH} levels`))
             : Effect.succeed(rawOf(request.provider, response, parsed.value))
       )
-    }))
+    }))))
 
 /** One upstream call whose answer is kept as text (web pages), or JSON when it says so. */
 export const requestText = (request: UpstreamRequest): ProviderEffect<Raw> =>
   Effect.flatMap(ProviderClient, (client) =>
-    Effect.map(client.request(request), (response) => {
+    Effect.flatMap(client.request(request), (response) => client.digest(response.body.length, Effect.sync(() => {
       const text = bodyText(response)
       const type = contentTypeOf(response).toLowerCase()
       if (type.includes("json")) {
@@ -148,7 +153,7 @@ export const requestText = (request: UpstreamRequest): ProviderEffect<Raw> =>
         }
       }
       return rawOf(request.provider, response, text)
-    }))
+    }))))
 
 export const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 

@@ -5,7 +5,7 @@
 import * as Effect from "effect/Effect"
 import type { Credentials } from "../domain/connections.js"
 import type { ToolInput, ToolOutput } from "../domain/tools.js"
-import { idempotencyHeader } from "../services/ProviderClient.js"
+import { idempotencyHeader, ProviderClient } from "../services/ProviderClient.js"
 import { parseUpstreamJson } from "../domain/json.js"
 import { invalid, type ProviderTool, requestText, urlUnder } from "./common.js"
 
@@ -51,17 +51,22 @@ export const request: ProviderTool<ToolInput<"epsilon_request">, Credentials["ep
         scope: credentials.base_url
       })
       // Any REST API: JSON when it parses as JSON, whatever its media type says.
-      if (typeof raw.body === "string") {
-        try {
-          // JSON nested too deep to read further is kept as its text
-          if (raw.body.trim() === "") return { ...raw, body: null }
-          const parsed = parseUpstreamJson(raw.body)
-          return { ...raw, body: parsed === undefined ? raw.body : parsed.value }
-        } catch {
-          return raw
-        }
-      }
-      return raw
+      const text = raw.body
+      if (typeof text !== "string") return raw
+      if (text.trim() === "") return { ...raw, body: null }
+      // a large answer is parsed in its turn, as requestText read it
+      return yield* (yield* ProviderClient).digest(
+        text.length,
+        Effect.sync(() => {
+          try {
+            // JSON nested too deep to read further is kept as its text
+            const parsed = parseUpstreamJson(text)
+            return { ...raw, body: parsed === undefined ? text : parsed.value }
+          } catch {
+            return raw
+          }
+        })
+      )
     }),
   normalize: (_input, raw) => Effect.succeed({ provider: PROVIDER, status: raw.status, body: raw.body })
 }

@@ -390,7 +390,8 @@ export const make = Effect.gen(function* () {
         })
       if (Exit.isSuccess(exit)) {
         const answered = exit.value
-        const encoded = yield* Effect.exit(mode.encode(answered))
+        // an answer made from a large upstream answer is encoded in its turn, as it was read
+        const encoded = yield* Effect.exit(providers.inTurn(answered.bytes ?? 0, mode.encode(answered)))
         if (Exit.isFailure(encoded)) {
           // the provider answered (a write may have been done): never a 500 that a retry would answer by sending
           // it again, but the answer that could not be written, charged and kept as a normalization failure
@@ -582,6 +583,7 @@ export const make = Effect.gen(function* () {
             Effect.map(providers.units(tool, input, answered.output), (units) => ({
               provider: answered.provider,
               units,
+              ...(answered.bytes === undefined ? {} : { bytes: answered.bytes }),
               output: {
                 tool,
                 provider: answered.provider,

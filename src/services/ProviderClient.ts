@@ -15,6 +15,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
+import * as Scheduler from "effect/Scheduler"
 import * as Http from "node:http"
 import * as Https from "node:https"
 import { TextDecoder } from "node:util"
@@ -137,7 +138,23 @@ export const idempotencyHeader = Effect.map(
 export class ProviderClient extends Context.Tag("ProviderClient")<ProviderClient, {
   /** The upstream answer when it is a 2xx; every other outcome is a provider error. */
   readonly request: (request: UpstreamRequest) => Effect.Effect<UpstreamResponse, ProviderError>
+  /**
+   * `read`, the reading of an answer of `bytes` bytes (its decoding and parsing, say). An answer of
+   * `LARGE_ANSWER_BYTES` or more waits its turn: such answers are read one at a time in a process, each after the
+   * event loop has had a turn — twenty of 5 MB that arrive together would otherwise be read back to back, keeping
+   * every other request waiting for seconds (an account tool's upstream is the org's choice).
+   */
+  readonly digest: <A, E, R>(bytes: number, read: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 }>() {}
+
+/** From this size on, an answer is read in its turn (`ProviderClient.digest`): parsing 1 MiB of JSON takes ~10 ms. */
+export const LARGE_ANSWER_BYTES = 1024 * 1024
+
+/**
+ * Gives the event loop a turn: the fiber goes on from a timer, after the I/O that is waiting (a plain yield goes on
+ * from a microtask, before any of it).
+ */
+const yieldToEventLoop = Effect.withScheduler(Effect.yieldNow(), Scheduler.timer(0))
 
 const MAX_REDIRECTS = 5
 const REDIRECTS: ReadonlySet<number> = new Set([301, 302, 303, 307, 308])
@@ -693,7 +710,11 @@ export const make = Effect.gen(function* () {
       traced("ProviderClient.request", { attributes: { provider: request.provider, method: request.method } })
     )
 
-  return ProviderClient.of({ request })
+  const turn = yield* Effect.makeSemaphore(1)
+  const digest = <A, E, R>(bytes: number, read: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    bytes < LARGE_ANSWER_BYTES ? read : turn.withPermits(1)(Effect.zipRight(yieldToEventLoop, read))
+
+  return ProviderClient.of({ request, digest })
 })
 
 const connectionMessage = (cause: unknown): string => {

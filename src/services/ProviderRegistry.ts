@@ -57,14 +57,23 @@ export class ProviderRegistry extends Context.Tag("ProviderRegistry")<ProviderRe
    * `POST /v1/run` is charged as the tool would be; an answer the tool cannot normalize counts nothing.
    */
   readonly units: <T extends ToolName>(tool: T, input: ToolInput<T>, raw: Raw) => Effect.Effect<number>
+  /**
+   * Work on an answer made from an upstream answer of `bytes` bytes (its encoding), in the turn large answers take
+   * (`ProviderClient.digest`): one at a time, each after the event loop has had a turn.
+   */
+  readonly inTurn: <A, E, R>(bytes: number, work: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
 }>() {}
+
+/** An answer's `bytes`: its upstream answer's. */
+const sizeOf = (raw: Raw): { readonly bytes?: number } => (raw.bytes === undefined ? {} : { bytes: raw.bytes })
 
 export const make = Effect.gen(function* () {
   const config = yield* ProvidersConfig
   const connections = yield* Connections
   // the providers' services, built once
+  const client = yield* ProviderClient
   const context = Context.make(ProvidersConfig, config).pipe(
-    Context.add(ProviderClient, yield* ProviderClient),
+    Context.add(ProviderClient, client),
     Context.add(HtmlConverter, yield* HtmlConverter),
     Context.add(DeltaSessions, yield* DeltaSessions)
   )
@@ -85,7 +94,7 @@ export const make = Effect.gen(function* () {
       const impl = implementation(tool)
       return Effect.flatMap(impl.fetch(input, credentials), (raw) =>
         impl.normalize(input, raw).pipe(
-          Effect.map((output) => ({ provider: raw.provider, output })),
+          Effect.map((output) => ({ provider: raw.provider, output, ...sizeOf(raw) })),
           // a failure of the normalization is the answering provider's (a page's conversion does not know it)
           Effect.mapError((error) =>
             error._tag === "NormalizationFailed" && error.provider === undefined
@@ -94,7 +103,7 @@ export const make = Effect.gen(function* () {
         )).pipe(withCall(own))
     },
     callRaw: (tool, input, credentials, own) =>
-      Effect.map(implementation(tool).fetch(input, credentials), (raw) => ({ provider: raw.provider, output: raw })).pipe(
+      Effect.map(implementation(tool).fetch(input, credentials), (raw) => ({ provider: raw.provider, output: raw, ...sizeOf(raw) })).pipe(
         withCall(own)
       ),
     units: (tool, input, raw) => {
@@ -103,7 +112,8 @@ export const make = Effect.gen(function* () {
         onFailure: () => 0,
         onSuccess: (output) => def.units(output)
       }).pipe(Effect.provide(context))
-    }
+    },
+    inTurn: client.digest
   })
 })
 

@@ -6,7 +6,7 @@
 import { expect, layer } from "@effect/vitest"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
-import { CallToolResultSchema } from "@modelcontextprotocol/sdk/types.js"
+import { CallToolResultSchema, McpError } from "@modelcontextprotocol/sdk/types.js"
 import { Client as OldClient } from "mcp-sdk-1.11/client/index.js"
 import { StreamableHTTPClientTransport as OldStreamableHTTPClientTransport } from "mcp-sdk-1.11/client/streamableHttp.js"
 import { Effect, Redacted, Schema } from "effect"
@@ -289,25 +289,83 @@ layer(gatewayLayer(), { excludeTestServices: true })("hosted MCP", (it) => {
       }
     }))
 
-  it.effect("a batch, a body nested too deep or too large, and a wrong Accept are envelopes, never a 500", () =>
+  it.effect("what HTTP refuses (a body too large, a wrong Accept) is the envelope, never a 500", () =>
     Effect.gen(function* () {
       const { key } = yield* givenOrg()
       const list = { jsonrpc: "2.0", id: 1, method: "tools/list" }
-      const batch = yield* rpc(key, [list, { ...list, id: 2 }])
-      expect(batch.status).toBe(400)
-      expect(batch.body).toMatchObject({ error: { code: "invalid_request", message: expect.stringContaining("batch") } })
-      const deep = yield* request("/mcp", { body: `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":${"[".repeat(5000)}${"]".repeat(5000)}}`, headers: mcpHeaders(key) })
-      expect(deep.status).toBe(400)
-      expect(deep.body).toMatchObject({ error: { code: "invalid_request", message: expect.stringContaining("deeper") } })
       const large = yield* request("/mcp", { body: JSON.stringify({ ...list, params: { pad: "x".repeat(2 * 1024 * 1024) } }), headers: mcpHeaders(key) })
       expect(large.status).toBe(413)
       expect(large.body).toMatchObject({ error: { code: "payload_too_large", billable: false } })
       const accept = yield* request("/mcp", { body: JSON.stringify(list), headers: { ...mcpHeaders(key), accept: "text/html" } })
       expect(accept.status).toBe(400)
       expect(accept.body).toMatchObject({ error: { type: "validation", code: "invalid_request", message: expect.stringContaining("Accept") } })
-      const notRpc = yield* rpc(key, { hello: "world" })
-      expect(notRpc.status).toBe(400)
-      expect(notRpc.body).toMatchObject({ error: { code: "invalid_request", retryable: false, billable: false } })
+    }))
+
+  it.effect("a body that is not one message MCP takes is a JSON-RPC error (400; -32700 not JSON, -32600 not a request; id null when unreadable), the envelope in data", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      const { key, orgId } = yield* givenOrg({ credits: 10 })
+      const post = (body: string) => request("/mcp", { body, headers: mcpHeaders(key) })
+      const refused = (id: string | number | null, code: number, envelopeCode: string, says: string) => ({
+        jsonrpc: "2.0",
+        id,
+        error: {
+          code,
+          message: expect.stringContaining(says),
+          data: { type: "validation", code: envelopeCode, message: expect.stringContaining(says), retryable: false, billable: false }
+        }
+      })
+      const cases: ReadonlyArray<readonly [string, ReturnType<typeof refused>]> = [
+        // an id JSON.parse reads as Infinity cannot be repeated (JSON.stringify writes it as null)
+        [`{"jsonrpc":"2.0","id":1e400,"method":"tools/list"}`, refused(null, -32600, "invalid_request", "1e400")],
+        [`{"jsonrpc":"2.0","id":7,"method":"tools/list","__proto__":{"x":1}}`, refused(7, -32600, "invalid_request", "__proto__")],
+        // a notification has no id to answer with
+        [`{"jsonrpc":"2.0","method":"notifications/initialized","params":{"__proto__":{}}}`, refused(null, -32600, "invalid_request", "__proto__")],
+        [`{"jsonrpc":"2.0","id":1,`, refused(null, -32700, "malformed_json", "not valid JSON")],
+        [" ", refused(null, -32700, "invalid_request", "empty")],
+        [JSON.stringify([{ jsonrpc: "2.0", id: 1, method: "tools/list" }, { jsonrpc: "2.0", id: 2, method: "tools/list" }]), refused(null, -32600, "invalid_request", "batch")],
+        ["5", refused(null, -32600, "invalid_request", "JSON object")],
+        [JSON.stringify({ hello: "world" }), refused(null, -32600, "invalid_request", "Not a valid MCP request")]
+      ]
+      for (const [body, answer] of cases) {
+        const got = yield* post(body)
+        expect(got.status, body).toBe(400)
+        expect(got.body, body).toEqual(answer)
+      }
+      // a message whose id and method can be read, with its problem in its params: invalid params, answered to its id
+      const inParams: ReadonlyArray<readonly [string, string]> = [
+        [`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"weather","arguments":{"q":"Berlin","__proto__":{"x":1}}}}`, "__proto__"],
+        [`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"weather","arguments":{"lat":1e400,"lon":2}}}`, "1e400"],
+        [`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"weather","arguments":{"q":"Berlin"},"_meta":{"__proto__":{}}}}`, "__proto__"],
+        [`{"jsonrpc":"2.0","id":8,"method":"tools/list","params":${"[".repeat(5000)}${"]".repeat(5000)}}`, "deeper"]
+      ]
+      for (const [body, says] of inParams) {
+        const got = yield* post(body)
+        expect(got.status, body).toBe(200)
+        expect(got.body, body).toEqual({ jsonrpc: "2.0", id: 8, error: { code: -32602, message: expect.stringContaining(says) } })
+      }
+      expect(u.openMeteo.hits("/v1/search") + u.openMeteo.hits("/v1/forecast")).toBe(0)
+      expect(yield* books(orgId)).toMatchObject({ balance: 10, held: 0 })
+    }))
+
+  it.scoped("after listTools(), arguments with a __proto__ key reach the SDK client as JSON-RPC invalid params for that call", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      const { key, orgId } = yield* givenOrg({ credits: 10 })
+      const client = yield* connect(key)
+      yield* Effect.promise(() => client.listTools())
+      // what JSON.parse makes of a model's arguments: an own __proto__ key, which JSON.stringify sends on
+      const args: Record<string, unknown> = JSON.parse(`{"q":"Berlin","__proto__":{"admin":true}}`)
+      const failure = yield* Effect.flip(Effect.tryPromise(() => client.callTool({ name: "weather", arguments: args })))
+      expect(failure.error).toBeInstanceOf(McpError)
+      expect(failure.error).toMatchObject({ code: -32602, message: expect.stringContaining("__proto__") })
+      // the client goes on: the next call is answered
+      const next = yield* Effect.promise(() => client.callTool({ name: "weather", arguments: { q: "Berlin" } }))
+      expect(next.isError).toBeFalsy()
+      expect(u.openMeteo.hits("/v1/forecast")).toBe(1)
+      expect(yield* books(orgId)).toMatchObject({ balance: 9, held: 0 })
     }))
 
   it.effect("every tools/call takes a token from the key's rate limit; past it, a tool error carrying rate_limit_exceeded", () =>

@@ -13,7 +13,8 @@
  * kept files and `resources/read` answers one (text, or base64 bytes), so the agent never needs the key.
  *
  * The transport is the official MCP SDK's web-standard one, fed the message the gateway already parsed and
- * checked like every other JSON body (size, depth, one object: no batches).
+ * checked like every other JSON body (size, depth, no infinite number or __proto__ key, one object: no batches); a
+ * body that is not one message is answered as JSON-RPC answers it (-32700, -32600), the envelope as its `data`.
  */
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
@@ -35,6 +36,7 @@ import {
   InvalidIdempotencyKey,
   InvalidRequest,
   isGatewayError,
+  type MalformedJson,
   MethodNotAllowed,
   NotFound,
   responseHeaders,
@@ -56,7 +58,8 @@ import { Pricing } from "../services/Pricing.js"
 import { callFacts, CurrentCallFacts } from "../services/Telemetry.js"
 import { currentRequest, type RequestState } from "./envelope.js"
 import { jsonSchemaOf, objectSchemaOf } from "./jsonSchema.js"
-import { readJsonObject } from "./security.js"
+import { bodyProblems, emptyBody, isJsonObject, MAX_JSON_DEPTH, notJson, readJsonText } from "./security.js"
+import { jsonProblem } from "../domain/json.js"
 import { cachedSuccess } from "../services/cachedSuccess.js"
 
 export const MCP_PATH = "/mcp"
@@ -66,6 +69,10 @@ const VERSION = "0.1.0"
 const RESOURCE_NOT_FOUND = -32002
 /** JSON-RPC's invalid params: what MCP answers to a cursor it did not give. */
 const INVALID_PARAMS = -32602
+/** JSON-RPC's parse error: the body is not JSON. */
+const PARSE_ERROR = -32700
+/** JSON-RPC's invalid request: JSON, but not one request this server takes. */
+const INVALID_REQUEST = -32600
 /** Kept files per `resources/list` page. */
 const RESOURCES_PAGE = 50
 
@@ -113,13 +120,71 @@ const paramsOf: ReadonlyMap<string, DecodeParams> = new Map<string, DecodeParams
 const invalidParams = (message: Readonly<Record<string, unknown>>): JSONRPCErrorResponse | undefined => {
   const id = message["id"]
   const method = message["method"]
-  const decode = typeof method === "string" ? paramsOf.get(method) : undefined
-  if (decode === undefined || typeof method !== "string" || (typeof id !== "string" && typeof id !== "number")) return undefined
+  if (typeof method !== "string" || !isRequestId(id)) return undefined
+  // what JSON.parse read but the gateway does not pass on (a number read as infinite, a __proto__ key), in any method's params
+  const problem = jsonProblem(message["params"], MAX_JSON_DEPTH - 1)
+  if (problem !== undefined) {
+    return { jsonrpc: "2.0", id, error: { code: INVALID_PARAMS, message: `Invalid ${method} params: ${bodyProblems[problem]}` } }
+  }
+  const decode = paramsOf.get(method)
+  if (decode === undefined) return undefined
   const decoded = decode(message["params"])
   return decoded._tag === "Right"
     ? undefined
     : { jsonrpc: "2.0", id, error: { code: INVALID_PARAMS, message: `Invalid ${method} params: ${describeParseError(decoded.left)}` } }
 }
+
+/** A request id as MCP has it (a string or an integer): one an answer can repeat. */
+const isRequestId = (id: unknown): id is string | number =>
+  typeof id === "string" || (typeof id === "number" && Number.isInteger(id))
+
+/**
+ * A body this server does not take as a message, answered as JSON-RPC answers it (2.0, §5.1) and with the status the
+ * official SDK's transport gives it (400): -32700 (parse error) for a body that is not JSON, -32600 (invalid request)
+ * for JSON that is not one request it takes. The id is the message's, or null when it cannot be read; `data` is the
+ * gateway's envelope (`type`, `code`, `retryable`, `billable`), as every other refusal carries it.
+ */
+type Refusal = { readonly _tag: "Refusal"; readonly code: number; readonly id: string | number | null; readonly error: InvalidRequest | MalformedJson }
+
+const refusal = (code: number, error: InvalidRequest | MalformedJson, id: unknown = null): Refusal =>
+  ({ _tag: "Refusal", code, id: isRequestId(id) ? id : null, error })
+
+/**
+ * A body's text as one JSON-RPC message, or why it is not one. A message whose only problem is in its `params`
+ * (an infinite number, a `__proto__` key, nesting too deep there) and whose id and method can be read is a
+ * message: `invalidParams` answers it with its id, as a request's bad params are answered.
+ */
+const messageOf = (text: string): { readonly _tag: "Message"; readonly message: Readonly<Record<string, unknown>> } | Refusal => {
+  if (text.trim() === "") return refusal(PARSE_ERROR, emptyBody())
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(text)
+  } catch {
+    return refusal(PARSE_ERROR, notJson())
+  }
+  if (Array.isArray(parsed)) {
+    return refusal(INVALID_REQUEST, new InvalidRequest({
+      message: "JSON-RPC batches are not accepted (MCP dropped them in 2025-06-18): send one message per request."
+    }))
+  }
+  if (!isJsonObject(parsed)) return refusal(INVALID_REQUEST, new InvalidRequest({ message: "The request body must be a JSON-RPC message: a JSON object." }))
+  const problem = jsonProblem(parsed, MAX_JSON_DEPTH)
+  if (problem === undefined) return { _tag: "Message", message: parsed }
+  // the message but its params, as an own-key copy (a __proto__ key stays a key)
+  const { params: _params, ...rest } = parsed
+  const outsideParams = jsonProblem(rest, MAX_JSON_DEPTH)
+  if (outsideParams === undefined && typeof parsed["method"] === "string" && isRequestId(parsed["id"])) {
+    return { _tag: "Message", message: parsed }
+  }
+  return refusal(INVALID_REQUEST, new InvalidRequest({ message: bodyProblems[outsideParams ?? problem] }), parsed["id"])
+}
+
+/** A refusal's answer: a JSON-RPC error response. */
+const refusalResponse = (r: Refusal) =>
+  HttpServerResponse.unsafeJson(
+    { jsonrpc: "2.0", id: r.id, error: { code: r.code, message: r.error.message, data: envelope(r.error).error } },
+    { status: 400 }
+  )
 
 /**
  * A JSON-RPC error a request handler throws: the SDK's server answers its code, message and data. (The SDK's own
@@ -497,11 +562,16 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
       const { caller } = yield* authentication.authenticate(request.headers["x-api-key"], request.headers["authorization"], {
         rateLimit: false
       })
-      const message = yield* readJsonObject(
-        request,
-        maxBodyBytes,
-        "JSON-RPC batches are not accepted (MCP dropped them in 2025-06-18): send one message per request."
+      // A body that is not one message is a JSON-RPC error; what HTTP refuses (size, media type) is the envelope.
+      const read = yield* Effect.map(
+        Effect.catchTag(readJsonText(request, maxBodyBytes), "MalformedJson", (error) => Effect.succeed(refusal(PARSE_ERROR, error))),
+        (text) => typeof text === "string" ? messageOf(text) : text
       )
+      if (read._tag === "Refusal") {
+        state.code = envelopeOf[read.error._tag].code
+        return refusalResponse(read)
+      }
+      const message = read.message
       // Every message counts against the key's rate limit; a tool call takes its token in the call.
       const invalid = invalidParams(message)
       if (message["method"] !== "tools/call" || invalid !== undefined) state.rateLimit = yield* authentication.throttle(caller)
@@ -562,10 +632,16 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
       yield* Effect.promise(() => server.close())
       // a JSON-RPC error answered 200 (no such resource or method, bad params) is logged with its code too
       if (state.code === undefined) state.code = codeOfJsonRpcError(text)
-      // What the transport refuses (a wrong Accept or Content-Type, a message that is not JSON-RPC) is a
-      // non-2xx answer, and every non-2xx answer is the envelope.
+      // A message the transport refuses as not JSON-RPC (the SDK says -32700 or -32600: it was JSON, so it is an
+      // invalid request); what it refuses of the HTTP request (a wrong Accept, protocol version) is the envelope.
       if (response.status >= 400) {
-        return yield* new InvalidRequest({ message: `Not a valid MCP request: ${jsonRpcErrorMessage(text)}` })
+        const refused = new InvalidRequest({ message: `Not a valid MCP request: ${jsonRpcErrorMessage(text)}` })
+        const code = jsonRpcErrorCode(text)
+        if (response.status === 400 && (code === PARSE_ERROR || code === INVALID_REQUEST)) {
+          state.code = envelopeOf.InvalidRequest.code
+          return refusalResponse(refusal(INVALID_REQUEST, refused, message["id"]))
+        }
+        return yield* refused
       }
       const out: Record<string, string> = {}
       response.headers.forEach((value, key) => {
@@ -584,11 +660,16 @@ const codeOfStored = (body: string): string => {
   return isRecord(error) && typeof error["code"] === "string" ? error["code"] : envelopeOf.InternalError.code
 }
 
+/** The code of a JSON-RPC error answer; none for a result. */
+const jsonRpcErrorCode = (text: string): unknown => {
+  const body = parseJson(text)
+  return isRecord(body) && isRecord(body["error"]) ? body["error"]["code"] : undefined
+}
+
 /** The envelope code a JSON-RPC error answer stands for in the request's log line; none for a result. */
 const codeOfJsonRpcError = (text: string): string | undefined => {
-  const body = parseJson(text)
-  if (!isRecord(body) || !isRecord(body["error"])) return undefined
-  const code = body["error"]["code"]
+  const code = jsonRpcErrorCode(text)
+  if (code === undefined) return undefined
   return code === RESOURCE_NOT_FOUND
     ? envelopeOf.NotFound.code
     : code === -32603 ? envelopeOf.InternalError.code : envelopeOf.InvalidRequest.code

@@ -70,7 +70,7 @@ export const IdTokenAuthLive = Layer.effect(
 export const MAX_JSON_DEPTH = 64
 
 /** What a request body that parses as JSON may still not hold (src/domain/json.ts). */
-const bodyProblems: Record<JsonProblem, string> = {
+export const bodyProblems: Record<JsonProblem, string> = {
   too_deep: `The request body nests deeper than ${MAX_JSON_DEPTH} levels.`,
   infinite_number: "The request body has a number too large to be read (such as 1e400): it would be passed on as null.",
   proto_key: "The request body has a key named __proto__, which the gateway does not pass on: rename it."
@@ -82,7 +82,7 @@ const isJsonRequestType = (contentType: string) => mediaTypeOf(contentType) === 
 /** JSON is UTF-8 (RFC 8259): the labels of UTF-8 a client may send (the Encoding standard's). */
 const UTF8_LABELS: ReadonlySet<string> = new Set(["utf-8", "utf8", "unicode-1-1-utf-8"])
 
-const isJsonObject = (u: unknown): u is Readonly<Record<string, unknown>> =>
+export const isJsonObject = (u: unknown): u is Readonly<Record<string, unknown>> =>
   typeof u === "object" && u !== null && !Array.isArray(u)
 
 /** A request body as UTF-8 text, a byte order mark kept; bytes that are not UTF-8 throw (they are not JSON). */
@@ -149,9 +149,32 @@ const SMALL_BODY_BYTES = 64 * 1024
  */
 export const readJsonBody = (
   request: HttpServerRequest.HttpServerRequest,
-  maxBodyBytes: number,
-  arrayMessage = "The request body must be a JSON object."
+  maxBodyBytes: number
 ) =>
+  Effect.gen(function* () {
+    const text = yield* readJsonText(request, maxBodyBytes)
+    if (text.trim() === "") return yield* emptyBody()
+    const parsed = yield* Effect.try({
+      try: (): unknown => JSON.parse(text),
+      catch: notJson
+    })
+    if (!isJsonObject(parsed)) return yield* new InvalidRequest({ message: "The request body must be a JSON object." })
+    const problem = jsonProblem(parsed, MAX_JSON_DEPTH)
+    if (problem !== undefined) return yield* new InvalidRequest({ message: bodyProblems[problem] })
+    return { text, parsed }
+  })
+
+export const emptyBody = () => new InvalidRequest({ message: "The request body is empty: send a JSON object, e.g. {}." })
+export const notJson = () => new MalformedJson({ message: "The request body is not valid JSON." })
+
+/**
+ * A JSON request body's text, after the checks made before it is parsed: media type and charset, declared and actual
+ * size, UTF-8.
+ */
+export const readJsonText = (
+  request: HttpServerRequest.HttpServerRequest,
+  maxBodyBytes: number
+): Effect.Effect<string, UnsupportedMediaType | PayloadTooLarge | MalformedJson | InvalidRequest> =>
   Effect.gen(function* () {
     const contentType = request.headers["content-type"]
     if (contentType !== undefined && !isJsonRequestType(contentType)) {
@@ -174,23 +197,8 @@ export const readJsonBody = (
     const text = length !== undefined && declared <= SMALL_BODY_BYTES
       ? yield* decodeUtf8(utf8, yield* Effect.mapError(request.arrayBuffer, unreadable))
       : yield* readLargeText(request, maxBodyBytes)
-    if (text.trim() === "") {
-      return yield* new InvalidRequest({ message: "The request body is empty: send a JSON object, e.g. {}." })
-    }
-    const parsed = yield* Effect.try({
-      try: (): unknown => JSON.parse(text),
-      catch: () => new MalformedJson({ message: "The request body is not valid JSON." })
-    })
-    if (Array.isArray(parsed)) return yield* new InvalidRequest({ message: arrayMessage })
-    if (!isJsonObject(parsed)) return yield* new InvalidRequest({ message: "The request body must be a JSON object." })
-    const problem = jsonProblem(parsed, MAX_JSON_DEPTH)
-    if (problem !== undefined) return yield* new InvalidRequest({ message: bodyProblems[problem] })
-    return { text, parsed }
+    return text
   })
-
-/** `readJsonBody`'s parsed object. */
-export const readJsonObject = (request: HttpServerRequest.HttpServerRequest, maxBodyBytes: number, arrayMessage?: string) =>
-  Effect.map(readJsonBody(request, maxBodyBytes, arrayMessage), (body) => body.parsed)
 
 const isServerRequest = (u: object): u is HttpServerRequest.HttpServerRequest => HttpServerRequest.TypeId in u
 

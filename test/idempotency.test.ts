@@ -455,6 +455,32 @@ layer(servicesLayer())("Idempotency-Key in process, on TestClock", (it) => {
       expect(yield* (yield* Idempotency).purgeExpired).toBeGreaterThanOrEqual(1)
     }))
 
+  it.effect("request_in_progress's Retry-After is when the claim's lease ends: rounded up, at least 1 s, at most one lease", () =>
+    Effect.gen(function* () {
+      yield* TestClock.setTime(Date.parse("2026-06-09T00:00:00Z"))
+      const idempotency = yield* Idempotency
+      const { orgId } = yield* givenOrg({ credits: 10 })
+      const claimOf = (key: string, requestId: string, leaseMs: number) =>
+        ({ orgId, key, fingerprint: fingerprint("weather", { q: "Berlin" }), requestId, leaseMs })
+      // what a retry of a claimed key is answered: its Retry-After, or the error that is not request_in_progress
+      const retry = (key: string) =>
+        Effect.map(Effect.flip(idempotency.claim(claimOf(key, "req_retry", 30_000))), (e) =>
+          e._tag === "RequestInProgress" ? e.retryAfter : e._tag)
+      // the claim's process died at once: nothing renews its lease
+      yield* idempotency.claim(claimOf("crashed", "req_crashed", 30_000))
+      expect(yield* retry("crashed")).toBe(30)
+      yield* TestClock.adjust("12500 millis")
+      expect(yield* retry("crashed")).toBe(18)
+      yield* TestClock.adjust("17400 millis")
+      expect(yield* retry("crashed")).toBe(1)
+      // the lease is over when Retry-After said: the retry gets the key's final answer
+      yield* TestClock.adjust("100 millis")
+      expect(yield* retry("crashed")).toBe("IdempotencyReplayUnavailable")
+      // a lease ending further off than one lease (a process with a longer one): one lease, as a live owner renews it
+      yield* idempotency.claim(claimOf("long", "req_long", 600_000))
+      expect(yield* retry("long")).toBe(30)
+    }))
+
   it.effect("group commit: claims and stored answers that arrive together share statements, each with its own answer", () =>
     Effect.gen(function* () {
       yield* TestClock.setTime(Date.parse("2026-06-05T00:00:00Z"))

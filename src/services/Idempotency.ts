@@ -264,9 +264,12 @@ export const make = Effect.gen(function* () {
       }
       if (row.status !== "abandoned") {
         if (row.lease_until.getTime() > now) {
+          // Retry-After: when the claim's lease ends, and with it the wait (a live owner renews it, a lease at a
+          // time: never more than one lease from now)
+          const leaseLeftMs = Math.min(row.lease_until.getTime() - now, request.leaseMs)
           return yield* new RequestInProgress({
             message: "A request with this Idempotency-Key is still running. Wait and retry with the same key.",
-            retryAfter: 1
+            retryAfter: Math.max(1, Math.ceil(leaseLeftMs / 1000))
           })
         }
         // The request that claimed the key never finished (its process died, or stalled past its lease): its hold is

@@ -150,6 +150,46 @@ layer(gatewayLayer({ server: { headersTimeoutMs: 500, requestTimeoutMs: 1_000, k
       expect(silent.closedAfterMs).toBeLessThan(4_000)
     }), 30_000)
 
+  it.effect("Expect: 100-continue is answered 100 only once the key is valid: without one, 401 at once and the body is never asked for", () =>
+    Effect.gen(function* () {
+      const port = Number(new URL(yield* baseUrl).port)
+      const { key } = yield* givenOrg({ credits: 10 })
+      // a client as RFC 9110 §10.1.1 has it: headers, then the body only after 100 Continue
+      const expecting = (path: string, headers: Record<string, string>, body: string) =>
+        Effect.async<{ readonly first: string; readonly text: string }>((resume) => {
+          let text = ""
+          let sent = false
+          const lines = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join("")
+          const socket = Net.connect(port, "127.0.0.1", () => {
+            socket.write(
+              `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+                `Expect: 100-continue\r\nConnection: close\r\n${lines}\r\n`
+            )
+          })
+          socket.on("data", (d: Buffer) => {
+            text += d.toString()
+            if (!sent && text.startsWith("HTTP/1.1 100 Continue\r\n\r\n")) {
+              sent = true
+              socket.write(body)
+            }
+          })
+          socket.on("close", () => resume(Effect.succeed({ first: text.slice(0, text.indexOf("\r\n")), text })))
+          socket.on("error", () => undefined)
+        }).pipe(Effect.timeout("8 seconds"))
+      const body = JSON.stringify({ q: "Berlin" })
+      for (const headers of [{}, { "x-api-key": "tg_000000000000000000000000000000ff" }]) {
+        for (const path of ["/v1/weather", "/mcp"]) {
+          const refused = yield* expecting(path, headers, body)
+          expect(refused.first, `${path} ${JSON.stringify(headers)}`).toBe("HTTP/1.1 401 Unauthorized")
+          expect(refused.text).not.toContain("100 Continue")
+          expect(JSON.parse(refused.text.slice(refused.text.indexOf("\r\n\r\n") + 4))).toMatchObject({ error: { code: "invalid_key" } })
+        }
+      }
+      const accepted = yield* expecting("/v1/weather", { "x-api-key": key }, body)
+      expect(accepted.first).toBe("HTTP/1.1 100 Continue")
+      expect(accepted.text.slice(accepted.text.indexOf("\r\n\r\n") + 4)).toMatch(/^HTTP\/1\.1 200 OK\r\n/)
+    }), 30_000)
+
   it.effect("a validation message quotes a bad value only in part", () =>
     Effect.gen(function* () {
       const { key } = yield* givenOrg()

@@ -40,6 +40,22 @@ export const ApiLive = HttpApiBuilder.api(Api).pipe(
  * carries `Connection: close`, which ends the connection (and the rest of the body) once it is sent.
  */
 class GatewayIncomingMessage extends Http.IncomingMessage {
+  /**
+   * The answer of a request that sent `Expect: 100-continue`, until its body is first read: `100 Continue` is sent
+   * then, so only once the gateway reads the body — after the key and the checks before it. A request refused
+   * before (a `401`) is answered without it, and Node closes the connection after that answer, the body unsent.
+   */
+  continueWith: Http.ServerResponse | undefined
+
+  override _read(size: number): void {
+    const response = this.continueWith
+    if (response !== undefined) {
+      this.continueWith = undefined
+      if (!response.headersSent) response.writeContinue()
+    }
+    super._read(size)
+  }
+
   override _destroy(error: Error | null, callback: (error?: Error | null) => void): void {
     if (error === null && !this.complete && this.socket !== null && !this.socket.destroyed) {
       callback(null)
@@ -93,6 +109,13 @@ export const makeNodeServer = (timeouts: {
     socket.once("close", () => clearTimeout(silent))
   })
   server.on("clientError", answerClientError)
+  // Node would answer 100 Continue before the app sees the request (an unauthenticated client invited to send its
+  // body); handled here, the request goes to the app as any other, and 100 waits for the body's first read.
+  server.on("checkContinue", (request, response) => {
+    if (request instanceof GatewayIncomingMessage) request.continueWith = response
+    else response.writeContinue()
+    server.emit("request", request, response)
+  })
   holdUntilServed(server)
   return server
 }

@@ -455,7 +455,7 @@ layer(servicesLayer())("Idempotency-Key in process, on TestClock", (it) => {
       expect(yield* (yield* Idempotency).purgeExpired).toBeGreaterThanOrEqual(1)
     }))
 
-  it.effect("request_in_progress's Retry-After is when the claim's lease ends: rounded up, at least 1 s, at most one lease", () =>
+  it.effect("request_in_progress's Retry-After: 1 s while the claim is renewed on time, then when its lease ends", () =>
     Effect.gen(function* () {
       yield* TestClock.setTime(Date.parse("2026-06-09T00:00:00Z"))
       const idempotency = yield* Idempotency
@@ -466,19 +466,26 @@ layer(servicesLayer())("Idempotency-Key in process, on TestClock", (it) => {
       const retry = (key: string) =>
         Effect.map(Effect.flip(idempotency.claim(claimOf(key, "req_retry", 30_000))), (e) =>
           e._tag === "RequestInProgress" ? e.retryAfter : e._tag)
-      // the claim's process died at once: nothing renews its lease
+      // the claim's process died at once: nothing renews its lease. While more than half of it is left, it may well be
+      // a live call (renewed every third of the lease): retry in a second
       yield* idempotency.claim(claimOf("crashed", "req_crashed", 30_000))
-      expect(yield* retry("crashed")).toBe(30)
-      yield* TestClock.adjust("12500 millis")
-      expect(yield* retry("crashed")).toBe(18)
-      yield* TestClock.adjust("17400 millis")
+      expect(yield* retry("crashed")).toBe(1)
+      yield* TestClock.adjust("14900 millis")
+      expect(yield* retry("crashed")).toBe(1)
+      // its renewal overdue: the seconds until its lease ends, rounded up
+      yield* TestClock.adjust("2600 millis")
+      expect(yield* retry("crashed")).toBe(13)
+      yield* TestClock.adjust("12400 millis")
       expect(yield* retry("crashed")).toBe(1)
       // the lease is over when Retry-After said: the retry gets the key's final answer
       yield* TestClock.adjust("100 millis")
       expect(yield* retry("crashed")).toBe("IdempotencyReplayUnavailable")
-      // a lease ending further off than one lease (a process with a longer one): one lease, as a live owner renews it
+      // a lease ending further off than one lease (a process with a longer one): a live call's, retried in a second;
+      // once less than half of this process's lease is left, that time
       yield* idempotency.claim(claimOf("long", "req_long", 600_000))
-      expect(yield* retry("long")).toBe(30)
+      expect(yield* retry("long")).toBe(1)
+      yield* TestClock.adjust("588 seconds")
+      expect(yield* retry("long")).toBe(12)
     }))
 
   it.effect("group commit: claims and stored answers that arrive together share statements, each with its own answer", () =>

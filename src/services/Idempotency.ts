@@ -264,12 +264,14 @@ export const make = Effect.gen(function* () {
       }
       if (row.status !== "abandoned") {
         if (row.lease_until.getTime() > now) {
-          // Retry-After: when the claim's lease ends, and with it the wait (a live owner renews it, a lease at a
-          // time: never more than one lease from now)
+          // Retry-After: a claim renewed on time is a call alive (its process renews it every third of the lease, so
+          // more than half of it is always left): a second, as it will likely answer soon. One whose renewal is
+          // overdue may have lost its process: the seconds until its lease ends, when the retry has its answer (the
+          // replay, or idempotency_replay_unavailable) — never more than one lease.
           const leaseLeftMs = Math.min(row.lease_until.getTime() - now, request.leaseMs)
           return yield* new RequestInProgress({
             message: "A request with this Idempotency-Key is still running. Wait and retry with the same key.",
-            retryAfter: Math.max(1, Math.ceil(leaseLeftMs / 1000))
+            retryAfter: leaseLeftMs > request.leaseMs / 2 ? 1 : Math.max(1, Math.ceil(leaseLeftMs / 1000))
           })
         }
         // The request that claimed the key never finished (its process died, or stalled past its lease): its hold is

@@ -913,6 +913,34 @@ layer(warmGateway, { excludeTestServices: true })("providers", (it) => {
         expect(retryAfterOf(result)).toBe(60)
       }))
 
+    it.effect("mobile_app_search (iTunes): a store country that is no country's code, or has no storefront, is the caller's 400, never billed", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        u.resetAll()
+        const { key, orgId } = yield* prepare(caseOf("mobile_app_search"))
+        const invalid = { status: 400, type: "validation", code: "invalid_request", retryable: false, billable: false } as const
+        // not an ISO 3166-1 alpha-2 code: refused on its face, before anything is held or sent
+        for (const country of ["uk", "ZZ", "eu"]) {
+          const result = yield* callTool("mobile_app_search", { query: "notes", country }, { key })
+          expectEnvelope(result, { ...invalid, message: `country: "${country.toLowerCase()}" is not an ISO 3166-1 alpha-2 country code` })
+        }
+        expect(u.itunes.hits()).toBe(0)
+        expect(yield* books(orgId)).toEqual(expect.objectContaining({ balance: 100, held: 0, holdsByStatus: {} }))
+        // a country's code with no App Store storefront: Apple's own 400 names the key, and the hold is voided
+        const cuba = yield* callTool("mobile_app_search", { query: "notes", country: "CU" }, { key })
+        expectEnvelope(cuba, { ...invalid, message: "country: the App Store has no storefront for \"cu\"" })
+        expect(u.itunes.requests.map((r) => r.query.get("country"))).toEqual(["cu"])
+        const raw = yield* request("/v1/run", {
+          body: JSON.stringify({ tool: "mobile_app_search", input: { query: "notes", country: "aq" } }),
+          headers: { "content-type": "application/json", "x-api-key": key }
+        })
+        expectEnvelope(raw, { ...invalid, message: "country: the App Store has no storefront for \"aq\"" })
+        expect(yield* books(orgId)).toEqual(expect.objectContaining({ balance: 100, held: 0, holdsByStatus: { voided: 2 } }))
+        // any case of a storefront's code is that storefront
+        expectOk(yield* callTool("mobile_app_search", { query: "notes", country: "GB" }, { key }))
+        expect(u.itunes.requests.map((r) => r.query.get("country"))).toEqual(["cu", "aq", "gb"])
+      }))
+
     it.effect("gamma_scrape answers every format it was asked for: a summary and change tracking are not dropped", () =>
       Effect.gen(function* () {
         const u = yield* TestUpstreams

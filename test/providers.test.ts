@@ -1014,6 +1014,31 @@ layer(warmGateway, { excludeTestServices: true })("providers", (it) => {
       }))
   })
 
+  describe("epsilon's method", () => {
+    it.effect("any case of an allowed method is taken and sent upper-case; another method is refused before anything is sent", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        u.resetAll()
+        const epsilon = caseOf("epsilon_request")
+        const { key, orgId } = yield* prepare(epsilon)
+        for (const [asked, sent] of [["get", "GET"], ["Post", "POST"], ["pUt", "PUT"], ["patch", "PATCH"], ["delete", "DELETE"]] as const) {
+          const result = yield* callTool("epsilon_request", { path: "/v2/items", method: asked }, { key, idempotencyKey: `method-${asked}` })
+          expectOk(result)
+          expect(result.body).toMatchObject({ provider: "epsilon", status: 200, body: { method: sent, path: "/v2/items" } })
+        }
+        expect(u.rest.requests.map((r) => r.method)).toEqual(["GET", "POST", "PUT", "PATCH", "DELETE"])
+        // a write is a write whatever its case: it carries the call's Idempotency-Key, a GET does not
+        expect(u.rest.requests.map((r) => r.headers["idempotency-key"] !== undefined)).toEqual([false, true, true, true, true])
+        const before = yield* books(orgId)
+        for (const method of ["trace", "TRACE", "fetch", "get ", ""]) {
+          const result = yield* callTool("epsilon_request", { path: "/v2/items", method }, { key })
+          expectEnvelope(result, { status: 400, type: "validation", code: "invalid_request", retryable: false, billable: false, message: "method" })
+        }
+        expect(u.rest.hits()).toBe(5)
+        expect(yield* books(orgId)).toEqual(before)
+      }))
+  })
+
   describe("POST /v1/run", () => {
     it.effect("validates the tool and its input like the tool itself", () =>
       Effect.gen(function* () {

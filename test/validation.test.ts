@@ -123,7 +123,9 @@ const cases = (pagesUrl: string): Record<ToolName, Case> => ({
     valid: { path: "/items" },
     required: ["path"],
     wrongTypes: { path: 1, method: "FETCH", query: [], body: "x" },
-    extra: "refused"
+    extra: "refused",
+    // an allowed method in any case (sent upper-case); no other method, in any case
+    bounds: [{ field: "method", ok: ["GET", "get", "Post", "dElEtE"], bad: ["TRACE", "trace", "OPTIONS", "get ", ""] }]
   },
   zeta_request: {
     valid: { path: "me" },

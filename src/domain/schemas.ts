@@ -140,9 +140,26 @@ export const DeltaLikeInput = strict({
   cid: NonEmpty.annotations({ description: "The post's CID (the version liked)" })
 }, "DeltaLikeInput", "Like a post on the connected Bluesky account")
 
+/** The methods `epsilon_request` sends. */
+export const EPSILON_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"] as const
+
+/**
+ * An allowed method in any case ("get", "Post"): sent upper-case, as the standard methods are spelled (HTTP methods
+ * are case-sensitive on the wire, RFC 9110 §9.1, so "get" would be another method to the server). The same rule in
+ * JSON Schema, as a pattern with each letter in either case (ECMA-262 patterns have no flags).
+ */
+export const EpsilonMethod = Schema.String.pipe(
+  Schema.filter((m) => EPSILON_METHODS.some((allowed) => allowed === m.toUpperCase()), {
+    message: () => `must be one of ${EPSILON_METHODS.join(", ")} (in any case)`,
+    jsonSchema: {
+      pattern: `^(?:${EPSILON_METHODS.map((m) => [...m].map((c) => `[${c}${c.toLowerCase()}]`).join("")).join("|")})$`
+    }
+  })
+).annotations({ description: "The HTTP method: GET (default), POST, PUT, PATCH or DELETE, in any case; sent upper-case" })
+
 export const EpsilonRequestInput = strict({
   path: NonEmpty.annotations({ description: "The path under the connection's base URL, e.g. \"/v1/items\"" }),
-  method: opt(Schema.Literal("GET", "POST", "PUT", "PATCH", "DELETE").annotations({ description: "The HTTP method; default GET" })),
+  method: opt(EpsilonMethod),
   query: opt(JsonObject.annotations({ description: "Query parameters, name to value (non-strings sent as JSON)" })),
   body: opt(JsonObject.annotations({ description: "A JSON body to send" }))
 }, "EpsilonRequestInput", "A request to the connected REST API")

@@ -5,6 +5,7 @@
 import * as Effect from "effect/Effect"
 import type { Credentials } from "../domain/connections.js"
 import type { ToolInput, ToolOutput } from "../domain/tools.js"
+import { EPSILON_METHODS } from "../domain/schemas.js"
 import { idempotencyHeader, ProviderClient } from "../services/ProviderClient.js"
 import { parseUpstreamJson } from "../domain/json.js"
 import { invalid, type ProviderTool, requestText, urlUnder } from "./common.js"
@@ -25,13 +26,25 @@ const targetOf = (input: ToolInput<"epsilon_request">, credentials: Credentials[
   return url === undefined ? Effect.fail(invalid("path must stay on the connection's base URL")) : Effect.succeed(url)
 }
 
+/**
+ * The method sent: the input's in any case, upper-case as the standard methods are spelled (a server reads "get" as
+ * another method, RFC 9110 §9.1). The input's schema has already refused a method that is none of them.
+ */
+const methodOf = (input: ToolInput<"epsilon_request">) => {
+  const asked = (input.method ?? "GET").toUpperCase()
+  const method = EPSILON_METHODS.find((m) => m === asked)
+  return method === undefined
+    ? Effect.fail(invalid(`method must be one of ${EPSILON_METHODS.join(", ")} (in any case)`))
+    : Effect.succeed(method)
+}
+
 export const request: ProviderTool<ToolInput<"epsilon_request">, Credentials["epsilon"], ToolOutput<"epsilon_request">> = {
   check: (input, credentials) => Effect.asVoid(targetOf(input, credentials)),
   fetch: (input, credentials) =>
     Effect.gen(function* () {
       const url = yield* targetOf(input, credentials)
       for (const [k, v] of Object.entries(input.query ?? {})) url.searchParams.append(k, queryValue(v))
-      const method = input.method ?? "GET"
+      const method = yield* methodOf(input)
       // a write carries the call's derived Idempotency-Key (the IETF httpapi header), for an API that honours it
       const headers: Record<string, string> = method === "GET" ? {} : { ...(yield* idempotencyHeader) }
       if (credentials.token !== undefined) {

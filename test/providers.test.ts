@@ -411,6 +411,12 @@ const prepare = (c: Case, credits = 100) =>
     return member
   })
 
+/** `value` as an object whose properties can be read, after checking that it is one. */
+const expectObject = (value: unknown): Record<string, unknown> => {
+  expect(typeof value === "object" && value !== null && !Array.isArray(value), JSON.stringify(value)).toBe(true)
+  return typeof value === "object" && value !== null ? Object.fromEntries(Object.entries(value)) : {}
+}
+
 const matches = (r: RecordedRequest, sent: Sent) =>
   r.method === sent.method && (typeof sent.path === "string" ? r.path === sent.path : sent.path.test(r.path))
 
@@ -1036,6 +1042,47 @@ layer(warmGateway, { excludeTestServices: true })("providers", (it) => {
         }
         expect(u.rest.hits()).toBe(5)
         expect(yield* books(orgId)).toEqual(before)
+      }))
+  })
+
+  describe("zeta's paging", () => {
+    it.effect("Graph's paging URLs come back without the org's access token, in the answer and in the raw answer; the cursors stay", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        u.resetAll()
+        const zeta = caseOf("zeta_request")
+        const { key } = yield* prepare(zeta)
+        const token = CREDENTIALS.zeta.access_token
+        const input = { path: "1234/posts", params: { limit: 1, fields: "message,comments" } }
+        const result = yield* callTool("zeta_request", input, { key })
+        expectOk(result)
+        // the fake wrote the token into each paging URL (as Graph does)
+        expect(u.graph.requests.map((r) => r.headers["authorization"])).toEqual([`Bearer ${token}`])
+        expect(result.text).not.toContain(token)
+        expect(result.text).not.toContain("access_token")
+        const urlAt = (value: unknown) => new URL(typeof value === "string" ? value : "")
+        const { data } = expectObject(result.body)
+        const paging = expectObject(expectObject(data).paging)
+        for (const [name, cursor] of [["next", "after"], ["previous", "before"]] as const) {
+          const url = urlAt(paging[name])
+          expect(url.pathname).toBe("/v26.0/1234/posts")
+          expect(Object.fromEntries(url.searchParams)).toEqual({
+            limit: "1",
+            fields: "message,comments",
+            [cursor]: cursor === "after" ? "MTAxNTExOTQ1MjAwNzI5NDE=" : "NDMyNzQyODI3OTQw"
+          })
+        }
+        expect(paging.cursors).toEqual({ before: "NDMyNzQyODI3OTQw", after: "MTAxNTExOTQ1MjAwNzI5NDE=" })
+        // an edge inside a field has paging of its own
+        expect(JSON.stringify(expectObject(data).data)).toContain("1234_1/comments?")
+        const raw = yield* request("/v1/run", {
+          body: JSON.stringify({ tool: "zeta_request", input }),
+          headers: { "content-type": "application/json", "x-api-key": key }
+        })
+        expectOk(raw)
+        expect(raw.text).toContain("MTAxNTExOTQ1MjAwNzI5NDE")
+        expect(raw.text).not.toContain(token)
+        expect(raw.text).not.toContain("access_token")
       }))
   })
 

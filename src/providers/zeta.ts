@@ -115,6 +115,49 @@ const graphError = (response: UpstreamResponse, now: number): ProviderError | un
 }
 
 /**
+ * Query parameters of a Graph URL that carry a secret: the access token, and the proof of the app secret with its
+ * time (https://developers.facebook.com/docs/graph-api/securing-requests).
+ */
+const SECRET_PARAMETERS = ["access_token", "appsecret_proof", "appsecret_time"] as const
+
+/** A URL (absolute or not) without `SECRET_PARAMETERS` in its query; the rest of it as it was. */
+const withoutSecretParameters = (url: string): string => {
+  const q = url.indexOf("?")
+  if (q < 0) return url
+  const hash = url.indexOf("#", q)
+  const params = new URLSearchParams(url.slice(q + 1, hash < 0 ? undefined : hash))
+  if (!SECRET_PARAMETERS.some((name) => params.has(name))) return url
+  for (const name of SECRET_PARAMETERS) params.delete(name)
+  const query = params.toString()
+  return url.slice(0, q) + (query === "" ? "" : `?${query}`) + (hash < 0 ? "" : url.slice(hash))
+}
+
+/**
+ * Graph's answer without the org's secrets. A paginated edge answers `paging.previous` and `paging.next`, Graph URLs
+ * for the pages around this one (https://developers.facebook.com/docs/graph-api/results), which repeat the call's
+ * access token as `access_token` (and an `appsecret_proof` with it): those parameters are taken out, wherever a
+ * `paging` is in the answer (an edge nested in a field has its own), and the page is asked for with the rest of the
+ * URL's query (`after`/`before` and the others) in `params`. Any other place the org's token itself appears is
+ * `[redacted]`.
+ */
+const withoutSecrets = (body: unknown, token: string): unknown => {
+  const redact = (s: string) => (token.length > 0 && s.includes(token) ? s.split(token).join("[redacted]") : s)
+  const walk = (value: unknown, paging: boolean): unknown => {
+    if (typeof value === "string") return redact(value)
+    if (Array.isArray(value)) return value.map((v) => walk(v, false))
+    if (typeof value !== "object" || value === null) return value
+    // fromEntries defines each key as the object's own, a `__proto__` too
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [
+      k,
+      paging && (k === "next" || k === "previous") && typeof v === "string"
+        ? redact(withoutSecretParameters(v))
+        : walk(v, k === "paging")
+    ]))
+  }
+  return walk(body, false)
+}
+
+/**
  * The URL a call goes to: `{base}/{version}/{path}`, which must stay under `{base}/{version}/` (the base URL may be an
  * operator's proxy with a path of its own; `..` segments, spelled, percent-encoded or behind an encoded slash, are
  * resolved before the check). The input's schema has already refused a version that is not one, and `?` and `#`.
@@ -133,7 +176,7 @@ export const zetaRequest: AccountTool<"zeta_request", "zeta"> = {
     Effect.gen(function* () {
       const url = yield* targetOf(input, yield* ProvidersConfig)
       for (const [k, v] of Object.entries(input.params ?? {})) url.searchParams.set(k, param(v))
-      return yield* requestJson({
+      const raw = yield* requestJson({
         provider: "zeta",
         method: "GET",
         url: url.toString(),
@@ -141,6 +184,8 @@ export const zetaRequest: AccountTool<"zeta_request", "zeta"> = {
         idempotent: true,
         classify: graphError
       })
+      // the raw answer (`POST /v1/run`) and the tool's alike: neither shows the org's token
+      return { ...raw, body: withoutSecrets(raw.body, credentials.access_token) }
     }),
   normalize: (_input, raw) =>
     Effect.map(decodeUpstream("zeta", JsonObject, "zeta_request")(raw.body), (data) => ({ provider: "zeta", data }))

@@ -238,7 +238,44 @@ export const handleGraph = (req: RecordedRequest): Reply => {
   if (req.method !== "GET" || match === null || version === undefined) {
     return graphError(400, 2500, `Unknown path components: ${req.path}`)
   }
+  const edge = /^(\d+)\/posts$/.exec(match[2] ?? "")
+  if (edge !== null) return graphPosts(req, `${match[1]}/${match[2]}`, edge[1] ?? "")
   return json(200, { id: "1234", name: "Alice", version, path: match[2], fields: req.query.get("fields") })
+}
+
+/**
+ * A cursor-paginated edge, as "Paginated Results" (https://developers.facebook.com/docs/graph-api/results) shows
+ * one: `{data, paging: {cursors: {before, after}, previous, next}}`, where `previous` and `next` are Graph URLs for
+ * the pages around this one. Graph builds them from the call's own query — `limit`, `fields`, … — and the access
+ * token the call used, which is how they come back in practice (the docs' sample leaves the token out): here the
+ * token of the call's `Authorization` header is written into them as `access_token`, so a gateway that passes them on
+ * as they came shows it. A post's `comments` is an edge of its own inside the answer, with paging of its own.
+ */
+const graphPosts = (req: RecordedRequest, path: string, node: string): Reply => {
+  const token = (req.headers["authorization"] ?? "").replace(/^Bearer /, "")
+  const pageUrl = (cursor: "before" | "after", value: string, of = path) => {
+    const query = new URLSearchParams(req.query)
+    query.delete("before")
+    query.delete("after")
+    query.set("access_token", token)
+    query.set(cursor, value)
+    return `https://graph.facebook.com/${of}?${query.toString()}`
+  }
+  return json(200, {
+    data: [{
+      id: `${node}_1`,
+      message: "hello",
+      comments: {
+        data: [{ id: `${node}_1_9`, message: "hi" }],
+        paging: { cursors: { before: "QVFIUmM5", after: "QVFIUmM5" }, next: pageUrl("after", "QVFIUmM5", `${path.split("/")[0]}/${node}_1/comments`) }
+      }
+    }],
+    paging: {
+      cursors: { before: "NDMyNzQyODI3OTQw", after: "MTAxNTExOTQ1MjAwNzI5NDE=" },
+      previous: pageUrl("before", "NDMyNzQyODI3OTQw"),
+      next: pageUrl("after", "MTAxNTExOTQ1MjAwNzI5NDE=")
+    }
+  })
 }
 
 /**

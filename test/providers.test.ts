@@ -41,6 +41,7 @@ import {
   setBlueskyPds
 } from "./upstreams/accounts.js"
 import { BLOCKLISTED_URL_MESSAGE, FIRECRAWL_BLOCKLISTED_HOST, FIRECRAWL_NO_CREDITS } from "./upstreams/firecrawl.js"
+import { JINA_NO_CONTENT_PATH } from "./upstreams/jina.js"
 import { EXA_PROHIBITED_QUERY, EXA_ROBOTS_REFUSED, EXA_TEAM_BLOCKED } from "./upstreams/exa.js"
 import { UNKNOWN_FILM } from "./upstreams/tmdb.js"
 import { ITUNES_THROTTLED } from "../src/testing/itunes.js"
@@ -1170,6 +1171,35 @@ layer(warmGateway, { excludeTestServices: true })("providers", (it) => {
 layer(gatewayLayer({ providers: { ...config.providers, readProviders: ["builtin", "beta", "gamma"] } }), { excludeTestServices: true })(
   "read fallback",
   (it) => {
+    it.effect("a page Jina Reader gets no content of: beta_read is the caller's 400, not billed; read moves on to its next provider", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        u.resetAll()
+        const { key, orgId } = yield* givenMember({ credits: 50 })
+        const url = `https://example.com${JINA_NO_CONTENT_PATH}`
+        const alone = yield* callTool("beta_read", { url }, { key })
+        expectEnvelope(alone, {
+          status: 400,
+          type: "validation",
+          code: "invalid_request",
+          retryable: false,
+          billable: false,
+          message: `url: Jina Reader found no content at ${url} (HTTP 422: No content available for URL ${url})`
+        })
+        expect(u.jina.hits()).toBe(1)
+        expect(yield* books(orgId)).toMatchObject({ balance: 50, held: 0, holdsByStatus: { voided: 1 } })
+        // read: the built-in reader is down, Jina has nothing, Firecrawl reads it; charged once
+        u.pages.fault({ status: 503 })
+        const page = `${u.pages.url}${JINA_NO_CONTENT_PATH}`
+        const read = yield* callTool("read", { url: page }, { key })
+        u.pages.fault()
+        expectOk(read, 1)
+        expect(read.body).toMatchObject({ provider: "gamma" })
+        expect(u.jina.hits()).toBe(2)
+        expect(u.firecrawl.hits("/v2/scrape")).toBe(1)
+        expect(yield* books(orgId)).toMatchObject({ balance: 49, held: 0, holdsByStatus: { voided: 1, settled: 1 } })
+      }))
+
     it.effect("first provider down → the second answers, one charge; all down → the last error", () =>
       Effect.gen(function* () {
         const u = yield* TestUpstreams

@@ -12,7 +12,8 @@
  * Both answer `{code, status, data}` when asked for JSON (`Accept: application/json`), and take the key as a
  * Bearer token. Jina's error statuses (401 bad key, 400 `ParamValidationError`, 429, 5xx) mean what HTTP says:
  * the general rules of the provider client read them. One is an answer: Search's 422 for a query or a page with
- * no results (`JinaNoResults`), which is no results, and past page 1 the end of the paging.
+ * no results (`JinaNoResults`), which is no results, and past page 1 the end of the paging. Another is the caller's:
+ * the Reader's 422 for a page it got nothing of (`JinaNoContent`), `PageWithoutContent`.
  */
 import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
@@ -23,7 +24,7 @@ import { ProviderNotConfigured } from "../domain/errors.js"
 import { DEFAULT_MAX_CHARS, DEFAULT_MAX_RESULTS, type ToolInput, type ToolOutput } from "../domain/tools.js"
 import { type ProviderEndpoint, ProvidersConfig } from "../config.js"
 import { bodyText, type UpstreamResponse } from "../services/ProviderClient.js"
-import { decodeUpstream, keepFile, NullableString, type ProviderTool, requestJson } from "./common.js"
+import { decodeUpstream, keepFile, NullableString, PageWithoutContent, type ProviderTool, requestJson } from "./common.js"
 import { truncate } from "./text.js"
 
 export const PROVIDER = "beta"
@@ -59,6 +60,22 @@ export const JinaNoResults = Schema.Struct({
 
 const isNoResults = (response: UpstreamResponse) =>
   response.status === 422 && Option.isSome(Schema.decodeUnknownOption(Schema.parseJson(JinaNoResults))(bodyText(response)))
+
+/**
+ * The Reader's answer when it got nothing at all of the page — no snapshot before its time ran out, the page never
+ * loaded for it: src/api/crawler.ts throws `AssertionFailureError("No content available for URL …")` (or, in its
+ * simpler modes, "No content available"), which civkit answers as HTTP 422, shaped as `JinaNoResults`. A page that
+ * loads empty is not this: the Reader answers it 200, with empty content.
+ */
+export const JinaNoContent = Schema.Struct({
+  data: Schema.optional(Schema.Null),
+  code: Schema.Literal(422),
+  name: Schema.Literal("AssertionFailureError"),
+  message: Schema.String.pipe(Schema.startsWith("No content available"))
+})
+
+const noContent = (response: UpstreamResponse) =>
+  response.status === 422 ? Schema.decodeUnknownOption(Schema.parseJson(JinaNoContent))(bodyText(response)) : Option.none()
 
 /** What `beta_search` reads: Jina's results, or its answer that there are none. */
 const JinaSearchOrNone = Schema.Union(JinaSearchAnswer, JinaNoResults)
@@ -116,7 +133,7 @@ const read = (url: string, format: string | undefined) =>
     const config = yield* ProvidersConfig
     const endpoint = config.endpoints.betaRead
     const key = yield* keyOf(endpoint)
-    return yield* requestJson({
+    const raw = yield* requestJson({
       provider: PROVIDER,
       method: "POST",
       url: `${endpoint.baseUrl}/`,
@@ -126,8 +143,18 @@ const read = (url: string, format: string | undefined) =>
         ...(format !== undefined ? { "x-return-format": format } : {})
       },
       json: { url },
-      idempotent: true
+      idempotent: true,
+      isAnswer: (response) => Option.isSome(noContent(response))
     })
+    // the only non-2xx let through: Jina found nothing to read there
+    const none = Option.getOrUndefined(Schema.decodeUnknownOption(JinaNoContent)(raw.body))
+    if (raw.status === 422 && none !== undefined) {
+      return yield* new PageWithoutContent({
+        message: `url: Jina Reader found no content at ${url} (HTTP 422: ${none.message.slice(0, 300)}): the page did not ` +
+          "load for it, or had nothing it could read. Check the URL, or read the page with another tool."
+      })
+    }
+    return raw
   })
 
 /**

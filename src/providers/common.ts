@@ -97,6 +97,13 @@ export const decodeUpstream = <A, I>(provider: string, schema: Schema.Schema<A, 
 
 export const invalid = (message: string) => new InvalidRequest({ message })
 
+/**
+ * A reader found nothing to read at the caller's URL (Jina Reader's "No content available"): the caller's
+ * `invalid_request` (400, not billed) on the tool that asked that reader alone, and for curated `read` a page-level
+ * failure on which it moves on to its next provider, as it does for a page that refused the built-in fetch.
+ */
+export class PageWithoutContent extends InvalidRequest {}
+
 const contentTypeOf = (response: UpstreamResponse) => response.headers["content-type"] ?? ""
 
 const rawOf = (provider: string, response: UpstreamResponse, body: unknown): Raw => ({

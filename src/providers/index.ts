@@ -21,7 +21,7 @@ import { makePolicy, refusedUrl } from "../services/Ssrf.js"
 import * as Alpha from "./alpha.js"
 import * as AppStore from "./appstore.js"
 import * as Beta from "./beta.js"
-import type { ProviderCallError, ProviderEffect, ProviderTool, Raw } from "./common.js"
+import { PageWithoutContent, type ProviderCallError, type ProviderEffect, type ProviderTool, type Raw } from "./common.js"
 import * as Delta from "./delta.js"
 import * as Epsilon from "./epsilon.js"
 import * as Eta from "./eta.js"
@@ -45,13 +45,14 @@ type Config = typeof ProvidersConfig.Service
 /**
  * When a curated tool moves on to its next provider: a failure that may pass (unavailable, rate limited,
  * timed out), the operator's key refused by this provider, the operator's account there out of credits (a
- * 402: Firecrawl's "Insufficient credits", say), or a page that refused the built-in fetch (an API reader may
- * still get it).
+ * 402: Firecrawl's "Insufficient credits", say), a page that refused the built-in fetch, or one a reader found no
+ * content at (`PageWithoutContent`: another reader may still get it).
  */
 const movesOn = (e: ProviderCallError) =>
   e._tag === "ProviderUnavailable" || e._tag === "ProviderRateLimited" || e._tag === "ProviderTimeout" ||
   e._tag === "ProviderCredentialRejected" ||
-  (e._tag === "ProviderRejected" && (e.upstreamStatus === 401 || e.upstreamStatus === 402 || e.upstreamStatus === 403))
+  (e._tag === "ProviderRejected" && (e.upstreamStatus === 401 || e.upstreamStatus === 402 || e.upstreamStatus === 403)) ||
+  e instanceof PageWithoutContent
 
 
 /** Whether a provider tool can run on this gateway (no predicate: always). */

@@ -34,10 +34,21 @@ const noResults = (query: string): Reply => {
   return json(422, { data: null, code: 422, name: "AssertionFailureError", status: 42206, message, readableMessage: `AssertionFailureError: ${message}` })
 }
 
+/**
+ * A page the Reader gets nothing of (it never loads for Jina's browser), whatever its host: src/api/crawler.ts throws
+ * `AssertionFailureError("No content available for URL <url>")` when no snapshot came before its time ran out, which
+ * civkit answers as HTTP 422 (status 42206), shaped as Search's no-results answer.
+ */
+export const JINA_NO_CONTENT_PATH = "/nothing-for-jina"
+
 /** The Reader's answer for `url`, in the format `X-Return-Format` asks for. */
 const readPage = (target: string, req: RecordedRequest): Reply => {
   // normalized as getTargetUrl does: `new URL(url).href` keeps the query string and the fragment as they are
   const url = URL.canParse(target) ? new URL(target).href : target
+  if (URL.canParse(target) && new URL(target).pathname === JINA_NO_CONTENT_PATH) {
+    const message = `No content available for URL ${url}`
+    return json(422, { data: null, code: 422, name: "AssertionFailureError", status: 42206, message, readableMessage: `AssertionFailureError: ${message}` })
+  }
   const format = req.headers["x-return-format"]
   if (format === "screenshot" || format === "pageshot") {
     const shot = `http://${req.headers["host"] ?? "127.0.0.1"}/screenshots/page.png`

@@ -91,6 +91,36 @@ layer(gatewayLayer(), { excludeTestServices: true })("SSRF guard", (it) => {
       expect(yield* books(orgId)).toMatchObject({ balance: 50, held: 0, holdsByStatus: { voided: 3 } })
     }))
 
+  // `read` here tries builtin, then beta (Jina) and gamma (Firecrawl), as by default. A self-hosted reader may sit
+  // in the operator's network, where a name public DNS does not know may resolve: what the guard refused, or
+  // could not resolve, is never handed to them.
+  it.effect("read hands no other provider a URL the guard refused or could not resolve: beta and gamma are never asked", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      const { key, orgId } = yield* givenOrg({ credits: 50 })
+      // `.invalid` never resolves (RFC 2606 §2); where this machine's resolver cannot be reached at all, the
+      // lookup fails for now (EAI_AGAIN) rather than finding no such name
+      const dns = yield* Effect.promise(() =>
+        Dns.lookup("page.example.invalid").then(() => "resolved", (e: NodeJS.ErrnoException) => e.code ?? "failed"))
+      const unresolved = dns === "ENOTFOUND"
+        ? { ...refused, message: "page.example.invalid does not resolve" }
+        : { status: 502, type: "provider", code: "provider_unavailable", retryable: true, billable: false, message: "could not be resolved" } as const
+      const direct = yield* callTool("read", { url: "http://page.example.invalid/article" }, { key })
+      expectEnvelope(direct, unresolved)
+      // a public page's redirect to such a name: the same
+      const redirected = yield* callTool("read", {
+        url: `${u.pages.url}/redirect?to=${encodeURIComponent("http://page.example.invalid/admin")}`
+      }, { key })
+      expectEnvelope(redirected, dns === "ENOTFOUND" ? { ...refused, message: "page.example.invalid does not resolve" } : unresolved)
+      // private addresses: written as one, and reached by a redirect
+      expectEnvelope(yield* callTool("read", { url: "http://10.0.0.1/" }, { key }), refused)
+      expectEnvelope(yield* callTool("read", { url: `${u.pages.url}/redirect?to=${encodeURIComponent("http://169.254.169.254/latest/")}` }, { key }), refused)
+      expect(u.pages.hits("/redirect")).toBe(2)
+      expect({ jina: u.jina.hits(), firecrawl: u.firecrawl.hits() }).toEqual({ jina: 0, firecrawl: 0 })
+      expect(yield* books(orgId)).toMatchObject({ balance: 50, held: 0 })
+    }))
+
   it.effect("the generic REST provider: a connection's base URL to any special address is refused, at no cost", () =>
     Effect.gen(function* () {
       const { key, token, orgId } = yield* givenMember({ credits: 50 })

@@ -85,7 +85,12 @@ export class KeySpendLimitExceeded extends Schema.TaggedError<KeySpendLimitExcee
 
 // -- provider ---------------------------------------------------------------------------------------
 export class ProviderUnavailable extends Schema.TaggedError<ProviderUnavailable>()("ProviderUnavailable", {
-  message: Schema.String
+  message: Schema.String,
+  /**
+   * The caller's host name could not be resolved for now (a DNS lookup that failed, not one that found no such
+   * name): a curated tool does not move on to its next provider with it (see `providers/index.ts`).
+   */
+  hostUnresolved: Schema.optional(Schema.Literal(true))
 }) {}
 export class ProviderRateLimited extends Schema.TaggedError<ProviderRateLimited>()("ProviderRateLimited", {
   message: Schema.String,

@@ -46,14 +46,15 @@ type Config = typeof ProvidersConfig.Service
  * When a curated tool moves on to its next provider: a failure that may pass (unavailable, rate limited,
  * timed out), the operator's key refused by this provider, the operator's account there out of credits (a
  * 402: Firecrawl's "Insufficient credits", say), a page that refused the built-in fetch, or one a reader found no
- * content at (`PageWithoutContent`: another reader may still get it).
+ * content at (`PageWithoutContent`: another reader may still get it). Never after the SSRF guard refused the URL
+ * (`url_not_allowed`) or could not resolve its host name (`ProviderUnavailable.hostUnresolved`): an operator's
+ * self-hosted reader may reach, inside its network, what the guard refused or could not check.
  */
 const movesOn = (e: ProviderCallError) =>
-  e._tag === "ProviderUnavailable" || e._tag === "ProviderRateLimited" || e._tag === "ProviderTimeout" ||
+  (e._tag === "ProviderUnavailable" && e.hostUnresolved !== true) || e._tag === "ProviderRateLimited" || e._tag === "ProviderTimeout" ||
   e._tag === "ProviderCredentialRejected" ||
   (e._tag === "ProviderRejected" && (e.upstreamStatus === 401 || e.upstreamStatus === 402 || e.upstreamStatus === 403)) ||
   e instanceof PageWithoutContent
-
 
 /** Whether a provider tool can run on this gateway (no predicate: always). */
 export const configured = (

@@ -32,7 +32,7 @@ import {
   WriteOutcomeUnknown
 } from "../domain/errors.js"
 import { ProvidersConfig } from "../config.js"
-import { guardedLookup, makePolicy, refusedUrl } from "./Ssrf.js"
+import { guardedLookup, HostUnresolved, makePolicy, refusedUrl } from "./Ssrf.js"
 import { nowMillis } from "./time.js"
 import { traced } from "./tracing.js"
 import { charsetOf, isJsonMediaType } from "../domain/contentType.js"
@@ -355,6 +355,30 @@ const ssrfReason = (cause: unknown): string | undefined => {
   return undefined
 }
 
+/** The guard's lookup of the URL's host name that failed, if that is what the exchange failed with. */
+const unresolvedHost = (cause: unknown): HostUnresolved | undefined => {
+  for (const c of causeChain(cause)) {
+    if (c instanceof HostUnresolved) return c
+  }
+  return undefined
+}
+
+/**
+ * A caller's URL (or a hop of its redirects) whose host name the guard could not resolve. A name that does not
+ * exist is the caller's to fix (`url_not_allowed`); a lookup that failed for now is `provider_unavailable`,
+ * retryable. Neither moves a curated tool on to its next provider, which may resolve the name where this gateway
+ * cannot check it (an operator's self-hosted reader, inside their network).
+ */
+const unresolvedFailure = (unresolved: HostUnresolved): UrlNotAllowed | ProviderUnavailable =>
+  unresolved.dnsCode === "ENOTFOUND"
+    ? new UrlNotAllowed({
+      message: `The URL is not allowed: ${unresolved.host} does not resolve (ENOTFOUND), so it is not fetched, here or by another provider.`
+    })
+    : new ProviderUnavailable({
+      message: `${unresolved.host} could not be resolved for now (${unresolved.dnsCode}); retry later.`,
+      hostUnresolved: true
+    })
+
 /**
  * What an exchange failed with before its connection was made, its TLS handshake included (refused, unresolvable,
  * unreachable, a certificate refused, a handshake cut off, no connection within the connect timeout or the
@@ -468,6 +492,8 @@ export const make = Effect.gen(function* () {
     const failure = (error: unknown): ProviderError => {
       const reason = ssrfReason(error)
       if (reason !== undefined) return new UrlNotAllowed({ message: `The URL is not allowed: ${reason}.` })
+      const unresolved = unresolvedHost(error)
+      if (unresolved !== undefined) return unresolvedFailure(unresolved)
       const write = !request.idempotent && !neverSent(error)
       if (error instanceof DeadlinePassed) {
         return write ? writeOutcomeUnknown(request, deadline.describe.replace(/\.$/, "")) : new ProviderTimeout({ message: deadline.describe })

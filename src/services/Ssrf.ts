@@ -141,6 +141,18 @@ export class SsrfRefused extends Error {
   readonly code = "ESSRF"
 }
 
+/**
+ * The guard could not resolve a host name, so it could not check where it leads: `dnsCode` is `ENOTFOUND` when
+ * the name does not exist in the DNS this gateway uses, anything else (`EAI_AGAIN`) when the lookup failed for now.
+ * Either way the URL is not handed to another provider (a self-hosted reader may resolve it inside its network).
+ */
+export class HostUnresolved extends Error {
+  readonly code = "EUNRESOLVED"
+  constructor(readonly host: string, readonly dnsCode: string) {
+    super(`${host} could not be resolved (${dnsCode})`)
+  }
+}
+
 type LookupCallback = (
   err: NodeJS.ErrnoException | null,
   address: string | Array<Dns.LookupAddress>,
@@ -152,7 +164,7 @@ export const guardedLookup = (policy: SsrfPolicy) =>
 (hostname: string, options: Dns.LookupOptions, callback: LookupCallback): void => {
   const host = hostname.toLowerCase()
   Dns.lookup(hostname, { ...options, all: true }, (err, addresses) => {
-    if (err) return callback(err, [])
+    if (err) return callback(new HostUnresolved(hostname, err.code ?? "lookup failed"), [])
     if (!policy.allowHosts.has(host)) {
       for (const { address } of addresses) {
         const reason = refusedAddress(policy, address)

@@ -254,6 +254,8 @@ const providers = Config.all({
   /** Files kept from tool answers (screenshots, PDFs): largest size, and how long they are kept. */
   artifactMaxBytes: whole("ARTIFACT_MAX_BYTES", 10 * 1024 * 1024, 1),
   artifactRetentionMs: retention("ARTIFACT_RETENTION_SECONDS", 7 * 24 * 60 * 60),
+  /** The most bytes of files an org keeps at once (its files that have not expired); a file past it is not kept. */
+  artifactQuotaBytes: whole("ARTIFACT_QUOTA_BYTES", 1024 * 1024 * 1024, 1),
   /**
    * The Graph API version `zeta_request` calls when its input names none. Meta keeps a version about two
    * years and then serves its calls as the oldest one it still has (developers.facebook.com/docs/graph-api/changelog).

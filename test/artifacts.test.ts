@@ -3,14 +3,18 @@
  * answered as `{artifact: {id, content_type, bytes, sha256, url}}`; `GET /v1/artifacts/{id}` returns the
  * same bytes, with `Range`, to the org that owns them only; they expire (TestClock).
  */
+import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Schema, TestClock } from "effect"
 import * as Crypto from "node:crypto"
+import { ArtifactQuotaExceeded } from "../src/domain/errors.js"
+import type { OrgId } from "../src/domain/ids.js"
 import { ArtifactRef } from "../src/domain/schemas.js"
 import { Artifacts } from "../src/services/Artifacts.js"
 import { expectEnvelope, expectOk } from "./support/assert.js"
-import { baseUrl, callTool, gatewayLayer, givenOrg, servicesLayer, TestUpstreams } from "./support/gateway.js"
-import { PDF, PNG } from "./upstreams/pages.js"
+import { baseUrl, books, callTool, gatewayLayer, givenOrg, request, servicesLayer, TestUpstreams } from "./support/gateway.js"
+import { envFor, eventually, post, serve, statuses } from "./support/processes.js"
+import { PAGES_HOST, PDF, PNG } from "./upstreams/pages.js"
 
 const sha256 = (data: Uint8Array) => Crypto.createHash("sha256").update(data).digest("hex")
 
@@ -174,4 +178,111 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.0/8"], artifactRetentionM
         error: { type: "not_found", code: "not_found", message: expect.any(String), retryable: false, billable: false }
       })
     }))
+})
+
+/** The bytes of an org's files that have not expired, as the database holds them. */
+const keptBytes = (orgId: OrgId) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    sql<{ readonly n: number; readonly bytes: number }>`
+      SELECT count(*)::int8 AS n, coalesce(sum(bytes), 0)::int8 AS bytes FROM artifacts
+       WHERE org_id = ${orgId} AND expires_at > now()`).pipe(
+      Effect.map((rows) => rows[0] ?? { n: 0, bytes: 0 }),
+      Effect.orDie
+    )
+
+const quotaExceeded = { status: 429, type: "rate_limited", code: "artifact_quota_exceeded", retryable: false, billable: false } as const
+
+layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.0/8"], artifactQuotaBytes: 2 * PDF.length + 100 } }), { excludeTestServices: true })(
+  "artifact quota (ARTIFACT_QUOTA_BYTES)",
+  (it) => {
+    it.effect("a file past the org's quota is not kept and not charged; the answer says when there is room; other orgs keep theirs", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        u.resetAll()
+        const { key, orgId } = yield* givenOrg({ credits: 50 })
+        for (let i = 0; i < 2; i++) expectOk(yield* callTool("read", { url: `${u.pages.url}/doc.pdf` }, { key }), 1)
+        const over = yield* callTool("read", { url: `${u.pages.url}/doc.pdf` }, { key })
+        expectEnvelope(over, { ...quotaExceeded, message: `The file (${PDF.length} bytes) was not kept` })
+        // room again when the first file expires, in 7 days (ARTIFACT_RETENTION_SECONDS)
+        const retryAfter = Number(over.headers.get("retry-after"))
+        expect(retryAfter).toBeGreaterThan(7 * 24 * 3600 - 120)
+        expect(retryAfter).toBeLessThanOrEqual(7 * 24 * 3600)
+        // the raw call keeps files the same way
+        const raw = yield* request("/v1/run", {
+          body: JSON.stringify({ tool: "read", input: { url: `${u.pages.url}/doc.pdf` } }),
+          headers: { "content-type": "application/json", "x-api-key": key }
+        })
+        expectEnvelope(raw, quotaExceeded)
+        // neither moved on to another reader (which would keep nothing, and be charged)
+        expect({ jina: u.jina.hits(), firecrawl: u.firecrawl.hits() }).toEqual({ jina: 0, firecrawl: 0 })
+        expect(yield* books(orgId)).toMatchObject({ balance: 48, held: 0, holdsByStatus: { settled: 2, voided: 2 } })
+        expect(yield* keptBytes(orgId)).toEqual({ n: 2, bytes: 2 * PDF.length })
+        // a page that is not a file is read as before
+        expectOk(yield* callTool("read", { url: `${u.pages.url}/article` }, { key }))
+        // the quota is the org's: another org keeps its own files
+        const other = yield* givenOrg()
+        expectOk(yield* callTool("read", { url: `${u.pages.url}/doc.pdf` }, { key: other.key }), 1)
+      }))
+
+    it.effect("a file larger than the whole quota is refused without a time to retry", () =>
+      Effect.gen(function* () {
+        const artifacts = yield* Artifacts
+        const { orgId } = yield* givenOrg()
+        const refused = yield* Effect.flip(artifacts.store(orgId, "application/octet-stream", new Uint8Array(2 * PDF.length + 101)))
+        expect(refused._tag).toBe("ArtifactQuotaExceeded")
+        expect(refused.message).toContain("larger than the org's")
+        expect("retryAfter" in refused && refused.retryAfter !== undefined).toBe(false)
+        expect(yield* keptBytes(orgId)).toEqual({ n: 0, bytes: 0 })
+      }))
+  }
+)
+
+layer(servicesLayer({ providers: { artifactQuotaBytes: 2 * PNG.length } }))("artifact quota, on TestClock", (it) => {
+  it.effect("expired files do not count, purged or not; Retry-After is when enough of them expire", () =>
+    Effect.gen(function* () {
+      yield* TestClock.setTime(Date.parse("2026-03-01T00:00:00Z"))
+      const artifacts = yield* Artifacts
+      const { orgId } = yield* givenOrg()
+      yield* artifacts.store(orgId, "image/png", PNG)
+      yield* TestClock.adjust("1 day")
+      yield* artifacts.store(orgId, "image/png", PNG)
+      const full = yield* Effect.flip(artifacts.store(orgId, "image/png", PNG))
+      expect(full).toBeInstanceOf(ArtifactQuotaExceeded)
+      // the first file expires 6 days from now
+      expect(full).toMatchObject({ retryAfter: 6 * 24 * 3600 })
+      yield* TestClock.adjust("6 days")
+      // expired, not purged: it counts for nothing
+      yield* artifacts.store(orgId, "image/png", PNG)
+      expect(yield* Effect.flip(artifacts.store(orgId, "image/png", PNG))).toBeInstanceOf(ArtifactQuotaExceeded)
+    }))
+})
+
+/**
+ * Two gateway processes on one database: many reads of a file at once, split between them, keep no more than the
+ * org's quota — each process's check counts the files the other kept, even those it keeps at the same instant.
+ */
+layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.0/8"] } }), { excludeTestServices: true })("artifact quota across two processes", (it) => {
+  it.effect("concurrent reads on two processes keep at most the quota, and only the files kept are charged", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      const env = {
+        ...(yield* envFor),
+        SSRF_ALLOW: PAGES_HOST,
+        READ_PROVIDERS: "builtin",
+        ARTIFACT_QUOTA_BYTES: String(3 * PDF.length)
+      }
+      const [a, b] = yield* Effect.all([serve([], env), serve([], env)], { concurrency: 2 })
+      const { key, orgId } = yield* givenOrg({ credits: 1_000 })
+      const answers = yield* Effect.all(
+        Array.from({ length: 24 }, (_, i) => post(i % 2 === 0 ? a.base : b.base, "/v1/read", key, { url: `${u.pages.url}/doc.pdf` })),
+        { concurrency: "unbounded" }
+      )
+      expect(statuses(answers)).toEqual({ "200": 3, "429 artifact_quota_exceeded": 21 })
+      for (const refused of answers.filter((x) => x.status === 429)) {
+        expect(JSON.parse(refused.text)).toMatchObject({ error: { retryable: false, billable: false } })
+      }
+      expect(yield* keptBytes(orgId)).toEqual({ n: 3, bytes: 3 * PDF.length })
+      yield* eventually(books(orgId), (books) => books.pendingHolds === 0)
+      expect(yield* books(orgId)).toMatchObject({ balance: 997, held: 0, holdsByStatus: { settled: 3, voided: 21 } })
+    }).pipe(Effect.scoped), 60_000)
 })

@@ -32,8 +32,9 @@ const expectError = (result: HttpResult, expected: ExpectedError) => {
   seen.add(expected.code)
 }
 
-// Artifact downloads, tested with artifacts; what the server answers at the socket, tested with hostile input.
-const elsewhere = new Set<string>(["range_not_satisfiable", "request_timeout"])
+// Artifact downloads and the artifact quota, tested with artifacts; what the server answers at the socket, tested
+// with hostile input.
+const elsewhere = new Set<string>(["range_not_satisfiable", "artifact_quota_exceeded", "request_timeout"])
 
 afterAll(() => {
   const all = Object.values(envelopeOf).map((s) => s.code).filter((c) => !elsewhere.has(c))

@@ -113,6 +113,14 @@ export class ProviderResponseTooLarge
     message: Schema.String
   })
 {}
+/**
+ * A file a tool answered with would take its org's kept files past `ARTIFACT_QUOTA_BYTES`: it is not kept, and the
+ * call is not charged. `retryAfter`: when enough of the org's files will have expired for it to fit.
+ */
+export class ArtifactQuotaExceeded extends Schema.TaggedError<ArtifactQuotaExceeded>()("ArtifactQuotaExceeded", {
+  message: Schema.String,
+  ...retryAfter
+}) {}
 export class UrlNotAllowed extends Schema.TaggedError<UrlNotAllowed>()("UrlNotAllowed", {
   message: Schema.String
 }) {}
@@ -189,6 +197,7 @@ export const gatewayErrors = [
   ProviderCredentialRejected,
   ProviderNotConfigured,
   ProviderResponseTooLarge,
+  ArtifactQuotaExceeded,
   UrlNotAllowed,
   ProviderTimeout,
   WriteOutcomeUnknown,
@@ -219,6 +228,7 @@ export type ProviderError =
   | ProviderCredentialRejected
   | ProviderNotConfigured
   | ProviderResponseTooLarge
+  | ArtifactQuotaExceeded
   | UrlNotAllowed
   | ProviderTimeout
   | WriteOutcomeUnknown
@@ -386,6 +396,14 @@ export const envelopeOf: EnvelopeTable<GatewayError> = {
     status: 502,
     retryable: false,
     billable: false
+  },
+  ArtifactQuotaExceeded: {
+    type: "rate_limited",
+    code: "artifact_quota_exceeded",
+    status: 429,
+    retryable: false,
+    billable: false,
+    headers: ["retry-after"]
   },
   UrlNotAllowed: { type: "validation", code: "url_not_allowed", status: 400, retryable: false, billable: false },
   ProviderTimeout: { type: "timeout", code: "provider_timeout", status: 504, retryable: true, billable: false },
@@ -557,6 +575,7 @@ export const CallErrors = [
   ProviderCredentialRejected,
   ProviderNotConfigured,
   ProviderResponseTooLarge,
+  ArtifactQuotaExceeded,
   ProviderTimeout,
   WriteOutcomeUnknown,
   NormalizationFailed

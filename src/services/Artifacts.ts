@@ -1,7 +1,8 @@
 /**
  * Files in tool answers (a screenshot, a PDF, an image) are kept byte for byte, and the answer carries a
  * reference `{id, content_type, bytes, sha256, url}` instead of inline base64. They belong to the org whose
- * call produced them and expire after `ARTIFACT_RETENTION_SECONDS`.
+ * call produced them and expire after `ARTIFACT_RETENTION_SECONDS`. An org keeps at most `ARTIFACT_QUOTA_BYTES` of
+ * files that have not expired: a file past it is not kept (`artifact_quota_exceeded`, and its call is not charged).
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
@@ -11,7 +12,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Crypto from "node:crypto"
-import { NotFound, ProviderResponseTooLarge } from "../domain/errors.js"
+import { ArtifactQuotaExceeded, NotFound, ProviderResponseTooLarge } from "../domain/errors.js"
 import type { OrgId } from "../domain/ids.js"
 import { ProvidersConfig, ServerConfig } from "../config.js"
 import { randomId } from "./random.js"
@@ -53,7 +54,11 @@ export interface ArtifactCursor {
 }
 
 export class Artifacts extends Context.Tag("Artifacts")<Artifacts, {
-  readonly store: (orgId: OrgId, contentType: string, data: Uint8Array) => Effect.Effect<ArtifactRef, ProviderResponseTooLarge>
+  readonly store: (
+    orgId: OrgId,
+    contentType: string,
+    data: Uint8Array
+  ) => Effect.Effect<ArtifactRef, ProviderResponseTooLarge | ArtifactQuotaExceeded>
   /** The org's artifact, if it has not expired. */
   readonly get: (orgId: OrgId, id: string) => Effect.Effect<StoredArtifact, NotFound>
   /** The org's files that have not expired, newest first, `limit` at a time (without their bytes). */
@@ -63,7 +68,7 @@ export class Artifacts extends Context.Tag("Artifacts")<Artifacts, {
 
 /** Keeps a file of the current call for its org: what providers get to store files with. */
 export class ArtifactSink extends Context.Tag("ArtifactSink")<ArtifactSink, {
-  readonly store: (contentType: string, data: Uint8Array) => Effect.Effect<ArtifactRef, ProviderResponseTooLarge>
+  readonly store: (contentType: string, data: Uint8Array) => Effect.Effect<ArtifactRef, ProviderResponseTooLarge | ArtifactQuotaExceeded>
   readonly maxBytes: number
 }>() {}
 
@@ -74,6 +79,9 @@ const ArtifactRow = Schema.Struct({
   sha256: Schema.String,
   data: Schema.Uint8ArrayFromSelf
 })
+/** An org's files against its quota: the bytes it keeps now, and when enough of them will have expired for a file to fit. */
+const QuotaUse = Schema.Struct({ used: Schema.Number, fits_at: Schema.NullOr(Schema.DateFromSelf) })
+const QuotaRequest = Schema.Struct({ orgId: Schema.String, now: Schema.DateFromSelf, bytes: Schema.Number, quota: Schema.Number })
 const ArtifactKey = Schema.Struct({ id: Schema.String, orgId: Schema.String, now: Schema.DateFromSelf })
 const ListedRow = Schema.Struct({
   id: Schema.String,
@@ -89,6 +97,13 @@ const ListRequest = Schema.Struct({
   limit: Schema.Number,
   after: Schema.NullOr(Schema.Struct({ createdAt: Schema.DateFromSelf, id: Schema.String }))
 })
+
+/**
+ * The first key of the transaction-level advisory lock that keeps one org's files one at a time (the second is a
+ * hash of the org's id): an arbitrary constant. The two-key locks are a key space of their own, apart from the
+ * ledger sweeper's one-key lock.
+ */
+const QUOTA_LOCK = 746_269_002
 
 export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
@@ -115,6 +130,44 @@ export const make = Effect.gen(function* () {
        LIMIT ${r.limit}`
   })
 
+  // on a refusal only: what the org keeps, and the first expiry after which the file fits (none: it is larger than the quota)
+  const quotaUse = SqlSchema.single({
+    Request: QuotaRequest,
+    Result: QuotaUse,
+    execute: (r) => sql`
+      WITH kept AS (SELECT id, bytes, expires_at FROM artifacts WHERE org_id = ${r.orgId} AND expires_at > ${r.now}),
+           total AS (SELECT coalesce(sum(bytes), 0)::bigint AS used FROM kept)
+      SELECT total.used,
+             (SELECT min(freed.expires_at)
+                FROM (SELECT expires_at, sum(bytes) OVER (ORDER BY expires_at, id) AS bytes FROM kept) freed
+               WHERE total.used - freed.bytes + ${r.bytes}::bigint <= ${r.quota}::bigint) AS fits_at
+        FROM total`
+  })
+
+  // The org's kept files, not expired, are counted by the statement that keeps the new one, which runs after the
+  // org's lock is taken: a file kept by another process (that held the lock before) has been committed, and is
+  // counted, so two files kept at once cannot both pass the quota. Expired files count for nothing, purged or not.
+  const keep = (row: {
+    readonly id: string
+    readonly orgId: OrgId
+    readonly contentType: string
+    readonly data: Uint8Array
+    readonly sha256: string
+    readonly now: number
+  }) =>
+    sql.withTransaction(Effect.gen(function* () {
+      yield* sql`SELECT pg_advisory_xact_lock(${QUOTA_LOCK}, hashtext(${row.orgId}))`
+      const kept = yield* sql`
+        INSERT INTO artifacts (id, org_id, content_type, bytes, sha256, data, created_at, expires_at)
+        SELECT ${row.id}, ${row.orgId}, ${row.contentType}, ${row.data.length}::bigint, ${row.sha256}, ${row.data}::bytea,
+               ${toDate(row.now)}::timestamptz, ${toDate(row.now + config.artifactRetentionMs)}::timestamptz
+         WHERE (SELECT coalesce(sum(bytes), 0) FROM artifacts WHERE org_id = ${row.orgId} AND expires_at > ${toDate(row.now)})
+               + ${row.data.length}::bigint <= ${config.artifactQuotaBytes}::bigint
+        RETURNING id`
+      if (kept.length > 0) return Option.none()
+      return Option.some(yield* quotaUse({ orgId: row.orgId, now: toDate(row.now), bytes: row.data.length, quota: config.artifactQuotaBytes }))
+    }))
+
   const store = (orgId: OrgId, contentType: string, data: Uint8Array) =>
     Effect.gen(function* () {
       if (data.length > config.artifactMaxBytes) {
@@ -123,10 +176,19 @@ export const make = Effect.gen(function* () {
       const now = yield* nowMillis
       const id = yield* randomId("art", 24)
       const sha256 = Crypto.createHash("sha256").update(data).digest("hex")
-      yield* sql`
-        INSERT INTO artifacts (id, org_id, content_type, bytes, sha256, data, created_at, expires_at)
-        VALUES (${id}, ${orgId}, ${contentType}, ${data.length}, ${sha256}, ${data}, ${toDate(now)},
-                ${toDate(now + config.artifactRetentionMs)})`.pipe(Effect.orDie)
+      const refused = yield* keep({ id, orgId, contentType, data, sha256, now }).pipe(Effect.orDie)
+      if (Option.isSome(refused)) {
+        const { used, fits_at } = refused.value
+        const quota = config.artifactQuotaBytes
+        return yield* new ArtifactQuotaExceeded({
+          message: fits_at === null
+            ? `The file (${data.length} bytes) is larger than the org's ${quota}-byte quota for kept files: it was not kept, ` +
+              "and the call was not charged."
+            : `The file (${data.length} bytes) was not kept: the org's files take ${used} of its ${quota}-byte quota until ` +
+              `some expire (enough of them by ${fits_at.toISOString()}). The call was not charged.`,
+          ...(fits_at === null ? {} : { retryAfter: Math.max(1, Math.ceil((fits_at.getTime() - now) / 1000)) })
+        })
+      }
       return { id, content_type: contentType, bytes: data.length, sha256, url: urlOf(id) }
     }).pipe(traced("Artifacts.store"))
 

@@ -624,6 +624,7 @@ export const make = Effect.gen(function* () {
 
 /** Failures that come from the provider phase: the reservation was made, so the key was confirmed by it. */
 const isProviderPhase = (failure: { readonly _tag: string }) =>
-  failure._tag.startsWith("Provider") || failure._tag === "WriteOutcomeUnknown" || failure._tag === "NormalizationFailed"
+  failure._tag.startsWith("Provider") || failure._tag === "WriteOutcomeUnknown" || failure._tag === "NormalizationFailed" ||
+  failure._tag === "ArtifactQuotaExceeded"
 
 export const GatewayServiceLive = Layer.effect(Gateway, make)

@@ -40,6 +40,7 @@ import spendMonthNeverBackwards from "./0015_spend_month_never_backwards.js"
 import keyExpiryInReservation from "./0016_key_expiry_in_reservation.js"
 import usageIdKey from "./0017_usage_id_key.js"
 import abandonedClaims from "./0018_abandoned_claims.js"
+import artifactsQuota from "./0019_artifacts_quota.js"
 
 /** Each migration under its file's name, which is its id and name in `gateway_migrations`. */
 export const migrations = {
@@ -60,7 +61,8 @@ export const migrations = {
   "0015_spend_month_never_backwards": spendMonthNeverBackwards,
   "0016_key_expiry_in_reservation": keyExpiryInReservation,
   "0017_usage_id_key": usageIdKey,
-  "0018_abandoned_claims": abandonedClaims
+  "0018_abandoned_claims": abandonedClaims,
+  "0019_artifacts_quota": artifactsQuota
 }
 
 export const loader = Migrator.fromRecord(migrations)

@@ -5,12 +5,12 @@
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Effect, Schema, TestClock } from "effect"
+import { Deferred, Effect, Fiber, Schema, TestClock } from "effect"
 import * as Crypto from "node:crypto"
 import { ArtifactQuotaExceeded } from "../src/domain/errors.js"
 import type { OrgId } from "../src/domain/ids.js"
 import { ArtifactRef } from "../src/domain/schemas.js"
-import { Artifacts } from "../src/services/Artifacts.js"
+import { Artifacts, QUOTA_LOCK } from "../src/services/Artifacts.js"
 import { expectEnvelope, expectOk } from "./support/assert.js"
 import { baseUrl, books, callTool, gatewayLayer, givenOrg, request, servicesLayer, TestUpstreams } from "./support/gateway.js"
 import { envFor, eventually, post, serve, statuses } from "./support/processes.js"
@@ -134,6 +134,17 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.0/8"] } }), { excludeTest
       expect(shot).toMatchObject({ content_type: "image/png", sha256: sha256(PNG) })
       expect(Buffer.from((yield* download(shot?.url ?? "", key)).bytes).equals(PNG)).toBe(true)
     }))
+
+  it.effect("a screenshot URL Jina hands back whose host does not resolve is Jina's failure, not the caller's URL", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      const { key, orgId } = yield* givenOrg()
+      // the Reader's screenshot answer (its `screenshotUrl`), pointing at a name that never resolves (RFC 2606)
+      u.jina.fault({ status: 200, body: { code: 200, status: 20000, data: { title: "Jina read", url: "https://example.com/page", screenshotUrl: "http://shots.example.invalid/page.png" } }, times: 1 })
+      const result = yield* callTool("beta_read", { url: "https://example.com/page", format: "screenshot" }, { key })
+      expectEnvelope(result, { status: 502, type: "provider", code: "provider_unavailable", retryable: true, billable: false })
+      expect((yield* books(orgId)).held).toBe(0)
+    }))
 })
 
 layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.0/8"], artifactMaxBytes: 1024 } }), { excludeTestServices: true })("artifact size cap", (it) => {
@@ -254,6 +265,35 @@ layer(servicesLayer({ providers: { artifactQuotaBytes: 2 * PNG.length } }))("art
       // expired, not purged: it counts for nothing
       yield* artifacts.store(orgId, "image/png", PNG)
       expect(yield* Effect.flip(artifacts.store(orgId, "image/png", PNG))).toBeInstanceOf(ArtifactQuotaExceeded)
+    }))
+
+  it.effect("a file kept while another is being kept waits for it, and counts it once it is committed", () =>
+    Effect.gen(function* () {
+      yield* TestClock.setTime(Date.parse("2026-03-10T00:00:00Z"))
+      const artifacts = yield* Artifacts
+      const sql = yield* SqlClient.SqlClient
+      const { orgId } = yield* givenOrg()
+      yield* artifacts.store(orgId, "image/png", PNG)
+      // another process keeping the org's second file: it holds the org's lock, its row not yet committed
+      const locked = yield* Deferred.make<void>()
+      const commit = yield* Deferred.make<void>()
+      const other = yield* Effect.fork(sql.withTransaction(Effect.gen(function* () {
+        yield* sql`SELECT pg_advisory_xact_lock(${QUOTA_LOCK}, hashtext(${orgId}))`
+        yield* sql`INSERT INTO artifacts (id, org_id, content_type, bytes, sha256, data, created_at, expires_at)
+                   VALUES ('art_other', ${orgId}, 'image/png', ${PNG.length}, ${sha256(PNG)}, ${PNG}::bytea,
+                           '2026-03-10T00:00:00Z', '2026-03-17T00:00:00Z')`
+        yield* Deferred.succeed(locked, undefined)
+        yield* Deferred.await(commit)
+      })))
+      yield* Deferred.await(locked)
+      const third = yield* Effect.fork(Effect.flip(artifacts.store(orgId, "image/png", PNG)))
+      // the third waits on the lock (PostgreSQL shows its wait), and is not done while the second is not committed
+      const waiting = sql<{ readonly n: number }>`SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`
+      yield* Effect.repeat(waiting, { until: (rows) => (rows[0]?.n ?? 0) > 0 || third.unsafePoll() !== null })
+      expect(third.unsafePoll()).toBeNull()
+      yield* Deferred.succeed(commit, undefined)
+      yield* Fiber.join(other)
+      expect(yield* Fiber.join(third)).toBeInstanceOf(ArtifactQuotaExceeded)
     }))
 })
 

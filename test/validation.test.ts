@@ -125,7 +125,7 @@ const cases = (pagesUrl: string): Record<ToolName, Case> => ({
     wrongTypes: { path: 1, method: "FETCH", query: [], body: "x" },
     extra: "refused",
     // an allowed method in any case (sent upper-case); no other method, in any case
-    bounds: [{ field: "method", ok: ["GET", "get", "Post", "dElEtE"], bad: ["TRACE", "trace", "OPTIONS", "get ", ""] }]
+    bounds: [{ field: "method", ok: ["GET", "get", "Post", "dElEtE"], bad: ["TRACE", "trace", "OPTIONS", "get ", "", "poſt", "ＧＥＴ"] }]
   },
   zeta_request: {
     valid: { path: "me" },

@@ -149,7 +149,8 @@ export const EPSILON_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"] as cons
  * JSON Schema, as a pattern with each letter in either case (ECMA-262 patterns have no flags).
  */
 export const EpsilonMethod = Schema.String.pipe(
-  Schema.filter((m) => EPSILON_METHODS.some((allowed) => allowed === m.toUpperCase()), {
+  // ASCII letters only: toUpperCase maps some other letters onto them ("poſt" is "POST")
+  Schema.filter((m) => /^[A-Za-z]+$/.test(m) && EPSILON_METHODS.some((allowed) => allowed === m.toUpperCase()), {
     message: () => `must be one of ${EPSILON_METHODS.join(", ")} (in any case)`,
     jsonSchema: {
       pattern: `^(?:${EPSILON_METHODS.map((m) => [...m].map((c) => `[${c}${c.toLowerCase()}]`).join("")).join("|")})$`

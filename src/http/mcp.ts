@@ -59,7 +59,7 @@ import { callFacts, CurrentCallFacts } from "../services/Telemetry.js"
 import { currentRequest, type RequestState } from "./envelope.js"
 import { jsonSchemaOf, objectSchemaOf } from "./jsonSchema.js"
 import { bodyProblems, emptyBody, isJsonObject, MAX_JSON_DEPTH, notJson, readJsonText } from "./security.js"
-import { jsonProblem } from "../domain/json.js"
+import { type JsonProblem, jsonProblem } from "../domain/json.js"
 import { cachedSuccess } from "../services/cachedSuccess.js"
 
 export const MCP_PATH = "/mcp"
@@ -117,12 +117,11 @@ const paramsOf: ReadonlyMap<string, DecodeParams> = new Map<string, DecodeParams
  * library's issues. Undefined for well-formed params, for a method this server does not answer (the SDK answers
  * it), and for a message without a request id (not a request: the transport answers it).
  */
-const invalidParams = (message: Readonly<Record<string, unknown>>): JSONRPCErrorResponse | undefined => {
+const invalidParams = ({ message, paramsProblem: problem }: Message): JSONRPCErrorResponse | undefined => {
   const id = message["id"]
   const method = message["method"]
   if (typeof method !== "string" || !isRequestId(id)) return undefined
   // what JSON.parse read but the gateway does not pass on (a number read as infinite, a __proto__ key), in any method's params
-  const problem = jsonProblem(message["params"], MAX_JSON_DEPTH - 1)
   if (problem !== undefined) {
     return { jsonrpc: "2.0", id, error: { code: INVALID_PARAMS, message: `Invalid ${method} params: ${bodyProblems[problem]}` } }
   }
@@ -150,11 +149,21 @@ const refusal = (code: number, error: InvalidRequest | MalformedJson, id: unknow
   ({ _tag: "Refusal", code, id: isRequestId(id) ? id : null, error })
 
 /**
- * A body's text as one JSON-RPC message, or why it is not one. A message whose only problem is in its `params`
- * (an infinite number, a `__proto__` key, nesting too deep there) and whose id and method can be read is a
- * message: `invalidParams` answers it with its id, as a request's bad params are answered.
+ * One JSON-RPC message, and what is wrong in its `params` if anything (an infinite number, a `__proto__` key,
+ * nesting too deep there): `invalidParams` answers that with the message's id, as a request's bad params are answered.
  */
-const messageOf = (text: string): { readonly _tag: "Message"; readonly message: Readonly<Record<string, unknown>> } | Refusal => {
+interface Message {
+  readonly _tag: "Message"
+  readonly message: Readonly<Record<string, unknown>>
+  readonly paramsProblem?: JsonProblem
+}
+
+/**
+ * A body's text as one JSON-RPC message, or why it is not one: a message whose only problem is in its `params` and
+ * whose id and method can be read is a message (the whole of it walked once; its params again only when the walk
+ * found something).
+ */
+const messageOf = (text: string): Message | Refusal => {
   if (text.trim() === "") return refusal(PARSE_ERROR, emptyBody())
   let parsed: unknown
   try {
@@ -174,7 +183,7 @@ const messageOf = (text: string): { readonly _tag: "Message"; readonly message: 
   const { params: _params, ...rest } = parsed
   const outsideParams = jsonProblem(rest, MAX_JSON_DEPTH)
   if (outsideParams === undefined && typeof parsed["method"] === "string" && isRequestId(parsed["id"])) {
-    return { _tag: "Message", message: parsed }
+    return { _tag: "Message", message: parsed, paramsProblem: problem }
   }
   return refusal(INVALID_REQUEST, new InvalidRequest({ message: bodyProblems[outsideParams ?? problem] }), parsed["id"])
 }
@@ -573,7 +582,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
       }
       const message = read.message
       // Every message counts against the key's rate limit; a tool call takes its token in the call.
-      const invalid = invalidParams(message)
+      const invalid = invalidParams(read)
       if (message["method"] !== "tools/call" || invalid !== undefined) state.rateLimit = yield* authentication.throttle(caller)
       if (invalid !== undefined) {
         state.code = envelopeOf.InvalidRequest.code

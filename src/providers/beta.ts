@@ -33,7 +33,6 @@ export const PROVIDER = "beta"
 const isoDate = (date: string | null | undefined): string | null =>
   date === null || date === undefined ? null : Option.getOrNull(Option.map(DateTime.make(date), DateTime.formatIso))
 
-
 export const JinaSearchAnswer = Schema.Struct({
   data: Schema.Array(Schema.Struct({
     title: NullableString,
@@ -45,37 +44,40 @@ export const JinaSearchAnswer = Schema.Struct({
 })
 
 /**
- * Search's answer when the engine has nothing for the query, or nothing past the pages before: src/api/searcher.ts
- * throws `AssertionFailureError("No search results available for query …")`, which civkit answers as HTTP 422
+ * An `AssertionFailureError` of Jina's whose message starts with `prefix`, which civkit answers as HTTP 422
  * `{data: null, code: 422, name: "AssertionFailureError", status: 42206, message, readableMessage}` (civkit
- * civ-rpc/base.ts: `@StatusCode(42206)`, `ApplicationError[RPC_MARSHAL]`). Search's other 422s (no content for
+ * civ-rpc/base.ts: `@StatusCode(42206)`, `ApplicationError[RPC_MARSHAL]`).
+ */
+const jinaAssertionFailure = (prefix: string) =>
+  Schema.Struct({
+    data: Schema.optional(Schema.Null),
+    code: Schema.Literal(422),
+    name: Schema.Literal("AssertionFailureError"),
+    message: Schema.String.pipe(Schema.startsWith(prefix))
+  })
+
+/** Whether a non-2xx answer is the 422 `schema` describes. */
+const is422 = (schema: ReturnType<typeof jinaAssertionFailure>) => {
+  const decode = Schema.decodeUnknownOption(Schema.parseJson(schema))
+  return (response: UpstreamResponse) => response.status === 422 && Option.isSome(decode(bodyText(response)))
+}
+
+/**
+ * Search's answer when the engine has nothing for the query, or nothing past the pages before: src/api/searcher.ts
+ * throws `AssertionFailureError("No search results available for query …")`. Search's other 422s (no content for
  * the results, no search provider at the moment) are not this, and stay refusals.
  */
-export const JinaNoResults = Schema.Struct({
-  data: Schema.optional(Schema.Null),
-  code: Schema.Literal(422),
-  name: Schema.Literal("AssertionFailureError"),
-  message: Schema.String.pipe(Schema.startsWith("No search results available"))
-})
-
-const isNoResults = (response: UpstreamResponse) =>
-  response.status === 422 && Option.isSome(Schema.decodeUnknownOption(Schema.parseJson(JinaNoResults))(bodyText(response)))
+export const JinaNoResults = jinaAssertionFailure("No search results available")
+const isNoResults = is422(JinaNoResults)
 
 /**
  * The Reader's answer when it got nothing at all of the page — no snapshot before its time ran out, the page never
  * loaded for it: src/api/crawler.ts throws `AssertionFailureError("No content available for URL …")` (or, in its
- * simpler modes, "No content available"), which civkit answers as HTTP 422, shaped as `JinaNoResults`. A page that
- * loads empty is not this: the Reader answers it 200, with empty content.
+ * simpler modes, "No content available"). A page that loads empty is not this: the Reader answers it 200, with
+ * empty content.
  */
-export const JinaNoContent = Schema.Struct({
-  data: Schema.optional(Schema.Null),
-  code: Schema.Literal(422),
-  name: Schema.Literal("AssertionFailureError"),
-  message: Schema.String.pipe(Schema.startsWith("No content available"))
-})
-
-const noContent = (response: UpstreamResponse) =>
-  response.status === 422 ? Schema.decodeUnknownOption(Schema.parseJson(JinaNoContent))(bodyText(response)) : Option.none()
+export const JinaNoContent = jinaAssertionFailure("No content available")
+const isNoContent = is422(JinaNoContent)
 
 /** What `beta_search` reads: Jina's results, or its answer that there are none. */
 const JinaSearchOrNone = Schema.Union(JinaSearchAnswer, JinaNoResults)
@@ -144,17 +146,15 @@ const read = (url: string, format: string | undefined) =>
       },
       json: { url },
       idempotent: true,
-      isAnswer: (response) => Option.isSome(noContent(response))
+      isAnswer: isNoContent
     })
+    if (raw.status !== 422) return raw
     // the only non-2xx let through: Jina found nothing to read there
-    const none = Option.getOrUndefined(Schema.decodeUnknownOption(JinaNoContent)(raw.body))
-    if (raw.status === 422 && none !== undefined) {
-      return yield* new PageWithoutContent({
-        message: `url: Jina Reader found no content at ${url} (HTTP 422: ${none.message.slice(0, 300)}): the page did not ` +
-          "load for it, or had nothing it could read. Check the URL, or read the page with another tool."
-      })
-    }
-    return raw
+    const said = Option.match(Schema.decodeUnknownOption(JinaNoContent)(raw.body), { onNone: () => "", onSome: (none) => `: ${none.message.slice(0, 300)}` })
+    return yield* new PageWithoutContent({
+      message: `url: Jina Reader found no content at ${url} (HTTP 422${said}): the page did not ` +
+        "load for it, or had nothing it could read. Check the URL, or read the page with another tool."
+    })
   })
 
 /**

@@ -59,6 +59,7 @@ export const request: ProviderTool<ToolInput<"epsilon_request">, Credentials["ep
         ...(input.body !== undefined ? { json: input.body } : {}),
         idempotent: method === "GET",
         guarded: true,
+        callerUrl: true,
         credentialed: true,
         // a redirect may not take the token out of the base URL's path either
         scope: credentials.base_url

@@ -40,6 +40,7 @@ const fetchPage = (input: ToolInput<"read">): ProviderEffect<Raw> =>
       headers: { accept: ACCEPT },
       idempotent: true,
       guarded: true,
+      callerUrl: true,
       maxBytes: Math.max(config.maxResponseBytes, sink.maxBytes),
       // a page that wants a login (or refuses bots) refuses the fetch, not a credential of the gateway's
       classify: (r) =>

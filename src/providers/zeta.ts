@@ -118,18 +118,23 @@ const graphError = (response: UpstreamResponse, now: number): ProviderError | un
  * Query parameters of a Graph URL that carry a secret: the access token, and the proof of the app secret with its
  * time (https://developers.facebook.com/docs/graph-api/securing-requests).
  */
-const SECRET_PARAMETERS = ["access_token", "appsecret_proof", "appsecret_time"] as const
+const SECRET_PARAMETERS: ReadonlySet<string> = new Set(["access_token", "appsecret_proof", "appsecret_time"])
 
-/** A URL (absolute or not) without `SECRET_PARAMETERS` in its query; the rest of it as it was. */
+/** A query's `name=value` pair's name, decoded as a form's (`URLSearchParams`, which never throws). */
+const nameOf = (pair: string) => new URLSearchParams(pair).keys().next().value ?? ""
+
+/**
+ * A URL (absolute or not) without `SECRET_PARAMETERS` in its query; the rest of it as it was, each other pair
+ * spelled as Graph wrote it (`fields=id,message` stays so).
+ */
 const withoutSecretParameters = (url: string): string => {
   const q = url.indexOf("?")
   if (q < 0) return url
   const hash = url.indexOf("#", q)
-  const params = new URLSearchParams(url.slice(q + 1, hash < 0 ? undefined : hash))
-  if (!SECRET_PARAMETERS.some((name) => params.has(name))) return url
-  for (const name of SECRET_PARAMETERS) params.delete(name)
-  const query = params.toString()
-  return url.slice(0, q) + (query === "" ? "" : `?${query}`) + (hash < 0 ? "" : url.slice(hash))
+  const pairs = url.slice(q + 1, hash < 0 ? undefined : hash).split("&")
+  const kept = pairs.filter((pair) => !SECRET_PARAMETERS.has(nameOf(pair)))
+  if (kept.length === pairs.length) return url
+  return url.slice(0, q) + (kept.length === 0 ? "" : `?${kept.join("&")}`) + (hash < 0 ? "" : url.slice(hash))
 }
 
 /**

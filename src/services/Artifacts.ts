@@ -103,7 +103,7 @@ const ListRequest = Schema.Struct({
  * hash of the org's id): an arbitrary constant. The two-key locks are a key space of their own, apart from the
  * ledger sweeper's one-key lock.
  */
-const QUOTA_LOCK = 746_269_002
+export const QUOTA_LOCK = 746_269_002
 
 export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient

@@ -70,6 +70,12 @@ export interface UpstreamRequest {
    */
   readonly scope?: string
   /**
+   * The URL is the caller's (its own, or its connection's base URL), not one a provider handed back: a host name the
+   * guard cannot resolve is then the caller's to fix when it does not exist (`url_not_allowed`), and is not handed
+   * to another provider when its lookup failed for now (`unresolvedFailure`). Only with `guarded`.
+   */
+  readonly callerUrl?: boolean
+  /**
    * Secrets the request carries outside its headers (a password in its JSON body). With every header value and
    * every credential-like query parameter, they are taken out of an error answer's body before anything reads it:
    * a provider that echoes the key it was sent does not put it in a message the caller sees.
@@ -364,7 +370,7 @@ const unresolvedHost = (cause: unknown): HostUnresolved | undefined => {
 }
 
 /**
- * A caller's URL (or a hop of its redirects) whose host name the guard could not resolve. A name that does not
+ * A caller's URL (`callerUrl`, or a hop of its redirects) whose host name the guard could not resolve. A name that does not
  * exist is the caller's to fix (`url_not_allowed`); a lookup that failed for now is `provider_unavailable`,
  * retryable. Neither moves a curated tool on to its next provider, which may resolve the name where this gateway
  * cannot check it (an operator's self-hosted reader, inside their network).
@@ -492,7 +498,7 @@ export const make = Effect.gen(function* () {
     const failure = (error: unknown): ProviderError => {
       const reason = ssrfReason(error)
       if (reason !== undefined) return new UrlNotAllowed({ message: `The URL is not allowed: ${reason}.` })
-      const unresolved = unresolvedHost(error)
+      const unresolved = request.callerUrl === true ? unresolvedHost(error) : undefined
       if (unresolved !== undefined) return unresolvedFailure(unresolved)
       const write = !request.idempotent && !neverSent(error)
       if (error instanceof DeadlinePassed) {

@@ -142,14 +142,16 @@ export class SsrfRefused extends Error {
 }
 
 /**
- * The guard could not resolve a host name, so it could not check where it leads: `dnsCode` is `ENOTFOUND` when
- * the name does not exist in the DNS this gateway uses, anything else (`EAI_AGAIN`) when the lookup failed for now.
- * Either way the URL is not handed to another provider (a self-hosted reader may resolve it inside its network).
+ * The guard could not resolve a host name, so it could not check where it leads: `dnsCode` (also its `code`, as
+ * the lookup's own error has it) is `ENOTFOUND` when the name does not exist in the DNS this gateway uses, anything
+ * else (`EAI_AGAIN`) when the lookup failed for now. A caller's URL is then not handed to another provider (a
+ * self-hosted reader may resolve it inside its network): see ProviderClient's `callerUrl`.
  */
 export class HostUnresolved extends Error {
-  readonly code = "EUNRESOLVED"
+  readonly code: string
   constructor(readonly host: string, readonly dnsCode: string) {
     super(`${host} could not be resolved (${dnsCode})`)
+    this.code = dnsCode
   }
 }
 

@@ -1,8 +1,9 @@
 import { defineConfig } from "vitest/config"
 
 /**
- * Tests that measure time on the machine (the gateway's responsiveness under hostile pages and during a usage
- * export) run after the rest, alone: what they measure is the gateway, not the other test files running beside them.
+ * Tests that measure time on the machine (the gateway's responsiveness under hostile pages, during a usage export,
+ * under large upstream answers) run after the rest, one file at a time: what they measure is the gateway, not the
+ * other test files running beside them.
  */
 const timed = ["test/pages.test.ts", "test/usage-export.test.ts", "test/large-answers.test.ts"]
 
@@ -19,7 +20,8 @@ export default defineConfig({
     reporters: ["default"],
     projects: [
       { extends: true, test: { name: "suite", include: ["test/**/*.test.ts"], exclude: timed, sequence: { groupOrder: 0 } } },
-      { extends: true, test: { name: "timed", include: timed, sequence: { groupOrder: 1 } } }
+      // one file at a time: each measures the gateway alone, not beside another timed file's load
+      { extends: true, test: { name: "timed", include: timed, sequence: { groupOrder: 1 }, poolOptions: { forks: { singleFork: true } } } }
     ]
   }
 })

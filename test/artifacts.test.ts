@@ -326,3 +326,57 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.0/8"] } }), { excludeTest
       expect(yield* books(orgId)).toMatchObject({ balance: 997, held: 0, holdsByStatus: { settled: 3, voided: 21 } })
     }).pipe(Effect.scoped), 60_000)
 })
+
+/**
+ * A file waits for its org's lock while another process keeps one of the org's files. Each waiting file held one of
+ * the process's pooled connections, so many of one org's files at once took the whole pool (20): every other
+ * org's calls waited for a connection and failed after the pool's 5 s. Now an org's files wait their turn in the
+ * process, without a connection.
+ */
+layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.0/8"] } }), { excludeTestServices: true })("an org's files waiting for its lock", (it) => {
+  it.effect("thirty PDF reads of one org wait with one connection, not the pool's twenty: another org's call is answered meanwhile", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      const sql = yield* SqlClient.SqlClient
+      const gateway = yield* serve([], { ...(yield* envFor), SSRF_ALLOW: PAGES_HOST, READ_PROVIDERS: "builtin" })
+      const a = yield* givenOrg({ credits: 1_000 })
+      const b = yield* givenOrg({ credits: 10 })
+      // another process keeping one of org a's files holds the org's lock
+      const locked = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const holder = yield* Effect.fork(sql.withTransaction(Effect.gen(function* () {
+        yield* sql`SELECT pg_advisory_xact_lock(${QUOTA_LOCK}, hashtext(${a.orgId}))`
+        yield* Deferred.succeed(locked, undefined)
+        yield* Deferred.await(release)
+      })))
+      yield* Deferred.await(locked)
+      const waiting = sql<{ readonly n: number }>`
+        SELECT count(*)::int AS n FROM pg_locks
+         WHERE locktype = 'advisory' AND NOT granted
+           AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`.pipe(
+        Effect.map((rows) => rows[0]?.n ?? 0),
+        Effect.orDie
+      )
+      const pdfs = u.pages.hits("/doc.pdf")
+      const reads = yield* Effect.fork(Effect.all(
+        Array.from({ length: 30 }, () => post(gateway.base, "/v1/read", a.key, { url: `${u.pages.url}/doc.pdf` })),
+        { concurrency: "unbounded" }
+      ))
+      // every PDF fetched and on its way to be kept: one waits for the lock in PostgreSQL (before: twenty)
+      yield* eventually(Effect.sync(() => u.pages.hits("/doc.pdf") - pdfs), (n) => n === 30)
+      yield* eventually(waiting, (n) => n > 0)
+      yield* Effect.sleep("300 millis")
+      expect(yield* waiting).toBe(1)
+
+      const started = performance.now()
+      const other = yield* post(gateway.base, "/v1/weather", b.key, { q: "Berlin" })
+      expect(other.status, `${other.text}\n${gateway.output().slice(-2_000)}`).toBe(200)
+      expect(performance.now() - started).toBeLessThan(2_000)
+
+      yield* Deferred.succeed(release, undefined)
+      yield* Fiber.join(holder)
+      const answers = yield* Fiber.join(reads)
+      expect(statuses(answers)).toEqual({ "200": 30 })
+      expect(yield* keptBytes(a.orgId)).toEqual({ n: 30, bytes: 30 * PDF.length })
+    }).pipe(Effect.scoped), 60_000)
+})

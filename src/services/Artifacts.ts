@@ -10,6 +10,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as RcMap from "effect/RcMap"
 import * as Schema from "effect/Schema"
 import * as Crypto from "node:crypto"
 import { ArtifactQuotaExceeded, NotFound, ProviderResponseTooLarge } from "../domain/errors.js"
@@ -168,6 +169,15 @@ export const make = Effect.gen(function* () {
       return Option.some(yield* quotaUse({ orgId: row.orgId, now: toDate(row.now), bytes: row.data.length, quota: config.artifactQuotaBytes }))
     }))
 
+  // One file of an org kept at a time in this process. A keep waiting for the org's lock holds a pooled connection
+  // all the while, so many of one org's files at once (30 PDF reads) would take every connection of the pool, and
+  // every other org's statements would wait for one and fail after the pool's 5 s. Here they wait their turn
+  // without a connection: an org holds at most one of each process's connections for its files. The lock still
+  // orders them across processes. An org's turn is dropped once nobody waits for it.
+  const turns = yield* RcMap.make({ lookup: (_: OrgId) => Effect.makeSemaphore(1) })
+  const keepInTurn = (row: Parameters<typeof keep>[0]) =>
+    Effect.scoped(Effect.flatMap(RcMap.get(turns, row.orgId), (turn) => turn.withPermits(1)(keep(row))))
+
   const store = (orgId: OrgId, contentType: string, data: Uint8Array) =>
     Effect.gen(function* () {
       if (data.length > config.artifactMaxBytes) {
@@ -176,7 +186,7 @@ export const make = Effect.gen(function* () {
       const now = yield* nowMillis
       const id = yield* randomId("art", 24)
       const sha256 = Crypto.createHash("sha256").update(data).digest("hex")
-      const refused = yield* keep({ id, orgId, contentType, data, sha256, now }).pipe(Effect.orDie)
+      const refused = yield* keepInTurn({ id, orgId, contentType, data, sha256, now }).pipe(Effect.orDie)
       if (Option.isSome(refused)) {
         const { used, fits_at } = refused.value
         const quota = config.artifactQuotaBytes
@@ -227,4 +237,4 @@ export const make = Effect.gen(function* () {
   return Artifacts.of({ store, get, list, purgeExpired })
 })
 
-export const ArtifactsLive = Layer.effect(Artifacts, make)
+export const ArtifactsLive = Layer.scoped(Artifacts, make)

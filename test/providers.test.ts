@@ -943,9 +943,10 @@ layer(warmGateway, { excludeTestServices: true })("providers", (it) => {
         })
         expectEnvelope(raw, { ...invalid, message: "country: the App Store has no storefront for \"aq\"" })
         expect(yield* books(orgId)).toEqual(expect.objectContaining({ balance: 100, held: 0, holdsByStatus: { voided: 2 } }))
-        // any case of a storefront's code is that storefront
+        // any case of a storefront's code is that storefront; Kosovo's xk (user-assigned, not ISO's) reaches Apple
         expectOk(yield* callTool("mobile_app_search", { query: "notes", country: "GB" }, { key }))
-        expect(u.itunes.requests.map((r) => r.query.get("country"))).toEqual(["cu", "aq", "gb"])
+        expectOk(yield* callTool("mobile_app_search", { query: "notes", country: "XK" }, { key }))
+        expect(u.itunes.requests.map((r) => r.query.get("country"))).toEqual(["cu", "aq", "gb", "xk"])
       }))
 
     it.effect("gamma_scrape answers every format it was asked for: a summary and change tracking are not dropped", () =>

@@ -39,6 +39,9 @@ const countryOf = (input: ToolInput<"mobile_app_search">) => (input.country ?? D
  * `gb`), a reserved or user-assigned code such as `zz` — is refused before any request. Apple's own storefront list
  * (App Store Connect API `GET /v1/territories`, about 175) is smaller and changes; a code on this list that has no
  * storefront (Cuba's `cu`, Antarctica's `aq`, …) is refused by Apple itself, read below as the caller's error too.
+ * Kosovo's `xk` is added: it is not assigned by ISO (a user-assigned code, used for Kosovo by the European
+ * Commission, SWIFT and others), but the App Store has operated there since 2020. If Apple refuses it, the caller
+ * hears it from Apple's own 400, as for any code without a storefront.
  */
 export const ISO_3166_ALPHA_2: ReadonlySet<string> = new Set(
   ("ad ae af ag ai al am ao aq ar as at au aw ax az ba bb bd be bf bg bh bi bj bl bm bn bo bq br bs bt bv bw by bz " +
@@ -47,7 +50,7 @@ export const ISO_3166_ALPHA_2: ReadonlySet<string> = new Set(
     "ke kg kh ki km kn kp kr kw ky kz la lb lc li lk lr ls lt lu lv ly ma mc md me mf mg mh mk ml mm mn mo mp mq mr ms mt " +
     "mu mv mw mx my mz na nc ne nf ng ni nl no np nr nu nz om pa pe pf pg ph pk pl pm pn pr ps pt pw py qa re ro rs ru rw " +
     "sa sb sc sd se sg sh si sj sk sl sm sn so sr ss st sv sx sy sz tc td tf tg th tj tk tl tm tn to tr tt tv tw tz " +
-    "ua ug um us uy uz va vc ve vg vi vn vu wf ws ye yt za zm zw").split(" ")
+    "ua ug um us uy uz va vc ve vg vi vn vu wf ws xk ye yt za zm zw").split(" ")
 )
 
 /**

@@ -235,14 +235,38 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.0/8"], artifactQuotaBytes
         expectOk(yield* callTool("read", { url: `${u.pages.url}/doc.pdf` }, { key: other.key }), 1)
       }))
 
-    it.effect("a file larger than the whole quota is refused without a time to retry", () =>
+    it.effect("a file larger than the whole quota is too large, not a 429 with a time to retry: no time would let it in", () =>
       Effect.gen(function* () {
         const artifacts = yield* Artifacts
         const { orgId } = yield* givenOrg()
         const refused = yield* Effect.flip(artifacts.store(orgId, "application/octet-stream", new Uint8Array(2 * PDF.length + 101)))
-        expect(refused._tag).toBe("ArtifactQuotaExceeded")
-        expect(refused.message).toContain("larger than the org's")
-        expect("retryAfter" in refused && refused.retryAfter !== undefined).toBe(false)
+        expect(refused._tag).toBe("ProviderResponseTooLarge")
+        expect(refused.message).toContain(`is larger than the org's whole ${2 * PDF.length + 100}-byte quota for kept files`)
+        expect(yield* keptBytes(orgId)).toEqual({ n: 0, bytes: 0 })
+      }))
+  }
+)
+
+layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.0/8"], artifactQuotaBytes: PDF.length - 1 } }), { excludeTestServices: true })(
+  "a quota smaller than the file",
+  (it) => {
+    it.effect("a read of a file larger than the org's whole quota: 502 provider_response_too_large, no Retry-After, not charged", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        u.resetAll()
+        const { key, orgId } = yield* givenOrg({ credits: 50 })
+        const refused = yield* callTool("read", { url: `${u.pages.url}/doc.pdf` }, { key })
+        expectEnvelope(refused, {
+          status: 502,
+          type: "provider",
+          code: "provider_response_too_large",
+          retryable: false,
+          billable: false,
+          message: `The file (${PDF.length} bytes) is larger than the org's whole ${PDF.length - 1}-byte quota for kept files`
+        })
+        expect(refused.headers.get("retry-after")).toBeNull()
+        expect({ jina: u.jina.hits(), firecrawl: u.firecrawl.hits() }).toEqual({ jina: 0, firecrawl: 0 })
+        expect(yield* books(orgId)).toMatchObject({ balance: 50, held: 0, holdsByStatus: { voided: 1 } })
         expect(yield* keptBytes(orgId)).toEqual({ n: 0, bytes: 0 })
       }))
   }

@@ -183,6 +183,13 @@ export const make = Effect.gen(function* () {
       if (data.length > config.artifactMaxBytes) {
         return yield* new ProviderResponseTooLarge({ message: `The file is larger than the ${config.artifactMaxBytes}-byte limit.` })
       }
+      // a file the quota could never hold is too large, as one past the limit above: no time would let it in
+      if (data.length > config.artifactQuotaBytes) {
+        return yield* new ProviderResponseTooLarge({
+          message: `The file (${data.length} bytes) is larger than the org's whole ${config.artifactQuotaBytes}-byte quota for ` +
+            "kept files (ARTIFACT_QUOTA_BYTES): it cannot be kept, and the call was not charged."
+        })
+      }
       const now = yield* nowMillis
       const id = yield* randomId("art", 24)
       const sha256 = Crypto.createHash("sha256").update(data).digest("hex")
@@ -191,11 +198,9 @@ export const make = Effect.gen(function* () {
         const { used, fits_at } = refused.value
         const quota = config.artifactQuotaBytes
         return yield* new ArtifactQuotaExceeded({
-          message: fits_at === null
-            ? `The file (${data.length} bytes) is larger than the org's ${quota}-byte quota for kept files: it was not kept, ` +
-              "and the call was not charged."
-            : `The file (${data.length} bytes) was not kept: the org's files take ${used} of its ${quota}-byte quota until ` +
-              `some expire (enough of them by ${fits_at.toISOString()}). The call was not charged.`,
+          // (the file is no larger than the quota, so once every kept file has expired it fits: `fits_at` is a time)
+          message: `The file (${data.length} bytes) was not kept: the org's files take ${used} of its ${quota}-byte quota until ` +
+            `some expire${fits_at === null ? "" : ` (enough of them by ${fits_at.toISOString()})`}. The call was not charged.`,
           ...(fits_at === null ? {} : { retryAfter: Math.max(1, Math.ceil((fits_at.getTime() - now) / 1000)) })
         })
       }

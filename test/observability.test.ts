@@ -394,6 +394,16 @@ layer(gatewayLayer(), { excludeTestServices: true })("the built server", (it) =>
     }
   })
 
+  it.effect("a new process's /metrics shows its unlabelled counters at 0, before anything has counted", () =>
+    Effect.gen(function* () {
+      const { base } = yield* serve([], { ...(yield* envFor), LOG_LEVEL: "warning" })
+      const text = yield* Effect.promise(() => fetch(`${base}/metrics`).then((r) => r.text()))
+      for (const name of ["idempotency_replays", "rate_limit_rejections", "settlements_lost"]) {
+        expect(text).toMatch(new RegExp(`^tool_gateway_${name}_total(\\{[^}]*\\})? 0$`, "m"))
+      }
+      expect(text).toMatch(/^tool_gateway_lease_renewals_total(\{[^}]*\})? \d+$/m)
+    }).pipe(Effect.scoped))
+
   it.effect("one JSON log line per request, with its facts, at a level that follows the outcome", () =>
     Effect.gen(function* () {
       const env = yield* envFor

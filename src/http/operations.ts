@@ -22,7 +22,7 @@ import { InvalidToken, NotReady } from "../domain/errors.js"
 import { ServerConfig } from "../config.js"
 import { Ledger } from "../services/Ledger.js"
 import { MetricsExporter } from "../services/Observability.js"
-import { creditsHeld, holdsOutstanding, poolConnections, processMemory } from "../services/Telemetry.js"
+import { creditsHeld, holdsOutstanding, poolConnections, processMemory, unlabelledCounters } from "../services/Telemetry.js"
 
 const READY_TIMEOUT = Duration.seconds(2)
 
@@ -43,6 +43,7 @@ export const OperationsLive = HttpApiBuilder.Router.use((router) =>
     const exporter = yield* MetricsExporter
     const ledger = yield* Ledger
     const pool = yield* DatabasePool
+    for (const counter of unlabelledCounters) yield* Metric.incrementBy(counter, 0)
 
     const countApplied = SqlSchema.findOne({
       Request: Schema.Void,

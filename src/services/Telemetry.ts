@@ -66,6 +66,12 @@ export const leaseRenewals = Metric.counter("tool_gateway_lease_renewals_total",
   incremental: true
 })
 
+/**
+ * The counters without labels, shown at 0 from the first scrape: an alert on one (a lost settlement, say) must
+ * see it go from 0 to 1, and a series that appears only at its first increment has nothing to compare it with.
+ */
+export const unlabelledCounters = [idempotencyReplays, rateLimitRejections, settlementsLost, leaseRenewals] as const
+
 export const holdsOutstanding = Metric.gauge("tool_gateway_holds_outstanding", {
   description: "Pending credit holds (calls in flight) across every process sharing the database"
 })

@@ -4,6 +4,7 @@
  * embedded database, shared by a running `serve` and the CLI, with the first-start key that `npm start`
  * prints on a terminal (a pseudo-terminal from util-linux `script`) and does not print without one.
  */
+import { SqlClient } from "@effect/sql"
 import { describe, expect, it, layer } from "@effect/vitest"
 import { Effect, Schema } from "effect"
 import * as Child from "node:child_process"
@@ -158,6 +159,14 @@ layer(gatewayLayer(), { excludeTestServices: true })("the CLI against DATABASE_U
       expect(keysText).toMatch(/rate +5\/s, burst 10/)
       expect(keysText).toMatch(/tools +all/)
       expect(keysText).toMatch(/rate +the gateway's/)
+      expect(keysText).toMatch(/expires +never/)
+      // a key whose expiry (set through the dashboard API or the library) has passed is expired, not active
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`UPDATE api_keys SET expires_at = '2026-01-01T00:00:00Z' WHERE id = ${String(created["id"])}`.pipe(Effect.orDie)
+      yield* sql`UPDATE api_keys SET expires_at = '2999-01-01T00:00:00Z' WHERE id = ${String(limited["id"])}`.pipe(Effect.orDie)
+      const expiredText = (yield* run(["keys", "list", "--org", id], env)).stdout
+      expect(expiredText).toContain(`${String(created["id"])}  ${String(created["prefix"])}…  ci  expired 2026-01-01T00:00:00.000Z`)
+      expect(expiredText).toContain(`${String(limited["id"])}  ${String(limited["prefix"])}…  bot  active\n  expires      2999-01-01T00:00:00.000Z`)
 
       expect(yield* runJson(["beta", "enable", "--org", id, "--tool", "iota_delete_service"], env)).toEqual({
         org_id: id,
@@ -241,6 +250,22 @@ layer(gatewayLayer(), { excludeTestServices: true })("the CLI against DATABASE_U
       const again = yield* run(["members", "remove", "--org", id, "--uid", "alice"], env)
       expect(again.code).toBe(1)
       expect(again.stderr).toContain("alice is not a member of")
+      // a user belongs to one org: adding a member of another is refused, unless moved with --move
+      expect(yield* runJson(["members", "add", "--org", id, "--uid", "bob"], env)).toMatchObject({ uid: "bob", org_id: id })
+      const other = String((yield* runJson(["org", "create", "--name", "other team"], env))["id"])
+      const refused = yield* run(["members", "add", "--org", other, "--uid", "bob"], env)
+      expect(refused.code).toBe(1)
+      expect(refused.stderr).toContain(`bob is a member of ${id}: a user belongs to one org. Add --move to move them to ${other}`)
+      expect(JSON.parse((yield* run(["members", "list", "--org", id, "--json"], env)).stdout)).toEqual([expect.objectContaining({ uid: "bob" })])
+      expect(JSON.parse((yield* run(["members", "list", "--org", other, "--json"], env)).stdout)).toEqual([])
+      const moved = yield* run(["members", "add", "--org", other, "--uid", "bob", "--move"], env)
+      expect(moved.code, moved.stderr).toBe(0)
+      expect(moved.stdout).toContain(`bob is a member of ${other} (moved from ${id}).`)
+      expect(JSON.parse((yield* run(["members", "list", "--org", id, "--json"], env)).stdout)).toEqual([])
+      // added again where they are: nothing moves
+      const same = yield* runJson(["members", "add", "--org", other, "--uid", "bob", "--move"], env)
+      expect(same).toMatchObject({ uid: "bob", org_id: other })
+      expect(same).not.toHaveProperty("moved_from")
     }))
 
   it.effect("connections reseal: after a rotation, every connection sealed with the current key", () =>
@@ -266,9 +291,16 @@ layer(gatewayLayer(), { excludeTestServices: true })("the CLI against DATABASE_U
       expect(Array.isArray(JSON.parse(verbose.stdout))).toBe(true)
       expect(verbose.stderr).toContain("\"logLevel\":\"DEBUG\"")
       // with DATABASE_URL the key must be given
+      // (a mistake in the configuration, as for every command: status 2, one line; with --json, the envelope on stdout)
       const keyless = yield* run(["connections", "reseal"], yield* envFor)
-      expect(keyless.code).not.toBe(0)
-      expect(keyless.stderr).toContain("GATEWAY_ENCRYPTION_KEY is required")
+      expect(keyless.code).toBe(2)
+      expect(keyless.stderr).toContain("encryption key: GATEWAY_ENCRYPTION_KEY is required")
+      for (const key of [{}, { GATEWAY_ENCRYPTION_KEY: "short" }]) {
+        const answer = yield* run(["connections", "reseal", "--json"], { ...(yield* envFor), ...key })
+        expect(answer.code, answer.stderr).toBe(2)
+        expect(JSON.parse(answer.stdout)).toMatchObject({ error: { type: "validation", code: "invalid_request", billable: false } })
+        expect(JSON.parse(answer.stdout).error.message).toContain("encryption key: GATEWAY_ENCRYPTION_KEY")
+      }
     }))
 
   it.effect("dev token: only with DEV_IDENTITY, on a loopback HOST, with a sane lifetime", () =>

@@ -19,7 +19,7 @@ import { migrate } from "../db/migrations/index.js"
 import { DatabaseLive } from "../db/Database.js"
 import { parseCredits } from "../domain/credits.js"
 import { KeyName, MAX_RATE, Uid } from "../domain/dashboard.js"
-import { envelope, InvalidRequest, isGatewayError } from "../domain/errors.js"
+import { envelope, type GatewayError, InvalidRequest, isGatewayError } from "../domain/errors.js"
 import { KeyId, OrgId } from "../domain/ids.js"
 import { catalog, isToolName, toolNames } from "../domain/tools.js"
 import { Betas, BetasLive } from "../services/Betas.js"
@@ -46,9 +46,18 @@ const AdminLive = MembersLive.pipe(
 const orgJson = (org: Org, betas: ReadonlyArray<string>) => ({ ...orgView(org, betas), created_at: org.createdAt.toISOString() })
 const keyJson = (key: KeyInfo) => ({ ...keyView(key), org_id: key.orgId })
 
-const keyText = (k: KeyInfo) =>
+/** A key's state at `now` (a Clock reading): revoked, expired, or active. */
+const keyState = (k: KeyInfo, now: number) =>
+  k.revokedAt !== null
+    ? `revoked ${k.revokedAt.toISOString()}`
+    : k.expiresAt !== null && k.expiresAt.getTime() <= now
+    ? `expired ${k.expiresAt.toISOString()}`
+    : "active"
+
+const keyText = (k: KeyInfo, now: number) =>
   [
-    `${k.id}  ${k.prefix}…  ${k.name}  ${k.revokedAt === null ? "active" : `revoked ${k.revokedAt.toISOString()}`}`,
+    `${k.id}  ${k.prefix}…  ${k.name}  ${keyState(k, now)}`,
+    `  expires      ${k.expiresAt?.toISOString() ?? "never"}`,
     `  last used    ${k.lastUsedAt?.toISOString() ?? "never"}`,
     `  spend limit  ${k.spendLimit === null ? "none" : `${k.spendLimit} a month`} (spent ${k.monthSpend} this month)`,
     `  tools        ${k.allowedTools === null ? "all" : k.allowedTools.join(", ")}`,
@@ -77,20 +86,19 @@ const table = (rows: ReadonlyArray<ReadonlyArray<string>>) => {
 
 /**
  * Run an admin action; a gateway error (an unknown org, say) is printed — as the error envelope on stdout
- * with `--json`, as a line on stderr without — and exits with status 1.
+ * with `--json`, as a line on stderr without — and exits with status 1. Any other failure (a service the action
+ * builds that cannot start on its configuration, as `connections reseal`'s encryption keys) goes on to the
+ * command's start-up handling: one line, the envelope with `--json`, status 2.
  */
 const admin = <A, E, R>(asJson: boolean, effect: Effect.Effect<A, E, R>) =>
   effect.pipe(
-    Effect.catchAll((error) =>
+    Effect.catchIf((error: E): error is E & GatewayError => isGatewayError(error), (error) =>
       Effect.zipRight(
-        asJson && isGatewayError(error)
-          ? Console.log(JSON.stringify(envelope(error), null, 2))
-          : Console.error(`error: ${isGatewayError(error) ? error.message : String(error)}`),
+        asJson ? Console.log(JSON.stringify(envelope(error), null, 2)) : Console.error(`error: ${error.message}`),
         Effect.sync(() => {
           process.exitCode = 1
         })
-      )
-    ),
+      )),
     Effect.provide(AdminLive)
   )
 
@@ -305,7 +313,8 @@ const keysList = Command.make("list", { org: orgOption, json }, ({ json, org }) 
     yield* existingOrg(org)
     const keys = yield* KeyStore
     const list = yield* keys.list(OrgId.make(org))
-    yield* print(json, list.map(keyJson), list.length > 0 ? list.map(keyText).join("\n") : "No keys.")
+    const now = yield* nowMillis
+    yield* print(json, list.map(keyJson), list.length > 0 ? list.map((k) => keyText(k, now)).join("\n") : "No keys.")
   }))).pipe(Command.withDescription("List an org's keys (never the keys themselves)"))
 
 const keysRevoke = Command.make("revoke", { keyId: Options.text("key-id"), json }, ({ json, keyId }) =>
@@ -336,16 +345,26 @@ const memberOptions = {
   json
 }
 
-const membersAdd = Command.make("add", memberOptions, ({ json, org, uid }) =>
+const membersAdd = Command.make("add", {
+  ...memberOptions,
+  move: Options.boolean("move").pipe(
+    Options.withDescription("Move a user who is a member of another org (they lose access to it); without it, that is refused")
+  )
+}, ({ json, move, org, uid }) =>
   admin(json, Effect.gen(function* () {
     const members = yield* Members
-    const member = yield* members.add(OrgId.make(org), uid)
+    const member = yield* members.add(OrgId.make(org), uid, { move })
     yield* print(
       json,
-      { uid: member.uid, org_id: member.orgId, created_at: member.createdAt.toISOString() },
-      `${member.uid} is a member of ${member.orgId}.`
+      {
+        uid: member.uid,
+        org_id: member.orgId,
+        created_at: member.createdAt.toISOString(),
+        ...(member.movedFrom === undefined ? {} : { moved_from: member.movedFrom })
+      },
+      `${member.uid} is a member of ${member.orgId}${member.movedFrom === undefined ? "" : ` (moved from ${member.movedFrom})`}.`
     )
-  }))).pipe(Command.withDescription("Make a dashboard user (the ID token's sub) a member of an org"))
+  }))).pipe(Command.withDescription("Make a dashboard user (the ID token's sub) a member of an org (a user belongs to one org)"))
 
 const membersRemove = Command.make("remove", memberOptions, ({ json, org, uid }) =>
   admin(json, Effect.gen(function* () {

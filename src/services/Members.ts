@@ -9,7 +9,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import { NotAMember, NotFound } from "../domain/errors.js"
+import { InvalidRequest, NotAMember, NotFound } from "../domain/errors.js"
 import { OrgId } from "../domain/ids.js"
 import { IdentityConfig } from "../config.js"
 import { Orgs } from "./Orgs.js"
@@ -21,9 +21,17 @@ export interface Member {
   readonly createdAt: Date
 }
 
+/** A member as added: the org the user was moved out of, if any. */
+export interface AddedMember extends Member {
+  readonly movedFrom: OrgId | undefined
+}
+
 export class Members extends Context.Tag("Members")<Members, {
-  /** Add (or move) a user to an org. */
-  readonly add: (orgId: OrgId, uid: string) => Effect.Effect<Member, NotFound>
+  /**
+   * Add a user to an org (again: nothing changes). A user belongs to one org: one who is a member of another is
+   * refused (`InvalidRequest`, naming it) unless `move` is set, and is then moved — out of the other org.
+   */
+  readonly add: (orgId: OrgId, uid: string, options?: { readonly move?: boolean }) => Effect.Effect<AddedMember, NotFound | InvalidRequest>
   /** Take a user out of an org: their next dashboard request is refused (`not_a_member`). */
   readonly remove: (orgId: OrgId, uid: string) => Effect.Effect<void, NotFound>
   readonly list: (orgId: OrgId) => Effect.Effect<ReadonlyArray<Member>>
@@ -49,7 +57,8 @@ export const make = Effect.gen(function* () {
     execute: (m) => sql`
       INSERT INTO members (uid, org_id, created_at)
       SELECT ${m.uid}, id, ${m.now} FROM orgs WHERE id = ${m.orgId}
-      ON CONFLICT (uid) DO UPDATE SET org_id = EXCLUDED.org_id
+      ON CONFLICT (uid) DO UPDATE SET org_id = EXCLUDED.org_id,
+        created_at = CASE WHEN members.org_id = EXCLUDED.org_id THEN members.created_at ELSE EXCLUDED.created_at END
       RETURNING uid, org_id, created_at`
   })
   const findMembers = SqlSchema.findAll({
@@ -57,19 +66,33 @@ export const make = Effect.gen(function* () {
     Result: MemberRow,
     execute: (orgId) => sql`SELECT uid, org_id, created_at FROM members WHERE org_id = ${orgId} ORDER BY created_at, uid`
   })
+  const findMembershipLocked = SqlSchema.findOne({
+    Request: Schema.String,
+    Result: MembershipRow,
+    execute: (uid) => sql`SELECT org_id FROM members WHERE uid = ${uid} FOR UPDATE`
+  })
   const findMembership = SqlSchema.findOne({
     Request: Schema.String,
     Result: MembershipRow,
     execute: (uid) => sql`SELECT org_id FROM members WHERE uid = ${uid}`
   })
 
-  const add = (orgId: OrgId, uid: string) =>
-    Effect.gen(function* () {
+  // In one transaction, the user's row locked: the org read is the org moved out of.
+  const add = (orgId: OrgId, uid: string, options: { readonly move?: boolean } = {}) =>
+    sql.withTransaction(Effect.gen(function* () {
       const now = yield* nowMillis
+      const before = yield* findMembershipLocked(uid)
+      const other = Option.filter(Option.map(before, (m) => m.org_id), (org) => org !== orgId)
+      if (Option.isSome(other) && options.move !== true) {
+        return yield* new InvalidRequest({
+          message: `${uid} is a member of ${other.value}: a user belongs to one org. Add --move to move them to ${orgId} ` +
+            `(they lose access to ${other.value}).`
+        })
+      }
       const row = yield* upsertMember({ uid, orgId, now: toDate(now) })
       if (Option.isNone(row)) return yield* new NotFound({ message: `no org with id ${orgId}` })
-      return toMember(row.value)
-    }).pipe(Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die }))
+      return { ...toMember(row.value), movedFrom: Option.getOrUndefined(other) }
+    })).pipe(Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die }))
 
   const remove = (orgId: OrgId, uid: string) =>
     Effect.gen(function* () {

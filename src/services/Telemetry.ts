@@ -46,7 +46,7 @@ export const rateLimitRejections = Metric.counter("tool_gateway_rate_limit_rejec
 })
 
 export const httpRequests = Metric.counter("tool_gateway_http_requests_total", {
-  description: "HTTP requests answered, by status class (2xx, 4xx, 5xx)",
+  description: "HTTP requests answered, by status class (2xx, 3xx, 4xx, 5xx)",
   incremental: true
 })
 

@@ -7,13 +7,13 @@
 import { SqlClient } from "@effect/sql"
 import { describe, expect, layer } from "@effect/vitest"
 import * as Net from "node:net"
-import { Effect, Schema } from "effect"
+import { Deferred, Effect, Either, Fiber, Schema } from "effect"
 import { InvalidRequest, NotFound, ToolGatewayClient } from "../src/client.js"
 import type { OrgId } from "../src/domain/ids.js"
 import { USAGE_CSV_MAX } from "../src/domain/dashboard.js"
 import { Members } from "../src/services/Members.js"
 import { expectEnvelope, expectOk } from "./support/assert.js"
-import { baseUrl, callTool, dashboard, gatewayLayer, givenManyUsage, givenMember, type HttpResult, request, requestChunked } from "./support/gateway.js"
+import { baseUrl, callTool, dashboard, gatewayLayer, givenManyUsage, givenMember, givenOrg, type HttpResult, request, requestChunked } from "./support/gateway.js"
 
 const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 const bodyOf = (r: HttpResult) => Schema.decodeUnknownSync(JsonObject)(r.body)
@@ -49,6 +49,33 @@ const givenUsage = (orgId: OrgId, keyId: string, rows: ReadonlyArray<{ readonly 
     })))}`).pipe(Effect.orDie)
 
 layer(gatewayLayer(), { excludeTestServices: true })("dashboard API: keys, usage, dev sign-in", (it) => {
+  it.effect("a user added to two orgs at the same moment stays in the first one's: the second is refused, not a silent move", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const members = yield* Members
+      const first = yield* givenOrg()
+      const second = yield* givenOrg()
+      const uid = `both-${first.orgId}`
+      // the first add, not committed yet: its row is not there to lock
+      const inserted = yield* Deferred.make<void>()
+      const commit = yield* Deferred.make<void>()
+      const adding = yield* Effect.fork(sql.withTransaction(Effect.gen(function* () {
+        yield* sql`INSERT INTO members (uid, org_id, created_at) VALUES (${uid}, ${first.orgId}, now())`
+        yield* Deferred.succeed(inserted, undefined)
+        yield* Deferred.await(commit)
+      })))
+      yield* Deferred.await(inserted)
+      const second_ = yield* Effect.fork(Effect.either(members.add(second.orgId, uid)))
+      yield* Effect.sleep("200 millis")
+      yield* Deferred.succeed(commit, undefined)
+      yield* Fiber.join(adding)
+      const result = yield* Fiber.join(second_)
+      expect(result._tag).toBe("Left")
+      expect(Either.isLeft(result) ? result.left.message : "").toContain(`${uid} is a member of ${first.orgId}`)
+      expect((yield* members.list(first.orgId)).map((m) => m.uid)).toEqual([uid])
+      expect(yield* members.list(second.orgId)).toEqual([])
+    }))
+
   it.effect("a member taken out of the org is refused on their next request, with the token they still hold", () =>
     Effect.gen(function* () {
       const { orgId, token, uid } = yield* givenMember()

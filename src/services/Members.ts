@@ -61,6 +61,21 @@ export const make = Effect.gen(function* () {
         created_at = CASE WHEN members.org_id = EXCLUDED.org_id THEN members.created_at ELSE EXCLUDED.created_at END
       RETURNING uid, org_id, created_at`
   })
+  // a new member only: a user who is a member already (of this org, or of another since the check) is left as is
+  const insertMember = SqlSchema.findOne({
+    Request: NewMember,
+    Result: MemberRow,
+    execute: (m) => sql`
+      INSERT INTO members (uid, org_id, created_at)
+      SELECT ${m.uid}, id, ${m.now} FROM orgs WHERE id = ${m.orgId}
+      ON CONFLICT (uid) DO NOTHING
+      RETURNING uid, org_id, created_at`
+  })
+  const findMember = SqlSchema.findOne({
+    Request: Schema.String,
+    Result: MemberRow,
+    execute: (uid) => sql`SELECT uid, org_id, created_at FROM members WHERE uid = ${uid}`
+  })
   const findMembers = SqlSchema.findAll({
     Request: Schema.String,
     Result: MemberRow,
@@ -77,21 +92,28 @@ export const make = Effect.gen(function* () {
     execute: (uid) => sql`SELECT org_id FROM members WHERE uid = ${uid}`
   })
 
-  // In one transaction, the user's row locked: the org read is the org moved out of.
+  const memberElsewhere = (uid: string, orgId: OrgId, other: OrgId) =>
+    new InvalidRequest({
+      message: `${uid} is a member of ${other}: a user belongs to one org. Add --move to move them to ${orgId} ` +
+        `(they lose access to ${other}).`
+    })
+
+  // In one transaction, the user's row locked: the org read is the org moved out of. Without `move`, a user
+  // added by another transaction at the same moment (no row to lock yet) is not overwritten: the insert leaves
+  // their row, which is read back.
   const add = (orgId: OrgId, uid: string, options: { readonly move?: boolean } = {}) =>
     sql.withTransaction(Effect.gen(function* () {
       const now = yield* nowMillis
       const before = yield* findMembershipLocked(uid)
       const other = Option.filter(Option.map(before, (m) => m.org_id), (org) => org !== orgId)
-      if (Option.isSome(other) && options.move !== true) {
-        return yield* new InvalidRequest({
-          message: `${uid} is a member of ${other.value}: a user belongs to one org. Add --move to move them to ${orgId} ` +
-            `(they lose access to ${other.value}).`
-        })
-      }
-      const row = yield* upsertMember({ uid, orgId, now: toDate(now) })
-      if (Option.isNone(row)) return yield* new NotFound({ message: `no org with id ${orgId}` })
-      return { ...toMember(row.value), movedFrom: Option.getOrUndefined(other) }
+      const move = options.move === true
+      if (Option.isSome(other) && !move) return yield* memberElsewhere(uid, orgId, other.value)
+      const row = yield* (move ? upsertMember : insertMember)({ uid, orgId, now: toDate(now) })
+      if (Option.isSome(row)) return { ...toMember(row.value), movedFrom: Option.getOrUndefined(other) }
+      const existing = yield* findMember(uid)
+      if (Option.isSome(existing) && existing.value.org_id === orgId) return { ...toMember(existing.value), movedFrom: undefined }
+      if (Option.isSome(existing) && !move) return yield* memberElsewhere(uid, orgId, existing.value.org_id)
+      return yield* new NotFound({ message: `no org with id ${orgId}` })
     })).pipe(Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die }))
 
   const remove = (orgId: OrgId, uid: string) =>

@@ -262,6 +262,10 @@ layer(gatewayLayer(), { excludeTestServices: true })("the CLI against DATABASE_U
       expect(moved.code, moved.stderr).toBe(0)
       expect(moved.stdout).toContain(`bob is a member of ${other} (moved from ${id}).`)
       expect(JSON.parse((yield* run(["members", "list", "--org", id, "--json"], env)).stdout)).toEqual([])
+      // a mistyped org is not found, whoever the user is (not "add --move")
+      const mistyped = yield* run(["members", "add", "--org", "org_doesnotexist", "--uid", "bob"], env)
+      expect(mistyped.code).toBe(1)
+      expect(mistyped.stderr).toContain("no org with id org_doesnotexist")
       // added again where they are: nothing moves
       const same = yield* runJson(["members", "add", "--org", other, "--uid", "bob", "--move"], env)
       expect(same).toMatchObject({ uid: "bob", org_id: other })

@@ -66,7 +66,12 @@ layer(gatewayLayer(), { excludeTestServices: true })("dashboard API: keys, usage
       })))
       yield* Deferred.await(inserted)
       const second_ = yield* Effect.fork(Effect.either(members.add(second.orgId, uid)))
-      yield* Effect.sleep("200 millis")
+      // the second add waits for the first (PostgreSQL shows its lock not granted) before the first commits
+      const waiting = sql<{ readonly n: number }>`
+        SELECT count(*)::int AS n FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+         WHERE NOT l.granted AND a.datname = current_database()`
+      yield* Effect.repeat(waiting, { until: (rows) => (rows[0]?.n ?? 0) > 0 || second_.unsafePoll() !== null })
+      expect(second_.unsafePoll()).toBeNull()
       yield* Deferred.succeed(commit, undefined)
       yield* Fiber.join(adding)
       const result = yield* Fiber.join(second_)

@@ -39,19 +39,22 @@ const countryOf = (input: ToolInput<"mobile_app_search">) => (input.country ?? D
  * `gb`), a reserved or user-assigned code such as `zz` — is refused before any request. Apple's own storefront list
  * (App Store Connect API `GET /v1/territories`, about 175) is smaller and changes; a code on this list that has no
  * storefront (Cuba's `cu`, Antarctica's `aq`, …) is refused by Apple itself, read below as the caller's error too.
- * Kosovo's `xk` is added: it is not assigned by ISO (a user-assigned code, used for Kosovo by the European
- * Commission, SWIFT and others), but the App Store has operated there since 2020. If Apple refuses it, the caller
- * hears it from Apple's own 400, as for any code without a storefront.
  */
-export const ISO_3166_ALPHA_2: ReadonlySet<string> = new Set(
+const ISO_3166_ALPHA_2: ReadonlyArray<string> =
   ("ad ae af ag ai al am ao aq ar as at au aw ax az ba bb bd be bf bg bh bi bj bl bm bn bo bq br bs bt bv bw by bz " +
     "ca cc cd cf cg ch ci ck cl cm cn co cr cu cv cw cx cy cz de dj dk dm do dz ec ee eg eh er es et fi fj fk fm fo fr " +
     "ga gb gd ge gf gg gh gi gl gm gn gp gq gr gs gt gu gw gy hk hm hn hr ht hu id ie il im in io iq ir is it je jm jo jp " +
     "ke kg kh ki km kn kp kr kw ky kz la lb lc li lk lr ls lt lu lv ly ma mc md me mf mg mh mk ml mm mn mo mp mq mr ms mt " +
     "mu mv mw mx my mz na nc ne nf ng ni nl no np nr nu nz om pa pe pf pg ph pk pl pm pn pr ps pt pw py qa re ro rs ru rw " +
     "sa sb sc sd se sg sh si sj sk sl sm sn so sr ss st sv sx sy sz tc td tf tg th tj tk tl tm tn to tr tt tv tw tz " +
-    "ua ug um us uy uz va vc ve vg vi vn vu wf ws xk ye yt za zm zw").split(" ")
-)
+    "ua ug um us uy uz va vc ve vg vi vn vu wf ws ye yt za zm zw").split(" ")
+
+/**
+ * The store countries taken: the ISO codes, and Kosovo's `xk` — not assigned by ISO (a user-assigned code, used for
+ * Kosovo by the European Commission, SWIFT and others), but the App Store has operated there since 2020. If Apple
+ * refuses it, the caller hears it from Apple's own 400, as for any code without a storefront.
+ */
+const STORE_COUNTRIES: ReadonlySet<string> = new Set([...ISO_3166_ALPHA_2, "xk"])
 
 /**
  * The API's answer to a `country` it has no storefront for: HTTP 400 `{"errorMessage": "Invalid value(s) for key(s):
@@ -70,7 +73,7 @@ const noStorefront = (country: string) =>
 
 const checkCountry = (input: ToolInput<"mobile_app_search">) => {
   const country = countryOf(input)
-  return ISO_3166_ALPHA_2.has(country)
+  return STORE_COUNTRIES.has(country)
     ? Effect.void
     : Effect.fail(invalid(
       `country: "${country}" is not an ISO 3166-1 alpha-2 country code (e.g. us, gb, de; the United Kingdom is gb, not uk)`

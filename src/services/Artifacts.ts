@@ -154,19 +154,21 @@ export const make = Effect.gen(function* () {
     readonly contentType: string
     readonly data: Uint8Array
     readonly sha256: string
-    readonly now: number
   }) =>
     sql.withTransaction(Effect.gen(function* () {
       yield* sql`SELECT pg_advisory_xact_lock(${QUOTA_LOCK}, hashtext(${row.orgId}))`
+      // the time once the lock is held, not before waiting for it (files that expired meanwhile count for nothing)
+      const now = yield* nowMillis
       const kept = yield* sql`
         INSERT INTO artifacts (id, org_id, content_type, bytes, sha256, data, created_at, expires_at)
         SELECT ${row.id}, ${row.orgId}, ${row.contentType}, ${row.data.length}::bigint, ${row.sha256}, ${row.data}::bytea,
-               ${toDate(row.now)}::timestamptz, ${toDate(row.now + config.artifactRetentionMs)}::timestamptz
-         WHERE (SELECT coalesce(sum(bytes), 0) FROM artifacts WHERE org_id = ${row.orgId} AND expires_at > ${toDate(row.now)})
+               ${toDate(now)}::timestamptz, ${toDate(now + config.artifactRetentionMs)}::timestamptz
+         WHERE (SELECT coalesce(sum(bytes), 0) FROM artifacts WHERE org_id = ${row.orgId} AND expires_at > ${toDate(now)})
                + ${row.data.length}::bigint <= ${config.artifactQuotaBytes}::bigint
         RETURNING id`
-      if (kept.length > 0) return Option.none()
-      return Option.some(yield* quotaUse({ orgId: row.orgId, now: toDate(row.now), bytes: row.data.length, quota: config.artifactQuotaBytes }))
+      if (kept.length > 0) return { now, refused: Option.none() }
+      const use = yield* quotaUse({ orgId: row.orgId, now: toDate(now), bytes: row.data.length, quota: config.artifactQuotaBytes })
+      return { now, refused: Option.some(use) }
     }))
 
   // One file of an org kept at a time in this process. A keep waiting for the org's lock holds a pooled connection
@@ -190,10 +192,9 @@ export const make = Effect.gen(function* () {
             "kept files (ARTIFACT_QUOTA_BYTES): it cannot be kept, and the call was not charged."
         })
       }
-      const now = yield* nowMillis
       const id = yield* randomId("art", 24)
       const sha256 = Crypto.createHash("sha256").update(data).digest("hex")
-      const refused = yield* keepInTurn({ id, orgId, contentType, data, sha256, now }).pipe(Effect.orDie)
+      const { now, refused } = yield* keepInTurn({ id, orgId, contentType, data, sha256 }).pipe(Effect.orDie)
       if (Option.isSome(refused)) {
         const { used, fits_at } = refused.value
         const quota = config.artifactQuotaBytes

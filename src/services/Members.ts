@@ -51,40 +51,31 @@ export const make = Effect.gen(function* () {
   const identity = yield* IdentityConfig
   const orgs = yield* Orgs
 
-  const upsertMember = SqlSchema.findOne({
-    Request: NewMember,
-    Result: MemberRow,
-    execute: (m) => sql`
-      INSERT INTO members (uid, org_id, created_at)
-      SELECT ${m.uid}, id, ${m.now} FROM orgs WHERE id = ${m.orgId}
-      ON CONFLICT (uid) DO UPDATE SET org_id = EXCLUDED.org_id,
-        created_at = CASE WHEN members.org_id = EXCLUDED.org_id THEN members.created_at ELSE EXCLUDED.created_at END
-      RETURNING uid, org_id, created_at`
-  })
-  // a new member only: a user who is a member already (of this org, or of another since the check) is left as is
+  // a new member; a user who is a member already (of any org) is left as is
   const insertMember = SqlSchema.findOne({
     Request: NewMember,
     Result: MemberRow,
     execute: (m) => sql`
-      INSERT INTO members (uid, org_id, created_at)
-      SELECT ${m.uid}, id, ${m.now} FROM orgs WHERE id = ${m.orgId}
+      INSERT INTO members (uid, org_id, created_at) VALUES (${m.uid}, ${m.orgId}, ${m.now})
       ON CONFLICT (uid) DO NOTHING
       RETURNING uid, org_id, created_at`
   })
-  const findMember = SqlSchema.findOne({
+  const findMemberLocked = SqlSchema.findOne({
     Request: Schema.String,
     Result: MemberRow,
-    execute: (uid) => sql`SELECT uid, org_id, created_at FROM members WHERE uid = ${uid}`
+    execute: (uid) => sql`SELECT uid, org_id, created_at FROM members WHERE uid = ${uid} FOR UPDATE`
+  })
+  const moveMember = SqlSchema.single({
+    Request: NewMember,
+    Result: MemberRow,
+    execute: (m) => sql`
+      UPDATE members SET org_id = ${m.orgId}, created_at = ${m.now} WHERE uid = ${m.uid}
+      RETURNING uid, org_id, created_at`
   })
   const findMembers = SqlSchema.findAll({
     Request: Schema.String,
     Result: MemberRow,
     execute: (orgId) => sql`SELECT uid, org_id, created_at FROM members WHERE org_id = ${orgId} ORDER BY created_at, uid`
-  })
-  const findMembershipLocked = SqlSchema.findOne({
-    Request: Schema.String,
-    Result: MembershipRow,
-    execute: (uid) => sql`SELECT org_id FROM members WHERE uid = ${uid} FOR UPDATE`
   })
   const findMembership = SqlSchema.findOne({
     Request: Schema.String,
@@ -92,29 +83,28 @@ export const make = Effect.gen(function* () {
     execute: (uid) => sql`SELECT org_id FROM members WHERE uid = ${uid}`
   })
 
-  const memberElsewhere = (uid: string, orgId: OrgId, other: OrgId) =>
-    new InvalidRequest({
-      message: `${uid} is a member of ${other}: a user belongs to one org. Add --move to move them to ${orgId} ` +
-        `(they lose access to ${other}).`
-    })
-
-  // In one transaction, the user's row locked: the org read is the org moved out of. Without `move`, a user
-  // added by another transaction at the same moment (no row to lock yet) is not overwritten: the insert leaves
-  // their row, which is read back.
-  const add = (orgId: OrgId, uid: string, options: { readonly move?: boolean } = {}) =>
+  // The org first (a mistyped one is not found, whoever the user is). A new member is inserted; the insert waits
+  // for another transaction inserting the same user, and then leaves their row, read next, committed, and locked:
+  // the org read there is the one a move takes the user out of.
+  const add = (orgId: OrgId, uid: string, options: { readonly move?: boolean } = {}): Effect.Effect<AddedMember, NotFound | InvalidRequest> =>
     sql.withTransaction(Effect.gen(function* () {
-      const now = yield* nowMillis
-      const before = yield* findMembershipLocked(uid)
-      const other = Option.filter(Option.map(before, (m) => m.org_id), (org) => org !== orgId)
-      const move = options.move === true
-      if (Option.isSome(other) && !move) return yield* memberElsewhere(uid, orgId, other.value)
-      const row = yield* (move ? upsertMember : insertMember)({ uid, orgId, now: toDate(now) })
-      if (Option.isSome(row)) return { ...toMember(row.value), movedFrom: Option.getOrUndefined(other) }
-      const existing = yield* findMember(uid)
-      if (Option.isSome(existing) && existing.value.org_id === orgId) return { ...toMember(existing.value), movedFrom: undefined }
-      if (Option.isSome(existing) && !move) return yield* memberElsewhere(uid, orgId, existing.value.org_id)
-      return yield* new NotFound({ message: `no org with id ${orgId}` })
-    })).pipe(Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die }))
+      yield* orgs.get(orgId)
+      const member = { uid, orgId, now: toDate(yield* nowMillis) }
+      const inserted = yield* insertMember(member)
+      if (Option.isSome(inserted)) return { ...toMember(inserted.value), movedFrom: undefined }
+      const existing = yield* findMemberLocked(uid)
+      // taken out since the insert: add them again
+      if (Option.isNone(existing)) return yield* add(orgId, uid, options)
+      const other = existing.value.org_id
+      if (other === orgId) return { ...toMember(existing.value), movedFrom: undefined }
+      if (options.move !== true) {
+        return yield* new InvalidRequest({
+          message: `${uid} is a member of ${other}: a user belongs to one org. Add --move to move them to ${orgId} ` +
+            `(they lose access to ${other}).`
+        })
+      }
+      return { ...toMember(yield* moveMember(member)), movedFrom: other }
+    })).pipe(Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die, NoSuchElementException: Effect.die }))
 
   const remove = (orgId: OrgId, uid: string) =>
     Effect.gen(function* () {

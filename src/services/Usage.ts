@@ -434,8 +434,12 @@ export const make = Effect.gen(function* () {
       // more than a chunk of rows is held at once. EXPORT_CHUNKS_AT_ONCE chunks of a process's exports are read at a time,
       // the rest wait their turn: a permit a chunk, not an export, so a client that stops reading (or reads slowly)
       // holds none while its answer waits on its socket.
+      // A chunk's statement is not interrupted when its client hangs up (it ends within a chunk's time): the pg
+      // client cancels an interrupted statement with `pg_cancel_backend(pid)` sent afterwards on another connection,
+      // and when the statement had just ended its connection may already run another request's statement — which
+      // is then the one cancelled (an export beside three given up half-way was cut off so).
       const records = Stream.paginateChunkEffect(newest.id + 1, (below) =>
-        exports.withPermits(1)(Effect.map(findPage({ ...query, cursor: below, downTo: last }), (rows) => {
+        exports.withPermits(1)(Effect.map(Effect.uninterruptible(findPage({ ...query, cursor: below, downTo: last })), (rows) => {
           const chunk = rows.slice(0, EXPORT_CHUNK)
           const end = chunk[chunk.length - 1]
           return [Chunk.unsafeFromArray(chunk.map(recordOf)), rows.length > EXPORT_CHUNK && end !== undefined ? Option.some(end.id) : Option.none()] as const

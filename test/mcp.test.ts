@@ -375,13 +375,18 @@ layer(gatewayLayer(), { excludeTestServices: true })("hosted MCP", (it) => {
       const created = yield* Effect.orDie(keys.create(orgId, { name: "slow", rateLimit: { perSecond: 1, burst: 3 } }))
       const key = Redacted.value(created.key)
       const results = []
+      const buckets = []
       // one call that runs, then quick ones (refused as invalid, which counts too) to use the burst up
       for (let i = 0; i < 5; i++) {
         const args = i === 0 ? { q: "Berlin" } : { q: 5 }
         const answer = yield* rpc(key, { jsonrpc: "2.0", id: i, method: "tools/call", params: { name: "weather", arguments: args } })
         expect(answer.status).toBe(200)
         results.push(answer.body)
+        // the HTTP answer says where the key's bucket stands, as a tool route's does
+        expect(answer.headers.get("ratelimit-policy")).toBe(`"key";q=3;w=3`)
+        buckets.push(answer.headers.get("ratelimit")?.replace(/;t=\d+$/, ""))
       }
+      expect(buckets).toEqual([`"key";r=2`, `"key";r=1`, `"key";r=0`, `"key";r=0`, `"key";r=0`])
       const decoded = results.map((r) => Schema.decodeUnknownSync(RpcResult)(r).result)
       expect(decoded.slice(0, 3).map((r) => r.isError ?? false)).toEqual([false, true, true])
       expect(decoded[1]?._meta).toMatchObject({ "tool-gateway/error": { code: "invalid_request" } })

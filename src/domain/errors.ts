@@ -500,6 +500,12 @@ export interface RateLimitState {
  * A key's rate limit as draft-ietf-httpapi-ratelimit-headers has it: the policy (quota `q` requests per
  * window `w` seconds) and where the key stands (`r` requests remaining, full again in `t` seconds).
  */
+/** Where a refused key's bucket stands: empty, full again after the whole window (the next token comes sooner, which Retry-After says). */
+export const exceededState = (error: RateLimitExceeded): RateLimitState | undefined =>
+  error.limit === undefined || error.windowSeconds === undefined
+    ? undefined
+    : { limit: error.limit, windowSeconds: error.windowSeconds, remaining: 0, resetSeconds: error.windowSeconds }
+
 export const rateLimitHeaders = (state: RateLimitState): Record<string, string> => ({
   "ratelimit-policy": `"key";q=${state.limit};w=${state.windowSeconds}`,
   ratelimit: `"key";r=${Math.max(0, Math.floor(state.remaining))};t=${Math.max(0, state.resetSeconds)}`
@@ -516,18 +522,11 @@ export const responseHeaders = (error: GatewayError): Record<string, string> => 
       case "retry-after":
         headers["retry-after"] = String("retryAfter" in error && error.retryAfter !== undefined ? error.retryAfter : 1)
         break
-      case "ratelimit":
-        if (error._tag === "RateLimitExceeded" && error.limit !== undefined && error.windowSeconds !== undefined) {
-          Object.assign(headers, rateLimitHeaders({
-            limit: error.limit,
-            windowSeconds: error.windowSeconds,
-            remaining: 0,
-            // `t` is when the bucket is full again, as on every other answer: refused, it is empty, so the whole
-            // window (the next token comes sooner, which Retry-After says)
-            resetSeconds: error.windowSeconds
-          }))
-        }
+      case "ratelimit": {
+        const state = error._tag === "RateLimitExceeded" ? exceededState(error) : undefined
+        if (state !== undefined) Object.assign(headers, rateLimitHeaders(state))
         break
+      }
       case "allow":
         if (error._tag === "MethodNotAllowed" && error.allow !== undefined) headers["allow"] = error.allow
         break

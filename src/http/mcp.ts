@@ -32,6 +32,7 @@ import * as Schema from "effect/Schema"
 import {
   envelope,
   envelopeOf,
+  exceededState,
   InternalError,
   InvalidIdempotencyKey,
   InvalidRequest,
@@ -484,9 +485,14 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
             state.code = isGatewayError(error) ? envelopeOf[error._tag].code : envelopeOf.InternalError.code
             return result
           })
-        // Each call takes its token from the key's rate limit here, so that a refusal is a tool error too.
+        // Each call takes its token from the key's rate limit here, so that a refusal is a tool error too; the HTTP
+        // answer's RateLimit headers say where the bucket stands, as a tool route's do.
         const throttled = yield* Effect.either(authentication.throttle(caller))
-        if (throttled._tag === "Left") return yield* failed(throttled.left)
+        if (throttled._tag === "Left") {
+          state.rateLimit = exceededState(throttled.left)
+          return yield* failed(throttled.left)
+        }
+        state.rateLimit = throttled.right
         // a key that is not a string is refused, as a malformed Idempotency-Key header is: never run without one
         if (idempotencyKey !== undefined && typeof idempotencyKey !== "string") {
           return yield* failed(new InvalidIdempotencyKey({

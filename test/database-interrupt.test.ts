@@ -12,13 +12,19 @@ import { pgLayer } from "../src/db/Database.js"
 import { freshDatabaseUrl } from "./support/database.js"
 
 /** A pool of `max` connections on an empty database of its own. */
-const poolOf = (max: number) =>
-  Layer.unwrapScoped(Effect.map(freshDatabaseUrl, (url) => pgLayer(Redacted.make(url), { maxConnections: max })))
+const poolOf = (max: number, giveBackWaitMs?: number) =>
+  Layer.unwrapScoped(Effect.map(freshDatabaseUrl, (url) =>
+    pgLayer(Redacted.make(url), { maxConnections: max, ...(giveBackWaitMs === undefined ? {} : { giveBackWaitMs }) })))
+
+/** The pool's connections opened (both at once), so that the statements below start when they are sent. */
+const warm = (sql: SqlClient.SqlClient, count: number) =>
+  Effect.all(Array.from({ length: count }, () => sql`SELECT pg_sleep(0.05)`), { concurrency: "unbounded", discard: true })
 
 describe("an interrupted statement", () => {
   it.live("does not stop the statement of the caller its connection goes to next", () =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
+      yield* warm(sql, 2)
       // the pool's two connections: A's statement on one, another caller's on the other until 700 ms
       const a = yield* Effect.fork(sql`SELECT pg_sleep(0.4)`)
       const other = yield* Effect.fork(sql`SELECT pg_sleep(0.7)`)
@@ -39,14 +45,27 @@ describe("an interrupted statement", () => {
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const first = yield* sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`
-      const a = yield* Effect.fork(sql`SELECT pg_sleep(0.4)`)
+      const a = yield* Effect.fork(sql`SELECT pg_sleep(1)`)
       yield* Effect.sleep("100 millis")
       yield* Fiber.interrupt(a)
       // the only connection is still running A's statement: the next statement waits for it, then runs on it
       const [took, next] = yield* Effect.timed(sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`)
       expect(next[0]?.pid).toBe(first[0]?.pid)
-      expect(Duration.toMillis(took)).toBeGreaterThan(200)
+      expect(Duration.toMillis(took)).toBeGreaterThan(500)
     }).pipe(Effect.provide(poolOf(1))), 15_000)
+
+  it.live("that does not end in time (a lock not let go) gives its place in the pool to a new connection", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const first = yield* sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`
+      const a = yield* Effect.fork(sql`SELECT pg_sleep(5)`)
+      yield* Effect.sleep("100 millis")
+      yield* Fiber.interrupt(a)
+      // the pool of one opens another connection once the first has waited 300 ms for its statement
+      const [took, next] = yield* Effect.timed(sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`)
+      expect(next[0]?.pid).not.toBe(first[0]?.pid)
+      expect(Duration.toMillis(took)).toBeLessThan(3_000)
+    }).pipe(Effect.provide(poolOf(1, 300))), 15_000)
 
   it.live("a statement that fails gives its connection back at once, to be used again", () =>
     Effect.gen(function* () {

@@ -25,6 +25,8 @@ types.setTypeParser(INT8_OID, "text", (value: string) => Number(value))
 
 export interface PoolOptions {
   readonly maxConnections?: number
+  /** How long a statement given up (its caller interrupted) may keep its connection out of the pool; 10 s. */
+  readonly giveBackWaitMs?: number
 }
 
 /** The connection pool's state, for `/metrics`. */
@@ -41,53 +43,65 @@ export class DatabasePool extends Context.Tag("DatabasePool")<DatabasePool, {
 
 const CONNECT_TIMEOUT = Duration.seconds(5)
 
+/** How long a connection given back while its statement runs waits for the statement to end before it is dropped. */
+const GIVE_BACK_WAIT = Duration.seconds(10)
+
 /**
- * A connection of the pool that no statement is cancelled on. `@effect/sql-pg` cancels an interrupted statement
+ * The pool's connections, on which no statement is cancelled. `@effect/sql-pg` cancels an interrupted statement
  * (a request whose client hung up, a wait that timed out, a shutdown) with `pg_cancel_backend(pid)` sent on another
  * connection of the pool; when the statement ends first, its connection goes back to the pool and to the next
  * caller, and the cancel stops that caller's statement instead (Effect-TS/effect#8068; the 4.x line retires such a
  * session, #8330). Here, as in `waitAtMost`, an interrupted statement runs to its end: the connection does not show
  * the library its backend's pid (so no cancel is sent), and a connection given back while its statement still runs
- * goes back to the pool only once the statement has ended (or the connection has failed), so no caller queues
- * behind a statement that is not its own. Everything else is `pg.Client`'s.
+ * goes back to the pool only once the statement has ended, so no caller queues behind a statement that is not its
+ * own. One that has not ended within `giveBackWaitMs` (a lock that is not let go, a server that stopped answering)
+ * is dropped from the pool, so that it does not hold a place in it for as long; so is one that fails meanwhile.
+ * Everything else is `pg.Client`'s.
  */
-class PoolConnection extends Pg.Client {
-  /** `pg.Client`'s own flag (not in its declarations): no statement running or queued on the connection. */
-  declare readonly readyForQuery: boolean
+const poolConnection = (giveBackWaitMs: number) =>
+  class PoolConnection extends Pg.Client {
+    /** `pg.Client`'s own flag (not in its declarations): no statement running or queued on the connection. */
+    declare readonly readyForQuery: boolean
 
-  constructor(config?: string | Pg.ClientConfig) {
-    super(config)
-    // the client sets it when the server names the connection's backend; the library reads it to cancel
-    Object.defineProperty(this, "processID", { configurable: true, get: () => undefined, set: () => {} })
-    // the pool sets `release` at every checkout; a caller's release goes through `giveBack`
-    let poolRelease: ((error?: Error | boolean) => void) | undefined
-    Object.defineProperty(this, "release", {
-      configurable: true,
-      get: () => (error?: Error | boolean) => this.giveBack(poolRelease, error),
-      set: (release: (error?: Error | boolean) => void) => {
-        poolRelease = release
-      }
-    })
-  }
-
-  private giveBack(release: ((error?: Error | boolean) => void) | undefined, error?: Error | boolean) {
-    if (release === undefined) return
-    if (error !== undefined && error !== false) return release(error)
-    if (this.readyForQuery) return release()
-    const settle = (failure?: Error) => {
-      this.off("drain", onDrain)
-      this.off("error", onError)
-      this.off("end", onEnd)
-      release(failure)
+    constructor(config?: string | Pg.ClientConfig) {
+      super(config)
+      // the client sets it when the server names the connection's backend; the library reads it to cancel
+      Object.defineProperty(this, "processID", { configurable: true, get: () => undefined, set: () => {} })
+      // the pool sets `release` at every checkout; a caller's release (of that checkout) goes through `giveBack`
+      let poolRelease: ((error?: Error | boolean) => void) | undefined
+      Object.defineProperty(this, "release", {
+        configurable: true,
+        get: () => {
+          const release = poolRelease
+          return (error?: Error | boolean) => this.giveBack(release, error)
+        },
+        set: (release: (error?: Error | boolean) => void) => {
+          poolRelease = release
+        }
+      })
     }
-    const onDrain = () => settle()
-    const onError = (failure: Error) => settle(failure)
-    const onEnd = () => settle(new Error("Connection ended while its statement ran"))
-    this.once("drain", onDrain)
-    this.once("error", onError)
-    this.once("end", onEnd)
+
+    private giveBack(release: ((error?: Error | boolean) => void) | undefined, error?: Error | boolean) {
+      if (release === undefined) return
+      if (error !== undefined && error !== false) return release(error)
+      if (this.readyForQuery) return release()
+      const settle = (failure?: Error) => {
+        clearTimeout(deadline)
+        this.off("drain", onDrain)
+        this.off("error", onError)
+        this.off("end", onEnd)
+        release(failure)
+      }
+      const onDrain = () => settle()
+      const onError = (failure: Error) => settle(failure)
+      const onEnd = () => settle(new Error("Connection ended while its statement ran"))
+      const deadline = setTimeout(() => settle(new Error(`Statement still running ${giveBackWaitMs} ms after it was given up`)), giveBackWaitMs)
+      deadline.unref()
+      this.once("drain", onDrain)
+      this.once("error", onError)
+      this.once("end", onEnd)
+    }
   }
-}
 
 /**
  * A PgClient for a given URL, with the gateway's settings, over a pool whose state `DatabasePool` reports.
@@ -104,7 +118,9 @@ export const pgLayer = (
         const pool = new Pg.Pool({
           connectionString: Redacted.value(url),
           types,
-          Client: PoolConnection,
+          Client: poolConnection(options.giveBackWaitMs ?? Duration.toMillis(GIVE_BACK_WAIT)),
+          // a server that stops answering is found out by TCP (a statement on it, given up, is dropped anyway)
+          keepAlive: true,
           application_name: "tool-gateway",
           max: options.maxConnections ?? 20,
           idleTimeoutMillis: 30_000,

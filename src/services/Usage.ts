@@ -433,10 +433,11 @@ export const make = Effect.gen(function* () {
       // a chunk at a time, each its own statement: the event loop serves other requests between them, and no
       // more than a chunk of rows is held at once. EXPORT_CHUNKS_AT_ONCE chunks of a process's exports are read at a time,
       // the rest wait their turn: a permit a chunk, not an export, so a client that stops reading (or reads slowly)
-      // holds none while its answer waits on its socket. A client that hangs up interrupts its chunk's statement,
-      // which runs to its end without stopping another export's (`PoolConnection` in src/db/Database.ts).
+      // holds none while its answer waits on its socket. A chunk's statement is not interrupted when its client
+      // hangs up: it ends within a chunk's time, and its permit is held until then (an interrupted statement would
+      // run to its end anyway, its permit given to another chunk beside it: src/db/Database.ts).
       const records = Stream.paginateChunkEffect(newest.id + 1, (below) =>
-        exports.withPermits(1)(Effect.map(findPage({ ...query, cursor: below, downTo: last }), (rows) => {
+        exports.withPermits(1)(Effect.map(Effect.uninterruptible(findPage({ ...query, cursor: below, downTo: last })), (rows) => {
           const chunk = rows.slice(0, EXPORT_CHUNK)
           const end = chunk[chunk.length - 1]
           return [Chunk.unsafeFromArray(chunk.map(recordOf)), rows.length > EXPORT_CHUNK && end !== undefined ? Option.some(end.id) : Option.none()] as const

@@ -12,6 +12,7 @@ import { callTool, capturedLogs, dashboard, gatewayLayer, givenMember, givenOrg,
 import { KeyStore } from "../src/services/KeyStore.js"
 import { post, serve } from "./support/processes.js"
 import { Option, Redacted, Schema } from "effect"
+import { Redis } from "ioredis"
 
 const limited = { status: 429, type: "rate_limited", code: "rate_limit_exceeded", retryable: true, billable: false } as const
 
@@ -122,6 +123,37 @@ layer(gatewayLayer(), { excludeTestServices: true })("rate limits across process
         expect(passed).toBeLessThanOrEqual(6)
       }), 60_000)
   })
+})
+
+/** The Redis key of a key's bucket, as the gateway names it (its policy is part of the name). */
+const bucketKey = (keyId: string, perSecond: number, burst: number) => `tool-gateway:rate:${keyId}:${perSecond}:${burst}`
+
+layer(gatewayLayer({ server: { redisUrl: redisUrl === "" ? Option.none() : Option.some(Redacted.make(redisUrl)) } }), {
+  excludeTestServices: true
+})("a key's bucket in Redis", (it) => {
+  it.effect.skipIf(redisUrl === "")("expires once it would be full again, and a half of it lost (evicted) starts it full, not unlimited", () =>
+    Effect.gen(function* () {
+      const redis = yield* Effect.acquireRelease(
+        Effect.sync(() => new Redis(redisUrl, { lazyConnect: false })),
+        (client) => Effect.promise(() => client.quit())
+      )
+      const { orgId } = yield* givenOrg({ credits: 1000 })
+      const created = yield* Effect.orDie((yield* KeyStore).create(orgId, { name: "limited", rateLimit: { perSecond: 1, burst: 3 } }))
+      const key = Redacted.value(created.key)
+      const bucket = bucketKey(created.id, 1, 3)
+      const statuses = (count: number) =>
+        Effect.forEach(Array.from({ length: count }), () => Effect.map(callTool("weather", { q: 5 }, { key }), (r) => r.status))
+      expect(yield* statuses(4)).toEqual([400, 400, 400, 429])
+      // both halves expire: by the time the bucket is full again (3 tokens at 1 a second), at most 4 s
+      for (const name of [bucket, `${bucket}:refill`]) {
+        const ttl = yield* Effect.promise(() => redis.pttl(name))
+        expect(ttl).toBeGreaterThan(0)
+        expect(ttl).toBeLessThanOrEqual(4_000)
+      }
+      // Redis evicts one half under memory pressure: the bucket starts again full, and is still a limit
+      yield* Effect.promise(() => redis.del(`${bucket}:refill`))
+      expect(yield* statuses(5)).toEqual([400, 400, 400, 429, 429])
+    }).pipe(Effect.scoped), 30_000)
 })
 
 const LogLine = Schema.Struct({ message: Schema.Unknown, logLevel: Schema.String })

@@ -96,7 +96,7 @@ const StoreLive = Layer.unwrapEffect(
       onNone: () => RateLimiter.layerStoreMemory,
       // the Redis store and its client (ioredis) are loaded only when REDIS_URL is set
       onSome: (url) => Layer.unwrapScoped(Effect.gen(function* () {
-        const RateLimiterRedis = yield* Effect.promise(() => import("@effect/experimental/RateLimiter/Redis"))
+        const RateLimiterRedis = yield* Effect.promise(() => import("./RedisRateLimitStore.js"))
         const parsed = new URL(Redacted.value(url))
         const store = RateLimiterRedis.layerStore({
           host: parsed.hostname.replace(/^\[(.*)\]$/, "$1"),

@@ -1,0 +1,127 @@
+/**
+ * The rate limiter's Redis store (`REDIS_URL`): `@effect/experimental`'s (0.61, `RateLimiter/Redis`), its token
+ * bucket script mended. That script writes a bucket's two keys (its tokens and its last refill) without an expiry, so
+ * every key and policy ever used stays in Redis; and a bucket one of whose keys is gone (a Redis that evicts keys
+ * under memory pressure takes one and not the other) fails the script on every call after — which the gateway,
+ * letting calls through while its store fails, took as no limit at all for that key, for good. Here a bucket missing
+ * either key starts full, and both keys expire once the bucket would be full again (a missing bucket is a full one).
+ * The same mend is in the 4.x line's store (Effect-TS/effect-smol#2352). Only the script differs from the library's.
+ */
+import { RateLimiterStore, RateLimitStoreError } from "@effect/experimental/RateLimiter"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import { Redis, type RedisOptions, type Result } from "ioredis"
+
+// the scripts' commands, as ioredis types a command defined by a script (its README: "Lua Scripting")
+declare module "ioredis" {
+  interface RedisCommander<Context> {
+    gatewayFixedWindow(key: string, tokens: number, refillMillis: number, limit?: number): Result<[number, number], Context>
+    gatewayTokenBucket(key: string, tokens: number, refillMillis: number, limit: number, now: number, overflow: 0 | 1): Result<number, Context>
+  }
+}
+
+/** The library's fixed window, as it is (its key carries its own expiry). */
+const FIXED_WINDOW = `
+local key = KEYS[1]
+local tokens = tonumber(ARGV[1])
+local refillms = tonumber(ARGV[2])
+local limit = tonumber(ARGV[3])
+local current = tonumber(redis.call("GET", key))
+
+if not current then
+  local nextpttl = refillms * tokens
+  redis.call("SET", key, tokens, "PX", nextpttl)
+  return { tokens, nextpttl }
+end
+
+local currentpttl = tonumber(redis.call("PTTL", key) or "0")
+local next = current + tokens
+if limit and next > limit then
+  return { next, currentpttl }
+end
+
+local nextpttl = currentpttl + (refillms * tokens)
+redis.call("SET", key, next, "PX", nextpttl)
+return { next, nextpttl }
+`
+
+/**
+ * A bucket of `limit` tokens, one more every `refill_ms`; `tokens` taken now, or refused (a negative answer: how many
+ * were missing) unless `overflow`. Both keys are written on every call, with the time until the bucket is full again.
+ */
+const TOKEN_BUCKET = `
+local key = KEYS[1]
+local last_refill_key = key .. ":refill"
+local tokens = tonumber(ARGV[1])
+local refill_ms = tonumber(ARGV[2])
+local limit = tonumber(ARGV[3])
+local now = tonumber(ARGV[4])
+local overflow = ARGV[5] == "1"
+local current = tonumber(redis.call("GET", key))
+local last_refill = tonumber(redis.call("GET", last_refill_key))
+
+if not current or not last_refill then
+  current = limit
+  last_refill = now
+end
+
+local elapsed = now - last_refill
+local refill_amount = math.floor(elapsed / refill_ms)
+if refill_amount > 0 then
+  current = math.min(current + refill_amount, limit)
+  last_refill = last_refill + (refill_amount * refill_ms)
+end
+
+local next = current - tokens
+local kept = next
+if next < 0 and not overflow then
+  kept = current
+end
+
+local ttl = math.max(1, (limit - kept + 1) * refill_ms)
+redis.call("SET", key, kept, "PX", ttl)
+redis.call("SET", last_refill_key, last_refill, "PX", ttl)
+return next
+`
+
+export const make = Effect.fnUntraced(function* (options: RedisOptions & { readonly prefix?: string | undefined }) {
+  const prefix = options.prefix ?? "ratelimiter:"
+  const redis = yield* Effect.acquireRelease(
+    Effect.sync(() =>
+      new Redis({
+        ...options,
+        scripts: {
+          gatewayFixedWindow: { lua: FIXED_WINDOW, numberOfKeys: 1, readOnly: false },
+          gatewayTokenBucket: { lua: TOKEN_BUCKET, numberOfKeys: 1, readOnly: false }
+        }
+      })
+    ),
+    (redis) => Effect.promise(() => redis.quit())
+  )
+  return RateLimiterStore.of({
+    fixedWindow: (options) =>
+      Effect.tryPromise({
+        try: () => redis.gatewayFixedWindow(`${prefix}${options.key}`, options.tokens, Duration.toMillis(options.refillRate), options.limit),
+        catch: (cause) => new RateLimitStoreError({ message: "Failed to execute fixedWindow rate limiting command", cause })
+      }),
+    tokenBucket: (options) =>
+      Effect.clockWith((clock) =>
+        Effect.tryPromise({
+          try: () =>
+            redis.gatewayTokenBucket(
+              `${prefix}${options.key}`,
+              options.tokens,
+              Duration.toMillis(options.refillRate),
+              options.limit,
+              clock.unsafeCurrentTimeMillis(),
+              options.allowOverflow ? 1 : 0
+            ),
+          catch: (cause) => new RateLimitStoreError({ message: "Failed to execute tokenBucket rate limiting command", cause })
+        })
+      )
+  })
+})
+
+export const layerStore = (options: RedisOptions & { readonly prefix?: string | undefined }): Layer.Layer<RateLimiterStore> =>
+  Layer.scoped(RateLimiterStore, make(options))

@@ -190,6 +190,8 @@ const server = Config.all({
   metricsToken: secret("METRICS_TOKEN"),
   /** OTLP/HTTP collector base URL (`…/v1/traces` is appended); none: tracing is off, at no cost. */
   otlpEndpoint: Config.option(url("OTEL_EXPORTER_OTLP_ENDPOINT")),
+  /** How long one export request may take (OpenTelemetry's own variable and default): a collector that stops answering fails it. */
+  otlpTimeoutMs: timer("OTEL_EXPORTER_OTLP_TIMEOUT", 10_000, 1),
   serviceName: setting("OTEL_SERVICE_NAME").pipe(Config.withDefault("tool-gateway"))
 })
 

@@ -355,6 +355,30 @@ layer(gatewayLayer({ server: { otlpEndpoint: Option.some(collectorUrl) } }), { e
     }), 15_000)
 })
 
+// A collector that takes each export and never answers it; it notes when the exporter gives a request up.
+const hanging = { received: 0, givenUp: 0 }
+const hangingCollector = Http.createServer((req) => {
+  hanging.received += 1
+  req.resume()
+  req.socket.on("close", () => { hanging.givenUp += 1 })
+})
+await new Promise<void>((done) => hangingCollector.listen(0, "127.0.0.1", done))
+const hangingAddress = hangingCollector.address()
+const hangingUrl = `http://127.0.0.1:${typeof hangingAddress === "object" && hangingAddress !== null ? hangingAddress.port : 0}`
+afterAll(() => new Promise<void>((done) => { hangingCollector.closeAllConnections(); hangingCollector.close(() => done()) }))
+
+layer(gatewayLayer({ server: { otlpEndpoint: Option.some(hangingUrl), otlpTimeoutMs: 300 } }), { excludeTestServices: true })("a collector that does not answer", (it) => {
+  it.effect("has each export given up after OTEL_EXPORTER_OTLP_TIMEOUT, not held with its spans and socket", () =>
+    Effect.gen(function* () {
+      const { key } = yield* givenOrg()
+      expectOk(yield* callTool("weather", { q: "Berlin" }, { key }))
+      for (let i = 0; i < 60 && hanging.givenUp === 0; i++) yield* Effect.sleep("100 millis")
+      expect(hanging.received).toBeGreaterThan(0)
+      // undici's own limit is an hour: without a timeout the export's socket stays open
+      expect(hanging.givenUp).toBeGreaterThan(0)
+    }), 15_000)
+})
+
 // What the server and the services are built on: without an endpoint the tracer is off, and so is the HTTP
 // server's per-request span (which would otherwise parse, copy and provide per request for a no-op span).
 it.effect("without an OTLP endpoint the tracer is off, the HTTP server's span included; with one, both are on", () =>

@@ -299,6 +299,20 @@ layer(gatewayLayer(), { excludeTestServices: true })("hosted MCP", (it) => {
       const accept = yield* request("/mcp", { body: JSON.stringify(list), headers: { ...mcpHeaders(key), accept: "text/html" } })
       expect(accept.status).toBe(400)
       expect(accept.body).toMatchObject({ error: { type: "validation", code: "invalid_request", message: expect.stringContaining("Accept") } })
+      const jsonRefused = yield* request("/mcp", { body: JSON.stringify(list), headers: { ...mcpHeaders(key), accept: "application/json;q=0, text/html" } })
+      expect(jsonRefused.status).toBe(400)
+    }))
+
+  it.effect("a client that takes JSON is answered, whatever else its Accept names (every answer here is JSON)", () =>
+    Effect.gen(function* () {
+      const { key } = yield* givenOrg()
+      const list = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" })
+      const { accept: _, ...withoutAccept } = mcpHeaders(key)
+      for (const accept of ["application/json", "*/*", "application/*;q=0.5", undefined]) {
+        const answer = yield* request("/mcp", { body: list, headers: accept === undefined ? withoutAccept : { ...withoutAccept, accept } })
+        expect({ accept, status: answer.status }).toEqual({ accept, status: 200 })
+        expect(answer.body).toMatchObject({ jsonrpc: "2.0", id: 1, result: { tools: expect.any(Array) } })
+      }
     }))
 
   it.effect("a body that is not one message MCP takes is a JSON-RPC error (400; -32700 not JSON, -32600 not a request; id null when unreadable), the envelope in data", () =>

@@ -63,6 +63,14 @@ import { bodyProblems, emptyBody, isJsonObject, MAX_JSON_DEPTH, notJson, readJso
 import { type JsonProblem, jsonProblem } from "../domain/json.js"
 import { cachedSuccess } from "../services/cachedSuccess.js"
 
+// Whether an Accept header takes a JSON answer: none, or a media range application/json, application/* or */* not given q=0.
+const takesJson = (accept: string | undefined): boolean =>
+  accept === undefined || accept.split(",").some((range) => {
+    const [type = "", ...params] = range.split(";").map((part) => part.trim().toLowerCase())
+    const refused = params.some((param) => /^q=0(\.0{0,3})?$/.test(param))
+    return !refused && (type === "application/json" || type === "application/*" || type === "*/*")
+  })
+
 export const MCP_PATH = "/mcp"
 const VERSION = "0.1.0"
 
@@ -640,6 +648,9 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
       yield* Effect.promise(() => server.connect(transport))
       const headers = new Headers()
       for (const [k, v] of Object.entries(request.headers)) headers.set(k, v)
+      // Every answer here is JSON: a client that takes JSON (`application/json`, `*/*` as curl sends, or no Accept)
+      // is served, though the transport wants `text/event-stream` named too (modelcontextprotocol/typescript-sdk#1944).
+      if (takesJson(request.headers["accept"])) headers.set("accept", "application/json, text/event-stream")
       // The body was read and parsed above; the transport takes the parsed message.
       const webRequest = new Request(`http://gateway${MCP_PATH}`, { method: "POST", headers })
       const response = yield* Effect.promise(() => transport.handleRequest(webRequest, { parsedBody: message }))

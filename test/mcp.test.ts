@@ -299,8 +299,10 @@ layer(gatewayLayer(), { excludeTestServices: true })("hosted MCP", (it) => {
       const accept = yield* request("/mcp", { body: JSON.stringify(list), headers: { ...mcpHeaders(key), accept: "text/html" } })
       expect(accept.status).toBe(400)
       expect(accept.body).toMatchObject({ error: { type: "validation", code: "invalid_request", message: expect.stringContaining("Accept") } })
-      const jsonRefused = yield* request("/mcp", { body: JSON.stringify(list), headers: { ...mcpHeaders(key), accept: "application/json;q=0, text/html" } })
-      expect(jsonRefused.status).toBe(400)
+      for (const refusing of ["application/json;q=0, text/html", "application/json;q=0, */*"]) {
+        const jsonRefused = yield* request("/mcp", { body: JSON.stringify(list), headers: { ...mcpHeaders(key), accept: refusing } })
+        expect({ refusing, status: jsonRefused.status }).toEqual({ refusing, status: 400 })
+      }
     }))
 
   it.effect("a client that takes JSON is answered, whatever else its Accept names (every answer here is JSON)", () =>

@@ -154,6 +154,16 @@ layer(gatewayLayer({ server: { redisUrl: redisUrl === "" ? Option.none() : Optio
       yield* Effect.promise(() => redis.del(`${bucket}:refill`))
       expect(yield* statuses(5)).toEqual([400, 400, 400, 429, 429])
     }).pipe(Effect.scoped), 30_000)
+
+  it.effect.skipIf(redisUrl === "")("of any rate, a refill a fraction of a millisecond included (3 a second, 333.3… ms), is a limit", () =>
+    Effect.gen(function* () {
+      const { orgId } = yield* givenOrg({ credits: 1000 })
+      const created = yield* Effect.orDie((yield* KeyStore).create(orgId, { name: "thirds", rateLimit: { perSecond: 3, burst: 3 } }))
+      const key = Redacted.value(created.key)
+      const statuses = yield* Effect.forEach(Array.from({ length: 5 }), () =>
+        Effect.map(callTool("weather", { q: 5 }, { key }), (r) => r.status))
+      expect(statuses).toEqual([400, 400, 400, 429, 429])
+    }), 30_000)
 })
 
 const LogLine = Schema.Struct({ message: Schema.Unknown, logLevel: Schema.String })

@@ -496,16 +496,16 @@ export interface RateLimitState {
   readonly resetSeconds: number
 }
 
-/**
- * A key's rate limit as draft-ietf-httpapi-ratelimit-headers has it: the policy (quota `q` requests per
- * window `w` seconds) and where the key stands (`r` requests remaining, full again in `t` seconds).
- */
 /** Where a refused key's bucket stands: empty, full again after the whole window (the next token comes sooner, which Retry-After says). */
 export const exceededState = (error: RateLimitExceeded): RateLimitState | undefined =>
   error.limit === undefined || error.windowSeconds === undefined
     ? undefined
     : { limit: error.limit, windowSeconds: error.windowSeconds, remaining: 0, resetSeconds: error.windowSeconds }
 
+/**
+ * A key's rate limit as draft-ietf-httpapi-ratelimit-headers has it: the policy (quota `q` requests per
+ * window `w` seconds) and where the key stands (`r` requests remaining, full again in `t` seconds).
+ */
 export const rateLimitHeaders = (state: RateLimitState): Record<string, string> => ({
   "ratelimit-policy": `"key";q=${state.limit};w=${state.windowSeconds}`,
   ratelimit: `"key";r=${Math.max(0, Math.floor(state.remaining))};t=${Math.max(0, state.resetSeconds)}`

@@ -63,13 +63,18 @@ import { bodyProblems, emptyBody, isJsonObject, MAX_JSON_DEPTH, notJson, readJso
 import { type JsonProblem, jsonProblem } from "../domain/json.js"
 import { cachedSuccess } from "../services/cachedSuccess.js"
 
-// Whether an Accept header takes a JSON answer: none, or a media range application/json, application/* or */* not given q=0.
-const takesJson = (accept: string | undefined): boolean =>
-  accept === undefined || accept.split(",").some((range) => {
+// Whether an Accept header takes a JSON answer: none, or a media range application/json, application/* or */* not
+// given q=0 — unless application/json itself is given q=0 (the most specific range decides, RFC 9110 §12.5.1).
+const takesJson = (accept: string | undefined): boolean => {
+  if (accept === undefined) return true
+  const ranges = accept.split(",").map((range) => {
     const [type = "", ...params] = range.split(";").map((part) => part.trim().toLowerCase())
-    const refused = params.some((param) => /^q=0(\.0{0,3})?$/.test(param))
-    return !refused && (type === "application/json" || type === "application/*" || type === "*/*")
+    return { type, refused: params.some((param) => /^q=0(\.0{0,3})?$/.test(param)) }
   })
+  const json = ranges.find((range) => range.type === "application/json")
+  if (json !== undefined) return !json.refused
+  return ranges.some((range) => !range.refused && (range.type === "application/*" || range.type === "*/*"))
+}
 
 export const MCP_PATH = "/mcp"
 const VERSION = "0.1.0"

@@ -79,7 +79,8 @@ if next < 0 and not overflow then
   kept = current
 end
 
-local ttl = math.max(1, (limit - kept + 1) * refill_ms)
+-- in whole milliseconds (PX takes no other), rounded up: a refill is 1000 / 3 ms at 3 a second
+local ttl = math.max(1, math.ceil((limit - kept + 1) * refill_ms))
 redis.call("SET", key, kept, "PX", ttl)
 redis.call("SET", last_refill_key, last_refill, "PX", ttl)
 return next

@@ -20,6 +20,22 @@ const poolOf = (max: number, giveBackWaitMs?: number) =>
 const warm = (sql: SqlClient.SqlClient, count: number) =>
   Effect.all(Array.from({ length: count }, () => sql`SELECT pg_sleep(0.05)`), { concurrency: "unbounded", discard: true })
 
+/**
+ * On a pool of one: the connection's backend, a statement of `seconds` on it interrupted after 100 ms, then the
+ * backend the next statement ran on, and how long that statement took.
+ */
+const nextAfterInterrupting = (seconds: number) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const pid = sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`
+    const first = yield* pid
+    const a = yield* Effect.fork(sql`SELECT pg_sleep(${seconds})`)
+    yield* Effect.sleep("100 millis")
+    yield* Fiber.interrupt(a)
+    const [took, next] = yield* Effect.timed(pid)
+    return { first: first[0]?.pid, next: next[0]?.pid, took }
+  })
+
 describe("an interrupted statement", () => {
   it.live("does not stop the statement of the caller its connection goes to next", () =>
     Effect.gen(function* () {
@@ -43,27 +59,17 @@ describe("an interrupted statement", () => {
 
   it.live("leaves its connection out of the pool until its statement ends, and then gives it back", () =>
     Effect.gen(function* () {
-      const sql = yield* SqlClient.SqlClient
-      const first = yield* sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`
-      const a = yield* Effect.fork(sql`SELECT pg_sleep(1)`)
-      yield* Effect.sleep("100 millis")
-      yield* Fiber.interrupt(a)
       // the only connection is still running A's statement: the next statement waits for it, then runs on it
-      const [took, next] = yield* Effect.timed(sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`)
-      expect(next[0]?.pid).toBe(first[0]?.pid)
+      const { first, next, took } = yield* nextAfterInterrupting(1)
+      expect(next).toBe(first)
       expect(Duration.toMillis(took)).toBeGreaterThan(500)
     }).pipe(Effect.provide(poolOf(1))), 15_000)
 
   it.live("that does not end in time (a lock not let go) gives its place in the pool to a new connection", () =>
     Effect.gen(function* () {
-      const sql = yield* SqlClient.SqlClient
-      const first = yield* sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`
-      const a = yield* Effect.fork(sql`SELECT pg_sleep(5)`)
-      yield* Effect.sleep("100 millis")
-      yield* Fiber.interrupt(a)
       // the pool of one opens another connection once the first has waited 300 ms for its statement
-      const [took, next] = yield* Effect.timed(sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`)
-      expect(next[0]?.pid).not.toBe(first[0]?.pid)
+      const { first, next, took } = yield* nextAfterInterrupting(5)
+      expect(next).not.toBe(first)
       expect(Duration.toMillis(took)).toBeLessThan(3_000)
     }).pipe(Effect.provide(poolOf(1, 300))), 15_000)
 

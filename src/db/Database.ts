@@ -67,22 +67,18 @@ const poolConnection = (giveBackWaitMs: number) =>
       super(config)
       // the client sets it when the server names the connection's backend; the library reads it to cancel
       Object.defineProperty(this, "processID", { configurable: true, get: () => undefined, set: () => {} })
-      // the pool sets `release` at every checkout; a caller's release (of that checkout) goes through `giveBack`
-      let poolRelease: ((error?: Error | boolean) => void) | undefined
+      // the pool sets `release` at every checkout; that checkout's release goes through `giveBack`
+      let release: ((error?: Error | boolean) => void) | undefined
       Object.defineProperty(this, "release", {
         configurable: true,
-        get: () => {
-          const release = poolRelease
-          return (error?: Error | boolean) => this.giveBack(release, error)
-        },
-        set: (release: (error?: Error | boolean) => void) => {
-          poolRelease = release
+        get: () => release,
+        set: (poolRelease: (error?: Error | boolean) => void) => {
+          release = (error) => this.giveBack(poolRelease, error)
         }
       })
     }
 
-    private giveBack(release: ((error?: Error | boolean) => void) | undefined, error?: Error | boolean) {
-      if (release === undefined) return
+    private giveBack(release: (error?: Error | boolean) => void, error?: Error | boolean) {
       if (error !== undefined && error !== false) return release(error)
       if (this.readyForQuery) return release()
       const settle = (failure?: Error) => {

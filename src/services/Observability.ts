@@ -3,8 +3,6 @@
  * runs between scrapes), and traces over OTLP/HTTP when `OTEL_EXPORTER_OTLP_ENDPOINT` is set. Without an
  * endpoint the tracer is disabled: spans become no-ops, so tracing costs nothing on the request path.
  */
-import type * as HttpClientTypes from "@effect/platform/HttpClient"
-import type * as HttpClientErrorTypes from "@effect/platform/HttpClientError"
 import * as HttpMiddleware from "@effect/platform/HttpMiddleware"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
@@ -61,29 +59,6 @@ export const MetricsExporterLive = Layer.scoped(
 )
 
 /**
- * The exporter's requests, each cut short after `OTEL_EXPORTER_OTLP_TIMEOUT`. The exporter sets none, and its
- * client none either (undici's is an hour, left to the caller): a collector that takes connections and does not
- * answer held each export, its batch of spans and its socket, while every further batch started another — memory
- * and sockets grew with the traffic, and the exporter's pause after a failed export never came, since none failed.
- * Now such an export fails in time (after its retries) and the exporter pauses as it does for a collector that is
- * down (Effect-TS/effect#5374 is the same growth for an unreachable one).
- */
-const exportsTimedOut = (
-  HttpClientModule: typeof HttpClientTypes,
-  HttpClientErrorModule: typeof HttpClientErrorTypes,
-  ms: number
-) =>
-  Layer.effect(
-    HttpClientModule.HttpClient,
-    Effect.map(HttpClientModule.HttpClient, (client) =>
-      HttpClientModule.transform(client, (response, request) =>
-        Effect.timeoutFail(response, {
-          duration: Duration.millis(ms),
-          onTimeout: () => new HttpClientErrorModule.RequestError({ request, reason: "Transport", description: `no answer within ${ms} ms` })
-        })))
-  )
-
-/**
  * OTLP/HTTP (JSON) export of every span when an endpoint is configured; otherwise the tracer is off, the HTTP
  * server's span included. The exporter and its HTTP client (undici) are loaded only when an endpoint is
  * configured.
@@ -106,17 +81,33 @@ export const TracingLive = Layer.unwrapEffect(
               import("@effect/platform/HttpClient"),
               import("@effect/platform/HttpClientError")
             ])
-          ).pipe(Effect.map(([OtlpTracer, OtlpSerialization, NodeHttpClient, HttpClient, HttpClientError]) =>
-            OtlpTracer.layer({
+          ).pipe(Effect.map(([OtlpTracer, OtlpSerialization, NodeHttpClient, HttpClient, HttpClientError]) => {
+            const ms = config.otlpTimeoutMs
+            // Each export request cut short after OTEL_EXPORTER_OTLP_TIMEOUT. The exporter sets no timeout and its
+            // client none either (undici's is an hour): a collector that takes connections and does not answer held
+            // each export, its spans and its socket, while every further batch started another, and the exporter's
+            // pause after a failed export never came. Now such an export fails in time (after its retries) and the
+            // exporter pauses as for a collector that is down (Effect-TS/effect#5374 is the same growth for an
+            // unreachable one).
+            const timedOut = Layer.effect(
+              HttpClient.HttpClient,
+              Effect.map(HttpClient.HttpClient, (client) =>
+                HttpClient.transform(client, (response, request) =>
+                  Effect.timeoutFail(response, {
+                    duration: Duration.millis(ms),
+                    onTimeout: () => new HttpClientError.RequestError({ request, reason: "Transport", description: `no answer within ${ms} ms` })
+                  })))
+            )
+            return OtlpTracer.layer({
               url: `${endpoint}/v1/traces`,
               resource: { serviceName: config.serviceName, serviceVersion: SERVICE_VERSION },
               exportInterval: Duration.seconds(1)
             }).pipe(
               Layer.provide(OtlpSerialization.layerJson),
-              Layer.provide(exportsTimedOut(HttpClient, HttpClientError, config.otlpTimeoutMs)),
+              Layer.provide(timedOut),
               Layer.provide(NodeHttpClient.layerUndici)
             )
-          ))
+          }))
         )
     })
   )

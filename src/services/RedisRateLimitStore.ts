@@ -5,7 +5,8 @@
  * under memory pressure takes one and not the other) fails the script on every call after — which the gateway,
  * letting calls through while its store fails, took as no limit at all for that key, for good. Here a bucket missing
  * either key starts full, and both keys expire once the bucket would be full again (a missing bucket is a full one).
- * The same mend is in the 4.x line's store (Effect-TS/effect-smol#2352). Only the script differs from the library's.
+ * The same mend is in the 4.x line's store (Effect-TS/effect-smol#2352). Only the token bucket is kept here, the
+ * one algorithm the gateway uses; the rest is the library's store as it is.
  */
 import { RateLimiterStore, RateLimitStoreError } from "@effect/experimental/RateLimiter"
 import * as Duration from "effect/Duration"
@@ -16,35 +17,9 @@ import { Redis, type RedisOptions, type Result } from "ioredis"
 // the scripts' commands, as ioredis types a command defined by a script (its README: "Lua Scripting")
 declare module "ioredis" {
   interface RedisCommander<Context> {
-    gatewayFixedWindow(key: string, tokens: number, refillMillis: number, limit?: number): Result<[number, number], Context>
     gatewayTokenBucket(key: string, tokens: number, refillMillis: number, limit: number, now: number, overflow: 0 | 1): Result<number, Context>
   }
 }
-
-/** The library's fixed window, as it is (its key carries its own expiry). */
-const FIXED_WINDOW = `
-local key = KEYS[1]
-local tokens = tonumber(ARGV[1])
-local refillms = tonumber(ARGV[2])
-local limit = tonumber(ARGV[3])
-local current = tonumber(redis.call("GET", key))
-
-if not current then
-  local nextpttl = refillms * tokens
-  redis.call("SET", key, tokens, "PX", nextpttl)
-  return { tokens, nextpttl }
-end
-
-local currentpttl = tonumber(redis.call("PTTL", key) or "0")
-local next = current + tokens
-if limit and next > limit then
-  return { next, currentpttl }
-end
-
-local nextpttl = currentpttl + (refillms * tokens)
-redis.call("SET", key, next, "PX", nextpttl)
-return { next, nextpttl }
-`
 
 /**
  * A bucket of `limit` tokens, one more every `refill_ms`; `tokens` taken now, or refused (a negative answer: how many
@@ -93,7 +68,6 @@ export const make = Effect.fnUntraced(function* (options: RedisOptions & { reado
       new Redis({
         ...options,
         scripts: {
-          gatewayFixedWindow: { lua: FIXED_WINDOW, numberOfKeys: 1, readOnly: false },
           gatewayTokenBucket: { lua: TOKEN_BUCKET, numberOfKeys: 1, readOnly: false }
         }
       })
@@ -101,11 +75,8 @@ export const make = Effect.fnUntraced(function* (options: RedisOptions & { reado
     (redis) => Effect.promise(() => redis.quit())
   )
   return RateLimiterStore.of({
-    fixedWindow: (options) =>
-      Effect.tryPromise({
-        try: () => redis.gatewayFixedWindow(`${prefix}${options.key}`, options.tokens, Duration.toMillis(options.refillRate), options.limit),
-        catch: (cause) => new RateLimitStoreError({ message: "Failed to execute fixedWindow rate limiting command", cause })
-      }),
+    // the gateway's limits are token buckets (src/services/RateLimit.ts): a fixed window asked of this store is a bug
+    fixedWindow: () => Effect.dieMessage("the gateway's Redis rate-limit store keeps token buckets only"),
     tokenBucket: (options) =>
       Effect.clockWith((clock) =>
         Effect.tryPromise({

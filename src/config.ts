@@ -42,17 +42,20 @@ const setting = (name: string): Config.Config<string> =>
     Config.mapOrFail((text) => text.trim() === "" ? Either.left(ConfigError.MissingData([], `${name} is not set`)) : Either.right(text))
   )
 
-/** A whole number from `min` to `max`, written in decimal digits only (no sign, exponent, fraction or hex). */
-const whole = (name: string, fallback: number, min: number, max: number = Number.MAX_SAFE_INTEGER) =>
+/** A whole number from `min` to `max`, written in decimal digits only (no sign, exponent, fraction or hex); no default. */
+const wholeOnly = (name: string, min: number, max: number) =>
   setting(name).pipe(
     Config.mapOrFail((text) => {
       const n = /^\d{1,16}$/.test(text) ? Number(text) : Number.NaN
       return Number.isSafeInteger(n) && n >= min && n <= max
         ? Either.right(n)
         : invalid(`${name} must be a whole number of at least ${min} and at most ${max}, in decimal digits (got ${shown(text)})`)
-    }),
-    Config.withDefault(fallback)
+    })
   )
+
+/** A whole number from `min` to `max`, `fallback` when unset. */
+const whole = (name: string, fallback: number, min: number, max: number = Number.MAX_SAFE_INTEGER) =>
+  wholeOnly(name, min, max).pipe(Config.withDefault(fallback))
 
 /** A timer's duration in milliseconds: at least `min`, at most what Node's timers take. */
 const timer = (name: string, fallback: number, min: number, max: number = MAX_TIMER_MS) => whole(name, fallback, min, max)
@@ -122,6 +125,63 @@ const url = (name: string) =>
     )
   )
 
+/** An http(s) URL used as written (no path appended): no spaces, query or fragment. */
+const exactUrl = (name: string) =>
+  setting(name).pipe(
+    Config.mapOrFail((text) =>
+      isBaseUrl(text)
+        ? Either.right(text)
+        : invalid(`${name} must be an http(s) URL such as https://collector.example.com/v1/traces, without spaces, query or fragment (got ${shown(text)})`)
+    )
+  )
+
+/** An HTTP header's name (RFC 9110 §5.1: a token). */
+const isToken = (s: string) => /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(s)
+
+/**
+ * OpenTelemetry's header list: `name=value` pairs, comma-separated, each value percent-encoded (`api-key=abc%20def`).
+ * Values are secrets (a collector's API key): a message names the variable and the header, never a value.
+ */
+const otlpHeaders = (name: string) =>
+  setting(name).pipe(
+    Config.mapOrFail((text) => {
+      const headers: Record<string, string> = {}
+      for (const entry of text.split(",").map((x) => x.trim()).filter((x) => x.length > 0)) {
+        const at = entry.indexOf("=")
+        const key = (at < 0 ? entry : entry.slice(0, at)).trim().toLowerCase()
+        if (at < 0 || !isToken(key)) {
+          return invalid(`${name} must be comma-separated name=value pairs, each name an HTTP header name (an entry ${at < 0 ? "has no =" : "has no valid name"})`)
+        }
+        let value: string
+        try {
+          value = decodeURIComponent(entry.slice(at + 1).trim())
+        } catch {
+          return invalid(`${name}: the value of ${key} is not valid percent-encoding`)
+        }
+        // what an HTTP header's value may hold (RFC 9110 §5.5): visible ASCII, spaces and tabs inside
+        if (!/^[\x21-\x7e]([\x20-\x7e\t]*[\x21-\x7e])?$/.test(value)) {
+          return invalid(`${name}: the value of ${key} must be visible ASCII characters (spaces inside only) once percent-decoded`)
+        }
+        headers[key] = value
+      }
+      return Either.right(Redacted.make<Readonly<Record<string, string>>>(headers))
+    }),
+    Config.withDefault(Redacted.make<Readonly<Record<string, string>>>({}))
+  )
+
+/** OTLP's transport: over HTTP, JSON or binary protobuf. */
+const otlpProtocol = (name: string) =>
+  setting(name).pipe(
+    Config.mapOrFail((text): Either.Either<"http/json" | "http/protobuf", ConfigError.ConfigError> =>
+      text === "http/json" || text === "http/protobuf"
+        ? Either.right(text)
+        : invalid(
+          `${name} must be http/json or http/protobuf (got ${shown(text)}${
+            text === "grpc" ? "; OTLP over gRPC is not supported: point the endpoint at the collector's OTLP/HTTP port, usually 4318" : ""
+          })`
+        ))
+  )
+
 /** A secret: its text is never in a message. */
 const secret = (name: string) => Config.option(Config.redacted(setting(name)))
 
@@ -188,10 +248,32 @@ const server = Config.all({
   ),
   /** When set, `GET /metrics` requires `Authorization: Bearer <token>`. */
   metricsToken: secret("METRICS_TOKEN"),
-  /** OTLP/HTTP collector base URL (`…/v1/traces` is appended); none: tracing is off, at no cost. */
-  otlpEndpoint: Config.option(url("OTEL_EXPORTER_OTLP_ENDPOINT")),
-  /** How long one export request may take (OpenTelemetry's own variable and default): a collector that stops answering fails it. */
-  otlpTimeoutMs: timer("OTEL_EXPORTER_OTLP_TIMEOUT", 10_000, 1),
+  /**
+   * Where spans are exported over OTLP/HTTP: `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` as written, else
+   * `OTEL_EXPORTER_OTLP_ENDPOINT` with `/v1/traces` appended (OpenTelemetry's rules); none, or
+   * `OTEL_SDK_DISABLED=true`: tracing is off, at no cost.
+   */
+  otlpTracesUrl: Config.all({
+    traces: Config.option(exactUrl("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")),
+    base: Config.option(url("OTEL_EXPORTER_OTLP_ENDPOINT")),
+    disabled: boolean("OTEL_SDK_DISABLED", false)
+  }).pipe(Config.map(({ base, disabled, traces }) =>
+    disabled ? Option.none() : Option.orElse(traces, () => Option.map(base, (b) => `${b}/v1/traces`))
+  )),
+  /** Headers sent with each export (a collector's API key): the general variable's, the traces variable's over them. */
+  otlpHeaders: Config.all([otlpHeaders("OTEL_EXPORTER_OTLP_HEADERS"), otlpHeaders("OTEL_EXPORTER_OTLP_TRACES_HEADERS")]).pipe(
+    Config.map(([general, traces]) => Redacted.make<Readonly<Record<string, string>>>({ ...Redacted.value(general), ...Redacted.value(traces) }))
+  ),
+  /** How spans are encoded: JSON (the default) or binary protobuf; OTLP/gRPC is refused at start. */
+  otlpProtocol: Config.orElseIf(otlpProtocol("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"), {
+    if: ConfigError.isMissingDataOnly,
+    orElse: () => otlpProtocol("OTEL_EXPORTER_OTLP_PROTOCOL").pipe(Config.withDefault("http/json" as const))
+  }),
+  /** How long one export request may take (OpenTelemetry's own variables and default): a collector that stops answering fails it. */
+  otlpTimeoutMs: Config.orElseIf(wholeOnly("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", 1, MAX_TIMER_MS), {
+    if: ConfigError.isMissingDataOnly,
+    orElse: () => timer("OTEL_EXPORTER_OTLP_TIMEOUT", 10_000, 1)
+  }),
   serviceName: setting("OTEL_SERVICE_NAME").pipe(Config.withDefault("tool-gateway"))
 })
 

@@ -51,7 +51,7 @@ export const ServicesLive = GatewayServiceLive.pipe(
 
 /**
  * The services, the sweeper, and the database (configured, or embedded), migrated; traced over OTLP when
- * `otlpEndpoint` is set (tracing is off otherwise).
+ * `otlpTracesUrl` is set (tracing is off otherwise).
  */
 export const GatewayLive = SweeperLive.pipe(
   Layer.provideMerge(ServicesLive),

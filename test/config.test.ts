@@ -8,7 +8,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { SqlError } from "@effect/sql/SqlError"
-import { ConfigError, ConfigProvider, Effect, Option } from "effect"
+import { ConfigError, ConfigProvider, Effect, Option, Redacted } from "effect"
 import * as Child from "node:child_process"
 import { describeStartupError } from "../src/cli/errors.js"
 import { ConfigFromEnv, defaults, IdentityConfig, LedgerConfig, ProvidersConfig, ServerConfig } from "../src/config.js"
@@ -72,7 +72,17 @@ describe("refused at start, naming the variable", () => {
     ["CORS_ORIGINS", "https://dash.example.com/app", "origins"],
     ["DEV_IDENTITY", "maybe", "true or false"],
     ["AUTO_CREATE_ORGS", "2", "true or false"],
-    ["GATEWAY_BOOTSTRAP", "nah", "true or false"]
+    ["GATEWAY_BOOTSTRAP", "nah", "true or false"],
+    // OpenTelemetry's exporter variables (its specification's names and formats)
+    ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "collector:4318/v1/traces", "http(s) URL"],
+    ["OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "1.5", "decimal digits"],
+    ["OTEL_EXPORTER_OTLP_PROTOCOL", "grpc", "not supported"],
+    ["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/xml", "http/json or http/protobuf"],
+    ["OTEL_EXPORTER_OTLP_HEADERS", "x-honeycomb-team", "name=value"],
+    ["OTEL_EXPORTER_OTLP_TRACES_HEADERS", "bad header=1", "name=value"],
+    ["OTEL_EXPORTER_OTLP_HEADERS", "api-key=%E0%A4%A", "percent-encoding"],
+    ["OTEL_EXPORTER_OTLP_HEADERS", "api-key=a%0D%0Ab", "visible ASCII"],
+    ["OTEL_SDK_DISABLED", "perhaps", "true or false"]
   ]
   for (const [name, value, says] of cases) {
     it.effect(`${name}=${value}`, () =>
@@ -91,6 +101,14 @@ describe("refused at start, naming the variable", () => {
       const line = yield* refusal({ DATABASE_URL: "mysql://root:s3cret-password@db/x" })
       expect(line).toContain("DATABASE_URL")
       expect(line).not.toContain("s3cret-password")
+    }))
+
+  it.effect("an OTLP header's value (a collector's API key) is not in its line", () =>
+    Effect.gen(function* () {
+      const line = yield* refusal({ OTEL_EXPORTER_OTLP_HEADERS: "x-api-key=s3cret%0Atoken" })
+      expect(line).toContain("OTEL_EXPORTER_OTLP_HEADERS")
+      expect(line).toContain("x-api-key")
+      expect(line).not.toContain("s3cret")
     }))
 
   it.effect("a wrong BETA_READ_BASE_URL is refused, not replaced by BETA_BASE_URL", () =>
@@ -132,6 +150,42 @@ describe("refused at start, naming the variable", () => {
       expect(socket.server.databaseUrl._tag).toBe("Some")
       // and a value past them was refused (above): the line for one past the timer's bound
       expect(yield* refusal({ HEADERS_TIMEOUT_MS: PAST_TIMER })).toContain("HEADERS_TIMEOUT_MS")
+    }))
+})
+
+describe("OpenTelemetry's exporter variables", () => {
+  // https://opentelemetry.io/docs/specs/otel/protocol/exporter/ : the per-signal endpoint is used as written, the
+  // general one gets the signal's path; per-signal settings win; headers are name=value pairs, percent-encoded
+  it.effect("where spans go: the traces endpoint as written, else the general one with /v1/traces; none when disabled", () =>
+    Effect.gen(function* () {
+      const url = (env: Record<string, string>) => Effect.map(load(env), (c) => Option.getOrUndefined(c.server.otlpTracesUrl))
+      expect(yield* url({})).toBeUndefined()
+      expect(yield* url({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318/base/" })).toBe("http://collector:4318/base/v1/traces")
+      expect(yield* url({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "https://otlp.example/api/traces" })).toBe("https://otlp.example/api/traces")
+      expect(yield* url({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://a:4318", OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "http://b:4318/x" }))
+        .toBe("http://b:4318/x")
+      expect(yield* url({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://a:4318", OTEL_SDK_DISABLED: "true" })).toBeUndefined()
+    }))
+
+  it.effect("headers, protocol and timeout: the traces variable over the general one", () =>
+    Effect.gen(function* () {
+      const config = yield* load({
+        OTEL_EXPORTER_OTLP_HEADERS: "X-Api-Key=general, x-dataset = spans%20here ,",
+        OTEL_EXPORTER_OTLP_TRACES_HEADERS: "x-api-key=traces%3D1",
+        OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf",
+        OTEL_EXPORTER_OTLP_TIMEOUT: "2000",
+        OTEL_EXPORTER_OTLP_TRACES_TIMEOUT: "500"
+      })
+      expect(Redacted.value(config.server.otlpHeaders)).toEqual({ "x-api-key": "traces=1", "x-dataset": "spans here" })
+      expect(config.server.otlpProtocol).toBe("http/protobuf")
+      expect(config.server.otlpTimeoutMs).toBe(500)
+      const general = yield* load({ OTEL_EXPORTER_OTLP_TIMEOUT: "2000", OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: "http/json", OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf" })
+      expect(general.server.otlpTimeoutMs).toBe(2000)
+      expect(general.server.otlpProtocol).toBe("http/json")
+      const unset = yield* load({})
+      expect(Redacted.value(unset.server.otlpHeaders)).toEqual({})
+      expect(unset.server.otlpProtocol).toBe("http/json")
+      expect(unset.server.otlpTimeoutMs).toBe(10_000)
     }))
 })
 

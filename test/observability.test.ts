@@ -343,7 +343,7 @@ const collectorAddress = collector.address()
 const collectorUrl = `http://127.0.0.1:${typeof collectorAddress === "object" && collectorAddress !== null ? collectorAddress.port : 0}`
 afterAll(() => new Promise<void>((done) => collector.close(() => done())))
 
-layer(gatewayLayer({ server: { otlpEndpoint: Option.some(collectorUrl) } }), { excludeTestServices: true })("traces over OTLP", (it) => {
+layer(gatewayLayer({ server: { otlpTracesUrl: Option.some(`${collectorUrl}/v1/traces`) } }), { excludeTestServices: true })("traces over OTLP", (it) => {
   it.effect("OTEL_EXPORTER_OTLP_ENDPOINT exports the same tree to a collector", () =>
     Effect.gen(function* () {
       const { key } = yield* givenOrg()
@@ -352,6 +352,51 @@ layer(gatewayLayer({ server: { otlpEndpoint: Option.some(collectorUrl) } }), { e
       for (let i = 0; i < 50 && !collected.some((s) => s.name === "Gateway.run"); i++) yield* Effect.sleep("100 millis")
       yield* Effect.sleep("300 millis")
       expectToolCallTree(collected)
+    }), 15_000)
+})
+
+// A collector that wants an API key and takes binary protobuf at a path of its own (OTLP/HTTP as specified:
+// https://opentelemetry.io/docs/specs/otlp/#otlphttp — `Content-Type: application/x-protobuf`, the body an
+// `ExportTraceServiceRequest`, whose span names are length-delimited UTF-8 strings in it).
+const keyed: Array<{ readonly path: string | undefined; readonly apiKey: string | undefined; readonly type: string | undefined; readonly body: Buffer }> = []
+const keyedCollector = Http.createServer((req, res) => {
+  const parts: Array<Buffer> = []
+  req.on("data", (c: Buffer) => parts.push(c))
+  req.on("end", () => {
+    const apiKey = req.headers["x-api-key"]
+    keyed.push({ path: req.url, apiKey: typeof apiKey === "string" ? apiKey : undefined, type: req.headers["content-type"], body: Buffer.concat(parts) })
+    if (apiKey !== "collector key") res.writeHead(401).end()
+    else res.writeHead(200, { "content-type": "application/x-protobuf" }).end()
+  })
+})
+await new Promise<void>((done) => keyedCollector.listen(0, "127.0.0.1", done))
+const keyedAddress = keyedCollector.address()
+const keyedUrl = `http://127.0.0.1:${typeof keyedAddress === "object" && keyedAddress !== null ? keyedAddress.port : 0}`
+afterAll(() => new Promise<void>((done) => keyedCollector.close(() => done())))
+
+layer(
+  gatewayLayer({
+    server: {
+      otlpTracesUrl: Option.some(`${keyedUrl}/otlp/traces`),
+      otlpHeaders: Redacted.make<Readonly<Record<string, string>>>({ "x-api-key": "collector key" }),
+      otlpProtocol: "http/protobuf"
+    }
+  }),
+  { excludeTestServices: true }
+)("traces over OTLP/HTTP protobuf, with headers", (it) => {
+  it.effect("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, _HEADERS and _PROTOCOL: protobuf at that URL, with the key", () =>
+    Effect.gen(function* () {
+      const { key } = yield* givenOrg()
+      expectOk(yield* callTool("weather", { q: "Berlin" }, { key }))
+      const named = () => keyed.some((r) => r.body.includes("Gateway.run"))
+      for (let i = 0; i < 50 && !named(); i++) yield* Effect.sleep("100 millis")
+      expect(keyed.length).toBeGreaterThan(0)
+      for (const r of keyed) {
+        expect(r.path).toBe("/otlp/traces")
+        expect(r.apiKey).toBe("collector key")
+        expect(r.type).toBe("application/x-protobuf")
+      }
+      expect(named()).toBe(true)
     }), 15_000)
 })
 
@@ -367,7 +412,7 @@ const hangingAddress = hangingCollector.address()
 const hangingUrl = `http://127.0.0.1:${typeof hangingAddress === "object" && hangingAddress !== null ? hangingAddress.port : 0}`
 afterAll(() => new Promise<void>((done) => { hangingCollector.closeAllConnections(); hangingCollector.close(() => done()) }))
 
-layer(gatewayLayer({ server: { otlpEndpoint: Option.some(hangingUrl), otlpTimeoutMs: 300 } }), { excludeTestServices: true })("a collector that does not answer", (it) => {
+layer(gatewayLayer({ server: { otlpTracesUrl: Option.some(`${hangingUrl}/v1/traces`), otlpTimeoutMs: 300 } }), { excludeTestServices: true })("a collector that does not answer", (it) => {
   it.effect("has each export given up after OTEL_EXPORTER_OTLP_TIMEOUT, not held with its spans and socket", () =>
     Effect.gen(function* () {
       const { key } = yield* givenOrg()
@@ -392,7 +437,7 @@ it.effect("without an OTLP endpoint the tracer is off, the HTTP server's span in
     const builtOn = (config: ReturnType<typeof configLayer>) =>
       Effect.promise(() => Effect.runPromise(tracing.pipe(Effect.provide(TracingLive.pipe(Layer.provide(config))))))
     expect(yield* builtOn(configLayer())).toEqual({ tracer: false, serverSpan: false })
-    expect(yield* builtOn(configLayer({ server: { otlpEndpoint: Option.some(collectorUrl) } }))).toEqual({ tracer: true, serverSpan: true })
+    expect(yield* builtOn(configLayer({ server: { otlpTracesUrl: Option.some(`${collectorUrl}/v1/traces`) } }))).toEqual({ tracer: true, serverSpan: true })
   }))
 
 // ---------------------------------------------------------------------------------------------------------

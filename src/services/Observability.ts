@@ -9,6 +9,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
 import * as Scope from "effect/Scope"
 import { ServerConfig } from "../config.js"
 import { cachedSuccess } from "./cachedSuccess.js"
@@ -59,19 +60,20 @@ export const MetricsExporterLive = Layer.scoped(
 )
 
 /**
- * OTLP/HTTP (JSON) export of every span when an endpoint is configured; otherwise the tracer is off, the HTTP
+ * OTLP/HTTP export of every span (JSON, or binary protobuf with `OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf`; the
+ * configured headers on each request) when an endpoint is configured; otherwise the tracer is off, the HTTP
  * server's span included. The exporter and its HTTP client (undici) are loaded only when an endpoint is
  * configured.
  */
 export const TracingLive = Layer.unwrapEffect(
   Effect.map(ServerConfig, (config) =>
-    Option.match(config.otlpEndpoint, {
+    Option.match(config.otlpTracesUrl, {
       // Off means off for the HTTP server's per-request span too: `HttpMiddleware.tracer` makes a no-op span
       // then, but still parses each request's URL, copies its headers to redact them and provides the span to
       // the request's context. The server inherits both settings from the layers it is built on.
       onNone: () =>
         Layer.mergeAll(Layer.setTracerEnabled(false), Layer.locallyScoped(HttpMiddleware.currentTracerDisabledWhen, () => true)),
-      onSome: (endpoint) =>
+      onSome: (tracesUrl) =>
         Layer.unwrapEffect(
           Effect.promise(() =>
             Promise.all([
@@ -99,11 +101,12 @@ export const TracingLive = Layer.unwrapEffect(
                   })))
             )
             return OtlpTracer.layer({
-              url: `${endpoint}/v1/traces`,
+              url: tracesUrl,
+              headers: Redacted.value(config.otlpHeaders),
               resource: { serviceName: config.serviceName, serviceVersion: SERVICE_VERSION },
               exportInterval: Duration.seconds(1)
             }).pipe(
-              Layer.provide(OtlpSerialization.layerJson),
+              Layer.provide(config.otlpProtocol === "http/protobuf" ? OtlpSerialization.layerProtobuf : OtlpSerialization.layerJson),
               Layer.provide(timedOut),
               Layer.provide(NodeHttpClient.layerUndici)
             )

@@ -310,7 +310,8 @@ layer(gatewayLayer(), { excludeTestServices: true })("hosted MCP", (it) => {
       const { key } = yield* givenOrg()
       const list = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" })
       const { accept: _, ...withoutAccept } = mcpHeaders(key)
-      for (const accept of ["application/json", "*/*", "application/*;q=0.5", undefined]) {
+      // an empty Accept (RFC 9110 §5.6.1: a list with no members) is no preference, as if absent
+      for (const accept of ["application/json", "*/*", "application/*;q=0.5", "", " ", undefined]) {
         const answer = yield* request("/mcp", { body: list, headers: accept === undefined ? withoutAccept : { ...withoutAccept, accept } })
         expect({ accept, status: answer.status }).toEqual({ accept, status: 200 })
         expect(answer.body).toMatchObject({ jsonrpc: "2.0", id: 1, result: { tools: expect.any(Array) } })

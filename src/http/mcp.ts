@@ -63,11 +63,13 @@ import { bodyProblems, emptyBody, isJsonObject, MAX_JSON_DEPTH, notJson, readJso
 import { type JsonProblem, jsonProblem } from "../domain/json.js"
 import { cachedSuccess } from "../services/cachedSuccess.js"
 
-// Whether an Accept header takes a JSON answer: none, or a media range application/json, application/* or */* not
-// given q=0 — unless application/json itself is given q=0 (the most specific range decides, RFC 9110 §12.5.1).
+// Whether an Accept header takes a JSON answer: none (or one with no media range in it: an empty list states no
+// preference, RFC 9110 §5.6.1), or a media range application/json, application/* or */* not given q=0 — unless
+// application/json itself is given q=0 (the most specific range decides, RFC 9110 §12.5.1).
 const takesJson = (accept: string | undefined): boolean => {
-  if (accept === undefined) return true
-  const ranges = accept.split(",").map((range) => {
+  const members = accept?.split(",").filter((range) => range.trim() !== "") ?? []
+  if (members.length === 0) return true
+  const ranges = members.map((range) => {
     const [type = "", ...params] = range.split(";").map((part) => part.trim().toLowerCase())
     return { type, refused: params.some((param) => /^q=0(\.0{0,3})?$/.test(param)) }
   })

@@ -121,7 +121,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("stopping with calls in fli
           GATEWAY_DATA_DIR: dataDir,
           APPSTORE_BASE_URL: u.itunes.url,
           GATEWAY_BOOTSTRAP: "false",
-          LOG_LEVEL: "error",
+          LOG_LEVEL: "info",
           RATE_LIMIT_PER_SECOND: "0",
           PROVIDER_TIMEOUT_MS: "5000"
         }
@@ -148,6 +148,10 @@ layer(gatewayLayer(), { excludeTestServices: true })("stopping with calls in fli
         expect(answers.map((a) => a.status), gateway.output()).toEqual(Array.from({ length: CALLS }, () => 200))
         expect(code, gateway.output()).toBe(0)
         expect(gateway.output()).not.toMatch(/could not write|ECONNREFUSED|terminating connection/)
+        // the operator is told why the process waits, when the drain starts: before the calls in flight are answered
+        const said = gateway.output().indexOf("Stopping")
+        expect(said, gateway.output()).toBeGreaterThanOrEqual(0)
+        expect(gateway.output().lastIndexOf(`"path":"/v1/mobile_app_search"`), gateway.output()).toBeGreaterThan(said)
         // the database was stopped after the gateway, not with it: its books are whole
         expect(yield* booksAfter(dataDir, org.id)).toEqual({
           balance: 100 - CALLS,

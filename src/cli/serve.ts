@@ -68,9 +68,22 @@ const serverBase = Effect.map(HttpServer.HttpServer, (server) => {
   return address._tag === "TcpAddress" ? `http://${address.hostname}:${address.port}` : "http://localhost"
 })
 
+/**
+ * Said when the process is told to stop (its layers close in the reverse of their making, so this first): the
+ * drain that follows lasts as long as the slowest call in flight, and an operator should know why it waits.
+ */
+const announceStop = Effect.addFinalizer(() =>
+  Effect.logInfo(
+    "Stopping: no new connections; the calls in flight finish and are charged first (each within its deadline), " +
+      "then the usage log is written and the database closed"
+  )
+)
+
 /** One server process until interrupted (SIGINT, SIGTERM). */
 const single = Layer.launch(
-  Layer.effectDiscard(Effect.flatMap(serverBase, (base) => bootstrap(base, process.stdout.isTTY === true))).pipe(
+  Layer.scopedDiscard(
+    Effect.flatMap(serverBase, (base) => bootstrap(base, process.stdout.isTTY === true)).pipe(Effect.zipRight(announceStop))
+  ).pipe(
     Layer.provideMerge(HttpServerLive),
     Layer.provideMerge(GatewayLive),
     Layer.provideMerge(ConfigFromEnv)
@@ -120,18 +133,21 @@ const primary = (count: number) =>
     yield* Effect.acquireRelease(
       Effect.sync(() => Array.from({ length: count }, fork)),
       () =>
-        Effect.async<void>((resume) => {
-          stopping = true
-          const alive = Object.values(Cluster.workers ?? {}).filter((w) => w !== undefined && !w.isDead())
-          if (alive.length === 0) return resume(Effect.void)
-          let left = alive.length
-          for (const worker of alive) {
-            worker?.once("exit", () => {
-              if (--left === 0) resume(Effect.void)
-            })
-            worker?.process.kill("SIGTERM")
-          }
-        })
+        Effect.zipRight(
+          Effect.logInfo(`Stopping ${count} workers: each finishes its calls in flight first`),
+          Effect.async<void>((resume) => {
+            stopping = true
+            const alive = Object.values(Cluster.workers ?? {}).filter((w) => w !== undefined && !w.isDead())
+            if (alive.length === 0) return resume(Effect.void)
+            let left = alive.length
+            for (const worker of alive) {
+              worker?.once("exit", () => {
+                if (--left === 0) resume(Effect.void)
+              })
+              worker?.process.kill("SIGTERM")
+            }
+          })
+        )
     )
     console.error(`Started ${count} workers on http://${config.host}:${config.port}`)
     return yield* Deferred.await(unstartable)

@@ -507,7 +507,9 @@ describe("the embedded database", () => {
         () => Child.spawn("node", [BIN, "serve", "--json"], { env: { ...baseEnv(), ...env, LOG_FORMAT: "pretty" } }),
         (output) => /Listening on http:\/\/[\d.]+:\d+/.test(output) && output.includes("keys create")
       )
-      expect(headless.output()).toContain("tool-gateway org create --name default --credits 1000")
+      // as a newcomer can paste it: the command is not on PATH outside npm's scripts
+      expect(headless.output()).toContain("`npx tool-gateway org create --name default --credits 1000`")
+      expect(headless.output()).toContain("`npx tool-gateway keys create --org <its id>`")
       expect(headless.output()).not.toMatch(/tg_[0-9A-Za-z]{32}/)
       const logLines = headless.stdout().split("\n").filter((line) => line.trim() !== "")
       expect(logLines.length).toBeGreaterThan(0)

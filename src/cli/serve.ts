@@ -44,7 +44,8 @@ export const bootstrap = (base: string, terminal: boolean) =>
     if (!terminal) {
       return yield* Effect.logInfo(
         "No org yet. Standard output is not a terminal, so no API key is printed: create an org and a key with " +
-          "`tool-gateway org create --name default --credits 1000` and `tool-gateway keys create --org <its id>`."
+          "`npx tool-gateway org create --name default --credits 1000` and `npx tool-gateway keys create --org <its id>` " +
+          "(from the project's directory, with this server's GATEWAY_DATA_DIR)."
       )
     }
     const org = yield* orgs.create({ name: "default", credits: 1000 })

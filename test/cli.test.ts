@@ -514,8 +514,27 @@ describe("the embedded database", () => {
       const logLines = headless.stdout().split("\n").filter((line) => line.trim() !== "")
       expect(logLines.length).toBeGreaterThan(0)
       for (const line of logLines) expect(Schema.decodeUnknownSync(Schema.parseJson(JsonObject))(line)).toHaveProperty("message")
-      expect(JSON.parse((yield* run(["org", "list", "--json"], { GATEWAY_DATA_DIR: dataDir })).stdout)).toEqual([])
+      // the first start says it made the database; the CLI, joining the server's, says nothing of the kind
+      expect(headless.output()).toContain(`Made a new, empty database in ${dataDir} (GATEWAY_DATA_DIR)`)
+      const joined = yield* run(["org", "list", "--json"], { GATEWAY_DATA_DIR: dataDir })
+      expect(JSON.parse(joined.stdout)).toEqual([])
+      expect(joined.stderr).not.toContain("Made a new")
       expect(yield* stop(headless.child, headless.child.pid ?? 0)).toBe(0)
+
+      // A command given another data directory than the server's (a typo) is told, on stderr, that it made a new,
+      // empty database there: its answer on stdout stays one JSON document. Once: the next command uses it.
+      const other = yield* Effect.acquireRelease(
+        Effect.promise(async () => {
+          const dir = await Fs.mkdtemp(Path.join(Os.tmpdir(), "tool-gateway-other-"))
+          await Fs.chmod(dir, 0o755)
+          return dir
+        }),
+        (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
+      )
+      const typo = yield* run(["org", "list", "--json"], { GATEWAY_DATA_DIR: other })
+      expect(JSON.parse(typo.stdout)).toEqual([])
+      expect(typo.stderr).toContain(`Made a new, empty database in ${other} (GATEWAY_DATA_DIR)`)
+      expect((yield* run(["org", "list", "--json"], { GATEWAY_DATA_DIR: other })).stderr).not.toContain("Made a new")
 
       // On a terminal (a pseudo-terminal here), the first start makes an org and prints its key, once.
       if (!hasScript) return

@@ -14,6 +14,7 @@ import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import Pg from "pg"
 import { ServerConfig } from "../config.js"
+import * as Path from "node:path"
 import { type EmbeddedPostgresError, startEmbedded } from "./embedded.js"
 import { migrate } from "./migrations/index.js"
 
@@ -152,6 +153,14 @@ export const databaseUrl = Effect.gen(function* () {
   const config = yield* ServerConfig
   if (Option.isSome(config.databaseUrl)) return config.databaseUrl.value
   const embedded = yield* startEmbedded(config.dataDir)
+  // said on a first start, and to an operator whose command was given another data directory than the server's
+  // (a typo, another working directory): what it does there, the server does not see
+  if (embedded.created) {
+    yield* Effect.logInfo(
+      `Made a new, empty database in ${Path.resolve(config.dataDir)} (GATEWAY_DATA_DIR): ` +
+        "a server or command given another data directory, or DATABASE_URL, does not see it"
+    )
+  }
   return embedded.url
 })
 

@@ -35,6 +35,8 @@ export interface EmbeddedDatabase {
   readonly url: Redacted.Redacted
   /** Whether this process started the server (and will stop it). */
   readonly owned: boolean
+  /** Whether this call made the data directory's database (it held none: a new, empty one). */
+  readonly created: boolean
 }
 
 export interface EmbeddedOptions {
@@ -313,13 +315,14 @@ export const startEmbedded = (
 
     const running = yield* runningServer(dir)
     if (running !== undefined) {
-      return { url: urlFor(password, running.port, database, running.socketDir), owned: false }
+      return { url: urlFor(password, running.port, database, running.socketDir), owned: false, created: false }
     }
 
     const { initdb, postgres } = yield* binaries
     const as = yield* runAs
     yield* checkReachable(root, as)
-    if (!(yield* exists(Path.join(dir, "PG_VERSION")))) yield* initialise(initdb, root, dir, password, as)
+    const created = !(yield* exists(Path.join(dir, "PG_VERSION")))
+    if (created) yield* initialise(initdb, root, dir, password, as)
     const port = yield* freePort
     const socketDir = socketDirFor(dir, port)
     yield* startServer(postgres, dir, port, socketDir, password, as, Path.join(root, "postgres.log"), options.ownProcessGroup ?? true)
@@ -336,5 +339,5 @@ export const startEmbedded = (
       },
       catch: fail("cannot create the gateway database")
     })
-    return { url: urlFor(password, port, database, socketDir), owned: true }
+    return { url: urlFor(password, port, database, socketDir), owned: true, created }
   })

@@ -1,12 +1,13 @@
 /**
  * Upstream faults for each curated tool: the right code and flags, and the hold voided — or settled at the
- * tool's minimum price for a normalization failure, where the provider did answer.
+ * tool's minimum price for a normalization failure, where the provider did answer; and the usage record naming
+ * the provider whose failure decided the answer (null for a call refused before any provider was tried).
  */
 import { SqlClient } from "@effect/sql"
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect, Schedule } from "effect"
 import { type ExpectedError, expectEnvelope, expectOk } from "./support/assert.js"
-import { books, callTool, gatewayLayer, givenOrg, TestUpstreams, type Upstreams } from "./support/gateway.js"
+import { books, callTool, gatewayLayer, givenOrg, type HttpResult, TestUpstreams, type Upstreams } from "./support/gateway.js"
 import type { Fault, Upstream } from "../src/testing/harness.js"
 
 interface FaultCase {
@@ -35,6 +36,8 @@ interface ToolCase {
   readonly tool: string
   readonly input: (u: Upstreams) => unknown
   readonly upstream: (u: Upstreams) => Upstream
+  /** The provider the upstream is, as the answer and the usage record name it. */
+  readonly provider: string
   /** Fault names that do not apply to this upstream's protocol. */
   readonly skip?: ReadonlyArray<string>
 }
@@ -48,6 +51,8 @@ const usageProviderOf = (requestId: string) =>
     Effect.orDie
   )
 
+const requestIdOf = (result: HttpResult) => result.headers.get("x-request-id") ?? ""
+
 const check = (t: ToolCase, f: FaultCase) =>
   Effect.gen(function* () {
     const u = yield* TestUpstreams
@@ -59,12 +64,11 @@ const check = (t: ToolCase, f: FaultCase) =>
     if (f.expected.code === "provider_rate_limited") expect(result.headers.get("retry-after")).toBe("30")
     const b = yield* books(orgId)
     expect(b).toMatchObject({ held: 0, pendingHolds: 0, journalSum: b.balance })
+    // a failure says whose it was, as a success does: charged (the provider answered) or not
+    expect(yield* usageProviderOf(requestIdOf(result)), `${t.tool}: the usage record's provider`).toBe(t.provider)
     if (f.settled) {
       expect(b.holdsByStatus).toEqual({ settled: 1 })
       expect(b.balance).toBe(99)
-      // a charged failure says whose answer it was, as a charged success does
-      const provider = yield* usageProviderOf(result.headers.get("x-request-id") ?? "")
-      expect(provider, `${t.tool}: the usage record's provider`).toEqual(expect.any(String))
     } else {
       expect(b.holdsByStatus).toEqual({ voided: 1 })
       expect(b.balance).toBe(100)
@@ -76,11 +80,17 @@ const config = { providers: { timeoutMs: TIMEOUT_MS, searchProviders: ["alpha"],
 
 layer(gatewayLayer(config), { excludeTestServices: true })("upstream faults", (it) => {
   const tools: ReadonlyArray<ToolCase> = [
-    { tool: "weather", input: () => ({ q: "Berlin" }), upstream: (u) => u.openMeteo },
-    { tool: "mobile_app_search", input: () => ({ query: "notes" }), upstream: (u) => u.itunes },
-    { tool: "search", input: () => ({ query: "faults" }), upstream: (u) => u.exa },
+    { tool: "weather", input: () => ({ q: "Berlin" }), upstream: (u) => u.openMeteo, provider: "open-meteo" },
+    { tool: "mobile_app_search", input: () => ({ query: "notes" }), upstream: (u) => u.itunes, provider: "itunes" },
+    { tool: "search", input: () => ({ query: "faults" }), upstream: (u) => u.exa, provider: "alpha" },
     // The built-in reader reads pages, not JSON: the JSON faults are checked through a JSON provider below.
-    { tool: "read", input: (u) => ({ url: `${u.pages.url}/article` }), upstream: (u) => u.pages, skip: ["malformed JSON", "a wrong shape"] }
+    {
+      tool: "read",
+      input: (u) => ({ url: `${u.pages.url}/article` }),
+      upstream: (u) => u.pages,
+      provider: "builtin",
+      skip: ["malformed JSON", "a wrong shape"]
+    }
   ]
   for (const t of tools) {
     describe(t.tool, () => {
@@ -134,10 +144,89 @@ layer(gatewayLayer(config), { excludeTestServices: true })("upstream faults", (i
       expect(u.itunes.hits()).toBe(3)
       expect(yield* books(orgId)).toMatchObject({ balance: 3, held: 0 })
     }))
+
+  it.effect("POST /v1/run: a provider's failure and its answer that the call could not read are put down to it in the usage record", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      const { key } = yield* givenOrg({ credits: 100 })
+      const run = { tool: "weather", input: { q: "Berlin" } }
+      u.openMeteo.fault({ status: 500 })
+      const failed = yield* callTool("run", run, { key })
+      expectEnvelope(failed, { status: 502, type: "provider", code: "provider_unavailable", retryable: true, billable: false })
+      expect(yield* usageProviderOf(requestIdOf(failed))).toBe("open-meteo")
+      // the geocoding answer the forecast needs could not be read: charged, as the provider answered
+      u.openMeteo.fault({ wrongShape: true })
+      const unread = yield* callTool("run", run, { key })
+      expectEnvelope(unread, { status: 502, type: "normalization", code: "normalization_failed", retryable: false, billable: true })
+      expect(yield* usageProviderOf(requestIdOf(unread))).toBe("open-meteo")
+      u.resetAll()
+    }))
+
+  it.effect("a call refused before any provider was tried has no provider in its usage record", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      const broke = yield* givenOrg({ credits: 0 })
+      const unpaid = yield* callTool("mobile_app_search", { query: "notes" }, { key: broke.key })
+      expectEnvelope(unpaid, { status: 402, type: "insufficient_credits", code: "insufficient_credits", retryable: false, billable: false })
+      expect(yield* usageProviderOf(requestIdOf(unpaid))).toBeNull()
+      const { key } = yield* givenOrg({ credits: 100 })
+      const refused = yield* callTool("read", { url: "http://169.254.169.254/latest/meta-data" }, { key })
+      expectEnvelope(refused, { status: 400, type: "validation", code: "url_not_allowed", retryable: false, billable: false })
+      expect(yield* usageProviderOf(requestIdOf(refused))).toBeNull()
+      expect(u.itunes.hits() + u.pages.hits()).toBe(0)
+    }))
 })
 
+layer(gatewayLayer({ providers: { ...config.providers, readProviders: ["builtin", "beta"] } }), { excludeTestServices: true })(
+  "a curated tool's fallbacks in the usage record",
+  (it) => {
+    const read = (u: Upstreams, key: string) => callTool("read", { url: `${u.pages.url}/article` }, { key })
+
+    it.effect("the first provider fails, the second answers: the record names the second", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        u.resetAll()
+        const { key } = yield* givenOrg({ credits: 100 })
+        u.pages.fault({ status: 503 })
+        const result = yield* read(u, key)
+        u.resetAll()
+        expectOk(result, 1)
+        expect(result.body).toMatchObject({ provider: "beta" })
+        expect(yield* usageProviderOf(requestIdOf(result))).toBe("beta")
+      }))
+
+    it.effect("every provider fails: the record names the last one tried, whose failure is the answer", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        u.resetAll()
+        const { key } = yield* givenOrg({ credits: 100 })
+        u.pages.fault({ status: 503 })
+        u.jina.fault({ status: 500 })
+        const result = yield* read(u, key)
+        u.resetAll()
+        expectEnvelope(result, { status: 502, type: "provider", code: "provider_unavailable", retryable: true, billable: false })
+        expect(yield* usageProviderOf(requestIdOf(result))).toBe("beta")
+      }))
+
+    it.effect("a failure the next provider is not tried after (the page's 404): the record names the provider that met it", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        u.resetAll()
+        const { key } = yield* givenOrg({ credits: 100 })
+        u.pages.fault({ status: 404 })
+        const result = yield* read(u, key)
+        u.resetAll()
+        expectEnvelope(result, { status: 502, type: "provider", code: "provider_rejected", retryable: false, billable: false })
+        expect(u.jina.hits()).toBe(0)
+        expect(yield* usageProviderOf(requestIdOf(result))).toBe("builtin")
+      }))
+  }
+)
+
 layer(gatewayLayer({ providers: { ...config.providers, readProviders: ["beta"] } }), { excludeTestServices: true })("read through a JSON provider", (it) => {
-  const t: ToolCase = { tool: "read", input: () => ({ url: "https://example.com/page" }), upstream: (u) => u.jina }
+  const t: ToolCase = { tool: "read", input: () => ({ url: "https://example.com/page" }), upstream: (u) => u.jina, provider: "beta" }
   it.effect("answers through beta", () =>
     Effect.gen(function* () {
       const u = yield* TestUpstreams

@@ -40,7 +40,7 @@ import {
 import { KeyId, OrgId } from "../src/domain/ids.js"
 import { describeParseError } from "../src/domain/parse.js"
 import { catalog } from "../src/domain/tools.js"
-import type { ProviderCallError } from "../src/providers/common.js"
+import { failedAt, type ProviderCallError } from "../src/providers/common.js"
 import { bindings } from "../src/providers/index.js"
 import { Artifacts } from "../src/services/Artifacts.js"
 import { Authentication, AuthenticationLive } from "../src/services/Authentication.js"
@@ -325,9 +325,9 @@ const makeWorld = (options: WorldOptions = {}) =>
       // the binding table says which tools need a connection, and of which provider
       credentials: (tool, orgId) => bindings[tool].credentials(connections, orgId),
       preflight: () => (w.provider.preflight === undefined ? Effect.void : Effect.fail(w.provider.preflight)),
-      // the call's own context (its deadline) is given with the call, as the real registry gets it
+      // the call's own context (its deadline) is given with the call, as the real registry gets it; a failure is the stub's
       call: (tool, input, _credentials, context) =>
-        Effect.gen(function* () {
+        failedAt("stub", Effect.gen(function* () {
           const deadline = yield* CallDeadline
           w.provider.calls.push({ tool, input, deadline: deadline.at })
           yield* Deferred.succeed(w.provider.entered, undefined)
@@ -347,7 +347,7 @@ const makeWorld = (options: WorldOptions = {}) =>
               return { provider: "stub", output }
             }
           }
-        }).pipe(Effect.provide(context)),
+        })).pipe(Effect.provide(context)),
       callRaw: () => Effect.dieMessage("no raw calls in these tests"),
       units: () => Effect.succeed(0),
       // the scripted answers are small: no turn to take

@@ -138,9 +138,7 @@ export class WriteOutcomeUnknown extends Schema.TaggedError<WriteOutcomeUnknown>
 export class NormalizationFailed extends Schema.TaggedError<NormalizationFailed>()("NormalizationFailed", {
   message: Schema.String,
   /** What the call was charged for it (its minimum price: the provider answered); set by the pipeline. */
-  charged: Schema.optional(Schema.Number),
-  /** The provider whose answer could not be mapped (for the usage record); set by the provider phase. */
-  provider: Schema.optional(Schema.String)
+  charged: Schema.optional(Schema.Number)
 }) {}
 
 // -- routing and the rest ---------------------------------------------------------------------------

@@ -6,6 +6,7 @@
  * - `normalize` decodes that answer with the upstream's response Schema and maps it to the tool's documented
  *   output. A decode failure is `normalization_failed`, naming the field and pointing at `/v1/run`.
  */
+import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import { InvalidRequest, NormalizationFailed, type ProviderError, ProviderUnavailable, type UrlNotAllowed } from "../domain/errors.js"
@@ -24,11 +25,30 @@ export type ProviderCallError = ProviderError | NormalizationFailed | InvalidReq
 
 export { describeParseError } from "../domain/parse.js"
 
-export type ProviderEffect<A> = Effect.Effect<
-  A,
-  ProviderCallError,
-  ProviderClient | ProvidersConfig | ArtifactSink | HtmlConverter | DeltaSessions
->
+/** What a provider call runs with: the providers' services, and the call's own (where its files go). */
+export type ProviderServices = ProviderClient | ProvidersConfig | ArtifactSink | HtmlConverter | DeltaSessions
+
+export type ProviderEffect<A> = Effect.Effect<A, ProviderCallError, ProviderServices>
+
+/**
+ * A provider phase that failed, and the provider it is put down to: the one whose failure decided it (of a tool
+ * over several, the last one tried), as `Answered.provider` names the one that answered; undefined when none was
+ * tried (none is configured, or the caller's URL was refused first).
+ */
+export interface ProviderFailure {
+  readonly provider: string | undefined
+  readonly error: ProviderCallError
+}
+
+/**
+ * `effect`'s failure put down to `provider` (a defect or an interruption stays as it is). Nothing is evaluated on
+ * success but the frame pushed: a call that succeeds pays one step.
+ */
+export const failedAt = <A, E extends ProviderCallError, R>(
+  provider: string | undefined,
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<A, ProviderFailure, R> =>
+  Effect.catchAllCause(effect, (cause) => Effect.failCause(Cause.map(cause, (error): ProviderFailure => ({ provider, error }))))
 
 /** An upstream's answer, before normalization. */
 export interface Raw {
@@ -84,7 +104,6 @@ export const decodeUpstream = <A, I>(provider: string, schema: Schema.Schema<A, 
     decode(body).pipe(
       Effect.mapError((error) =>
         new NormalizationFailed({
-          provider,
           message: step === undefined
             ? `The ${provider} answer could not be mapped to the ${tool} output (${describeParseError(error)}). ` +
               `POST /v1/run with {"tool":"${tool}","input":...} returns the provider's raw answer.`
@@ -131,7 +150,6 @@ export const requestJson = (request: UpstreamRequest): ProviderEffect<Raw> =>
         request.idempotent
           ? new ProviderUnavailable({ message: `${request.provider} answered with ${what}.` })
           : new NormalizationFailed({
-            provider: request.provider,
             message: `${request.provider} accepted the write (HTTP ${response.status}) but answered with ${what}: ` +
               "it has probably been done; check before sending it again."
           })

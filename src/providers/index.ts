@@ -1,7 +1,8 @@
 /**
  * Which provider answers which tool. Curated `search` and `read` try their configured providers in the
  * operator's order (`SEARCH_PROVIDERS`, `READ_PROVIDERS`) and move to the next one on a retryable failure;
- * the answer names the provider. Every tool is a raw call (`POST /v1/run`) and its normalization.
+ * the answer names the provider, and so does a failure (the provider whose failure decided it: `ProviderFailure`).
+ * Every tool is a raw call (`POST /v1/run`) and its normalization.
  */
 import * as Effect from "effect/Effect"
 import { ProvidersConfig } from "../config.js"
@@ -21,7 +22,15 @@ import { makePolicy, refusedUrl } from "../services/Ssrf.js"
 import * as Alpha from "./alpha.js"
 import * as AppStore from "./appstore.js"
 import * as Beta from "./beta.js"
-import { PageWithoutContent, type ProviderCallError, type ProviderEffect, type ProviderTool, type Raw } from "./common.js"
+import {
+  failedAt,
+  PageWithoutContent,
+  type ProviderCallError,
+  type ProviderFailure,
+  type ProviderServices,
+  type ProviderTool,
+  type Raw
+} from "./common.js"
 import * as Delta from "./delta.js"
 import * as Epsilon from "./epsilon.js"
 import * as Eta from "./eta.js"
@@ -37,9 +46,17 @@ import * as Weather from "./weather.js"
 import * as Xi from "./xi.js"
 import * as Zeta from "./zeta.js"
 
-export type { Answered, ProviderCallError, ProviderEffect, Raw } from "./common.js"
+export type { Answered, ProviderCallError, ProviderEffect, ProviderFailure, Raw } from "./common.js"
 
-export type Implementation<T extends ToolName> = ProviderTool<ToolInput<T>, CredentialFor<T>, ToolOutput<T>>
+/**
+ * A tool as the gateway runs it: a provider tool (or a curated tool's several, see `fallback`) whose raw call's
+ * failure says which provider it is put down to.
+ */
+export interface NamedTool<I, C, O> extends Omit<ProviderTool<I, C, O>, "fetch"> {
+  readonly fetch: (input: I, credentials: C) => Effect.Effect<Raw, ProviderFailure, ProviderServices>
+}
+
+export type Implementation<T extends ToolName> = NamedTool<ToolInput<T>, CredentialFor<T>, ToolOutput<T>>
 type Config = typeof ProvidersConfig.Service
 
 /**
@@ -63,34 +80,44 @@ export const configured = (
 ): boolean =>
   tool !== undefined && (tool.configured === undefined || tool.configured(config))
 
+/** A tool on one provider (named as its answers name it, `Raw.provider`): a failure of its call is put down to it. */
+const on = <I, C, O>(provider: string, tool: ProviderTool<I, C, O>): NamedTool<I, C, O> => ({
+  ...tool,
+  fetch: (input, credentials) => failedAt(provider, tool.fetch(input, credentials))
+})
+
 /**
  * A curated tool over several providers: the configured ones, in the operator's order, each tried only
- * after the one before failed in a way the next one may not (see `movesOn`).
+ * after the one before failed in a way the next one may not (see `movesOn`). A failure is put down to the last
+ * one tried; to none when none is configured, or the caller's URL is refused.
  */
 const fallback = <I, O>(
   name: string,
   order: (config: Config) => ReadonlyArray<string>,
   candidates: Readonly<Record<string, ProviderTool<I, undefined, O>>>,
   check?: (input: I, credentials: undefined, config: Config) => Effect.Effect<void, UrlNotAllowed>
-): ProviderTool<I, undefined, O> => ({
+): NamedTool<I, undefined, O> => ({
   ...(check !== undefined ? { check } : {}),
   configured: (config) => order(config).some((provider) => configured(candidates[provider], config)),
   fetch: (input) =>
     Effect.gen(function* () {
       const config = yield* ProvidersConfig
-      if (check !== undefined) yield* check(input, undefined, config)
+      if (check !== undefined) yield* failedAt(undefined, check(input, undefined, config))
       const named = order(config)
       const usable = named.flatMap((provider) => {
         const c = candidates[provider]
-        return c !== undefined && configured(c, config) ? [c.fetch(input, undefined)] : []
+        return c !== undefined && configured(c, config) ? [failedAt(provider, c.fetch(input, undefined))] : []
       })
       const [first, ...rest] = usable
       if (first === undefined) {
-        return yield* new ProviderNotConfigured({
-          message: `No provider for ${name} is configured on this gateway (tried: ${named.join(", ") || "none"}).`
+        return yield* Effect.fail<ProviderFailure>({
+          provider: undefined,
+          error: new ProviderNotConfigured({
+            message: `No provider for ${name} is configured on this gateway (tried: ${named.join(", ") || "none"}).`
+          })
         })
       }
-      return yield* rest.reduce<ProviderEffect<Raw>>((acc, next) => Effect.catchIf(acc, movesOn, () => next), first)
+      return yield* rest.reduce((acc, next) => Effect.catchIf(acc, (failure) => movesOn(failure.error), () => next), first)
     }),
   normalize: (input, raw) => {
     const c = candidates[raw.provider]
@@ -135,6 +162,15 @@ export interface Binding<T extends ToolName> {
   readonly credentials: (connections: typeof Connections.Service, orgId: OrgId) => Effect.Effect<CredentialFor<T>, ConnectionError<T>>
 }
 
+/** A tool on the operator's key (if any) at `provider`. */
+const operated = <I, O>(provider: string, tool: ProviderTool<I, undefined, O>) => ({ tool: on(provider, tool), credentials: noConnection })
+
+/** A tool on the org's own account at `provider`: that connection's credentials, a failure put down to that provider. */
+const account = <P extends AccountProvider, I, O>(name: AccountToolName, provider: P, tool: ProviderTool<I, Credentials[P], O>) => ({
+  tool: on(provider, tool),
+  credentials: connection(name, provider)
+})
+
 /**
  * Every tool of the catalog, bound to its provider. Typed per tool: a tool added to the catalog without a
  * binding, or with the credentials of another provider, does not compile.
@@ -142,25 +178,25 @@ export interface Binding<T extends ToolName> {
 export const bindings: { readonly [K in ToolName]: Binding<K> } = {
   search: { tool: search, credentials: noConnection },
   read: { tool: read, credentials: noConnection },
-  weather: { tool: Weather.weather, credentials: noConnection },
-  mobile_app_search: { tool: AppStore.mobileAppSearch, credentials: noConnection },
-  alpha_search: { tool: Alpha.alphaSearch, credentials: noConnection },
-  beta_read: { tool: Beta.betaRead, credentials: noConnection },
-  beta_search: { tool: Beta.betaSearch, credentials: noConnection },
-  gamma_scrape: { tool: Gamma.gammaScrape, credentials: noConnection },
-  gamma_search: { tool: Gamma.gammaSearch, credentials: noConnection },
-  xi_movie: { tool: Xi.xiMovie, credentials: noConnection },
-  delta_post: { tool: Delta.post, credentials: connection("delta_post", "delta") },
-  delta_like: { tool: Delta.like, credentials: connection("delta_like", "delta") },
-  epsilon_request: { tool: Epsilon.request, credentials: connection("epsilon_request", "epsilon") },
-  zeta_request: { tool: Zeta.zetaRequest, credentials: connection("zeta_request", "zeta") },
-  eta_personal_bests: { tool: Eta.etaPersonalBests, credentials: connection("eta_personal_bests", "eta") },
-  theta_ratings: { tool: Theta.thetaRatings, credentials: connection("theta_ratings", "theta") },
-  iota_delete_service: { tool: Iota.iotaDeleteService, credentials: connection("iota_delete_service", "iota") },
-  kappa_delete_benefit: { tool: Kappa.kappaDeleteBenefit, credentials: connection("kappa_delete_benefit", "kappa") },
-  kappa_ingest_events: { tool: Kappa.kappaIngestEvents, credentials: connection("kappa_ingest_events", "kappa") },
-  lambda_update_broadcast: { tool: Lambda.lambdaUpdateBroadcast, credentials: connection("lambda_update_broadcast", "lambda") },
-  lambda_batch_emails: { tool: Lambda.lambdaBatchEmails, credentials: connection("lambda_batch_emails", "lambda") },
-  mu_database: { tool: Mu.muDatabase, credentials: connection("mu_database", "mu") },
-  nu_account: { tool: Nu.nuAccount, credentials: connection("nu_account", "nu") }
+  weather: operated(Weather.PROVIDER, Weather.weather),
+  mobile_app_search: operated(AppStore.PROVIDER, AppStore.mobileAppSearch),
+  alpha_search: operated(Alpha.PROVIDER, Alpha.alphaSearch),
+  beta_read: operated(Beta.PROVIDER, Beta.betaRead),
+  beta_search: operated(Beta.PROVIDER, Beta.betaSearch),
+  gamma_scrape: operated(Gamma.PROVIDER, Gamma.gammaScrape),
+  gamma_search: operated(Gamma.PROVIDER, Gamma.gammaSearch),
+  xi_movie: operated(Xi.PROVIDER, Xi.xiMovie),
+  delta_post: account("delta_post", "delta", Delta.post),
+  delta_like: account("delta_like", "delta", Delta.like),
+  epsilon_request: account("epsilon_request", "epsilon", Epsilon.request),
+  zeta_request: account("zeta_request", "zeta", Zeta.zetaRequest),
+  eta_personal_bests: account("eta_personal_bests", "eta", Eta.etaPersonalBests),
+  theta_ratings: account("theta_ratings", "theta", Theta.thetaRatings),
+  iota_delete_service: account("iota_delete_service", "iota", Iota.iotaDeleteService),
+  kappa_delete_benefit: account("kappa_delete_benefit", "kappa", Kappa.kappaDeleteBenefit),
+  kappa_ingest_events: account("kappa_ingest_events", "kappa", Kappa.kappaIngestEvents),
+  lambda_update_broadcast: account("lambda_update_broadcast", "lambda", Lambda.lambdaUpdateBroadcast),
+  lambda_batch_emails: account("lambda_batch_emails", "lambda", Lambda.lambdaBatchEmails),
+  mu_database: account("mu_database", "mu", Mu.muDatabase),
+  nu_account: account("nu_account", "nu", Nu.nuAccount)
 }

@@ -54,7 +54,7 @@ import {
   toolNames,
   type ToolOutput
 } from "../domain/tools.js"
-import type { Answered, ProviderCallError } from "../providers/common.js"
+import type { Answered, ProviderFailure } from "../providers/common.js"
 import { type ArtifactRef, Artifacts, ArtifactSink } from "./Artifacts.js"
 import { Authentication, type AuthError } from "./Authentication.js"
 import { Betas } from "./Betas.js"
@@ -180,7 +180,7 @@ interface Reserved<T extends ToolName> {
 /** How a call answers: the provider phase, the 200 body, and what the answer delivered (for the charge). */
 interface Mode<T extends ToolName, A> {
   readonly label: string
-  readonly invoke: (credentials: CredentialFor<T>, context: CallContext) => Effect.Effect<Answered<A>, ProviderCallError>
+  readonly invoke: (credentials: CredentialFor<T>, context: CallContext) => Effect.Effect<Answered<A>, ProviderFailure>
   readonly encode: (answered: Answered<A>) => Effect.Effect<string>
   readonly units: (answered: Answered<A>) => number
 }
@@ -197,6 +197,10 @@ const isReplayedError = (failure: { readonly _tag: string }): failure is Normali
 /** The typed failure of an exit, if it failed (rather than succeeded, died or was interrupted). */
 const failureOf = <A, E>(exit: Exit.Exit<A, E>): E | undefined =>
   Exit.isFailure(exit) ? Option.getOrUndefined(Cause.failureOption(exit.cause)) : undefined
+
+/** The provider a provider phase ended at: the one that answered, or the one its failure is put down to (none: none was tried). */
+const providerOf = <A>(exit: Exit.Exit<Answered<A>, ProviderFailure>): string | undefined =>
+  Exit.isSuccess(exit) ? exit.value.provider : failureOf(exit)?.provider
 
 const StoredEnvelope = Schema.Struct({ error: Schema.Struct({ code: Schema.String, message: Schema.String }) })
 
@@ -336,7 +340,6 @@ export const make = Effect.gen(function* () {
       const providerMs = (yield* preciseMillis) - started
       const facts = yield* callFacts
       facts.providerMs = providerMs
-      if (Exit.isSuccess(exit)) facts.provider = exit.value.provider
       yield* recordProvider(call.label, providerMs / 1000)
       return exit
     })
@@ -364,11 +367,11 @@ export const make = Effect.gen(function* () {
     call: Call<T>,
     mode: Mode<T, A>,
     hold: Hold,
-    exit: Exit.Exit<Answered<A>, ProviderCallError>
+    exit: Exit.Exit<Answered<A>, ProviderFailure>
   ): Effect.Effect<Fresh<A>, ToolError<T>> =>
     Effect.gen(function* () {
       /** Charged the tool's minimum (the provider answered), kept by the settlement's statement like a 200. */
-      const normalizationFailed = (failure: { readonly message: string; readonly provider?: string | undefined }) =>
+      const normalizationFailed = (failure: { readonly message: string }) =>
         Effect.gen(function* () {
           // kept by the settlement's statement too: a charged failure is never left without its answer to replay
           const failed = new NormalizationFailed({ message: failure.message })
@@ -382,11 +385,7 @@ export const make = Effect.gen(function* () {
               body: JSON.stringify(envelope(failed))
             }
           const charged = yield* settle(call, hold, chargeFor(call.price, 0, call.reservation), keep)
-          return yield* new NormalizationFailed({
-            message: failure.message,
-            charged,
-            ...(failure.provider === undefined ? {} : { provider: failure.provider })
-          })
+          return yield* new NormalizationFailed({ message: failure.message, charged })
         })
       if (Exit.isSuccess(exit)) {
         const answered = exit.value
@@ -400,8 +399,7 @@ export const make = Effect.gen(function* () {
           )
           return yield* normalizationFailed({
             message: `The ${answered.provider} answer could not be written as ${call.label}'s output; the call was carried out ` +
-              "(check before sending a write again).",
-            provider: answered.provider
+              "(check before sending a write again)."
           })
         }
         const body = encoded.value
@@ -410,7 +408,7 @@ export const make = Effect.gen(function* () {
         const charged = yield* settle(call, hold, chargeFor(call.price, mode.units(answered), call.reservation), keep)
         return { _tag: "Fresh", requestId: call.requestId, output: answered.output, body, provider: answered.provider, charged }
       }
-      const failure = failureOf(exit)
+      const failure = failureOf(exit)?.error
       if (failure?._tag === "NormalizationFailed") return yield* normalizationFailed(failure)
       yield* ledger.void(hold)
       // the provider refused the org's own credentials: show it on the connection
@@ -418,7 +416,7 @@ export const make = Effect.gen(function* () {
       if (failure?._tag === "ProviderCredentialRejected" && def.account && isAccountProvider(def.provider)) {
         yield* connections.markRejected(call.caller.orgId, def.provider)
       }
-      return yield* Effect.failCause(exit.cause)
+      return yield* Effect.failCause(Cause.map(exit.cause, (failed) => failed.error))
     })
 
   // -- store ------------------------------------------------------------------------------------------
@@ -440,25 +438,27 @@ export const make = Effect.gen(function* () {
   }
 
   // -- log --------------------------------------------------------------------------------------------
-  /** One usage record per call that reached the steps, whatever its outcome, with its metrics and facts. */
+  /**
+   * One usage record per call that reached the steps, whatever its outcome, with its metrics and facts. `provider`:
+   * where its provider phase ended (`providerOf`), if it ran.
+   */
   const log = <T extends ToolName, A>(
     call: Pick<Call<T>, "caller" | "label" | "requestId">,
     exit: Exit.Exit<Outcome<A>, ToolError<T>>,
-    started: number
+    started: number,
+    provider: string | undefined
   ) =>
     Effect.gen(function* () {
       const ended = yield* nowMillis
       const failure = failureOf(exit)
       const spec = failure === undefined ? envelopeOf.InternalError : envelopeOf[failure._tag]
-      const [status, code, credits, provider] = Exit.isSuccess(exit)
+      const [status, code, credits] = Exit.isSuccess(exit)
         ? exit.value._tag === "Fresh"
-          ? [200, "ok", exit.value.charged, exit.value.provider] as const
-          : [exit.value.status, "replayed", 0, null] as const
-        : failure?._tag === "NormalizationFailed"
-        ? [spec.status, spec.code, failure.charged ?? 0, failure.provider ?? null] as const
-        : [spec.status, spec.code, 0, null] as const
+          ? [200, "ok", exit.value.charged] as const
+          : [exit.value.status, "replayed", 0] as const
+        : [spec.status, spec.code, failure?._tag === "NormalizationFailed" ? failure.charged ?? 0 : 0] as const
       const facts = yield* callFacts
-      Object.assign(facts, { orgId: call.caller.orgId, keyId: call.caller.keyId, tool: call.label, credits, status, code })
+      Object.assign(facts, { orgId: call.caller.orgId, keyId: call.caller.keyId, tool: call.label, credits, status, code, provider })
       yield* recordCall(call.label, code, credits, (ended - started) / 1000)
       yield* usage.record({
         orgId: call.caller.orgId,
@@ -471,7 +471,7 @@ export const make = Effect.gen(function* () {
         status,
         code,
         credits,
-        provider
+        provider: provider ?? null
       })
     })
 
@@ -490,6 +490,8 @@ export const make = Effect.gen(function* () {
       const started = yield* nowMillis
       const price = pricing.priceOf(tool)
       const requestId = options.requestId ?? (yield* randomId("req", 20))
+      // where the provider phase ended, once it has (a replay, and a call refused before it, have none)
+      let provider: string | undefined
       const steps = Effect.gen(function* () {
         const key = options.idempotencyKey === undefined ? undefined : yield* validateKey(options.idempotencyKey)
         const call: Call<T> = {
@@ -517,7 +519,10 @@ export const make = Effect.gen(function* () {
             // this process renews the hold's lease until it is settled or voided, however long the provider takes
             yield* leases.holdHeld(hold.id, started + leases.leaseMs)
             return yield* invoke(call, mode, credentials, () => leases.heldUntil(hold.id, lease)).pipe(
-              Effect.flatMap((exit) => charge(call, mode, hold, exit)),
+              Effect.flatMap((exit) => {
+                provider = providerOf(exit)
+                return charge(call, mode, hold, exit)
+              }),
               Effect.ensuring(leases.releaseHold(hold.id))
             )
           })
@@ -531,7 +536,7 @@ export const make = Effect.gen(function* () {
       const exit = yield* Effect.exit(steps.pipe(Effect.catchAll((error) => confirmBeforeFailing(caller, error))))
       // an answer other than invalid_key has confirmed the key: the request's error answer need not again
       if (failureOf(exit)?._tag !== "InvalidKey") (yield* callFacts).unconfirmed = undefined
-      yield* log({ caller, label: mode.label, requestId }, exit, started)
+      yield* log({ caller, label: mode.label, requestId }, exit, started, provider)
       return yield* exit
     }).pipe(
       // the whole of it is the call's tail: a client that hangs up leaves it charged, recorded and logged

@@ -13,10 +13,10 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { ProvidersConfig } from "../config.js"
-import { type InvalidRequest, NormalizationFailed, type UrlNotAllowed } from "../domain/errors.js"
+import type { InvalidRequest, UrlNotAllowed } from "../domain/errors.js"
 import type { OrgId } from "../domain/ids.js"
 import { catalog, type ConnectionError, type CredentialFor, type ToolInput, type ToolName, type ToolOutput } from "../domain/tools.js"
-import type { Answered, ProviderCallError, Raw } from "../providers/common.js"
+import { type Answered, failedAt, type ProviderFailure, type Raw } from "../providers/common.js"
 import { bindings, configured, type Implementation } from "../providers/index.js"
 import type { ArtifactSink } from "./Artifacts.js"
 import { Connections } from "./Connections.js"
@@ -38,20 +38,23 @@ export class ProviderRegistry extends Context.Tag("ProviderRegistry")<ProviderRe
     input: ToolInput<T>,
     credentials: CredentialFor<T>
   ) => Effect.Effect<void, UrlNotAllowed | InvalidRequest>
-  /** Call the tool's provider(s) and normalize the answer. */
+  /**
+   * Call the tool's provider(s) and normalize the answer. The answer names the provider that gave it; a failure, the
+   * provider it is put down to (`ProviderFailure`).
+   */
   readonly call: <T extends ToolName>(
     tool: T,
     input: ToolInput<T>,
     credentials: CredentialFor<T>,
     context: CallContext
-  ) => Effect.Effect<Answered<ToolOutput<T>>, ProviderCallError>
-  /** Call the tool's provider(s) and answer the raw upstream answer (`POST /v1/run`). */
+  ) => Effect.Effect<Answered<ToolOutput<T>>, ProviderFailure>
+  /** Call the tool's provider(s) and answer the raw upstream answer (`POST /v1/run`); named as `call`'s. */
   readonly callRaw: <T extends ToolName>(
     tool: T,
     input: ToolInput<T>,
     credentials: CredentialFor<T>,
     context: CallContext
-  ) => Effect.Effect<Answered<Raw>, ProviderCallError>
+  ) => Effect.Effect<Answered<Raw>, ProviderFailure>
   /**
    * What a raw answer delivered, in the tool's price units: what its normalization would count, so that
    * `POST /v1/run` is charged as the tool would be; an answer the tool cannot normalize counts nothing.
@@ -93,14 +96,9 @@ export const make = Effect.gen(function* () {
     call: (tool, input, credentials, own) => {
       const impl = implementation(tool)
       return Effect.flatMap(impl.fetch(input, credentials), (raw) =>
-        impl.normalize(input, raw).pipe(
-          Effect.map((output) => ({ provider: raw.provider, output, ...sizeOf(raw) })),
-          // a failure of the normalization is the answering provider's (a page's conversion does not know it)
-          Effect.mapError((error) =>
-            error._tag === "NormalizationFailed" && error.provider === undefined
-              ? new NormalizationFailed({ message: error.message, provider: raw.provider })
-              : error)
-        )).pipe(withCall(own))
+        // a failure of the normalization is the answering provider's
+        failedAt(raw.provider, Effect.map(impl.normalize(input, raw), (output) => ({ provider: raw.provider, output, ...sizeOf(raw) }))))
+        .pipe(withCall(own))
     },
     callRaw: (tool, input, credentials, own) =>
       Effect.map(implementation(tool).fetch(input, credentials), (raw) => ({ provider: raw.provider, output: raw, ...sizeOf(raw) })).pipe(

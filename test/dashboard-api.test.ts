@@ -13,7 +13,7 @@ import type { OrgId } from "../src/domain/ids.js"
 import { USAGE_CSV_MAX } from "../src/domain/dashboard.js"
 import { Members } from "../src/services/Members.js"
 import { expectEnvelope, expectOk } from "./support/assert.js"
-import { baseUrl, callTool, dashboard, gatewayLayer, givenManyUsage, givenMember, givenOrg, type HttpResult, request, requestChunked } from "./support/gateway.js"
+import { baseUrl, callTool, dashboard, gatewayLayer, givenManyUsage, givenMember, givenOrg, type HttpResult, request, requestBytes, requestChunked } from "./support/gateway.js"
 
 const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 const bodyOf = (r: HttpResult) => Schema.decodeUnknownSync(JsonObject)(r.body)
@@ -633,6 +633,16 @@ layer(gatewayLayer({ server: { corsOrigins: ["https://dash.example.com", "http:/
         // each says that it depends on the Origin, for the caches between (a listed origin's answer differs)
         expect(read.headers.get("vary")).toBe("Origin")
         expect(plain.headers.get("vary")).toBe("Origin")
+      }))
+
+    it.effect("a document sent compressed varies on its encoding and on the Origin, whatever the Origin", () =>
+      Effect.gen(function* () {
+        for (const origin of ["https://dash.example.com", "https://evil.example", undefined]) {
+          const page = yield* requestBytes("/dashboard", { "accept-encoding": "gzip", ...(origin === undefined ? {} : { origin }) })
+          expect(page.status, origin).toBe(200)
+          expect(page.headers["content-encoding"], origin).toBe("gzip")
+          expect((page.headers["vary"] ?? "").split(",").map((v) => v.trim().toLowerCase()).sort(), origin).toEqual(["accept-encoding", "origin"])
+        }
       }))
   }
 )

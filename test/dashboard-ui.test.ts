@@ -27,8 +27,10 @@ import {
   gatewayLayer,
   givenOrg,
   request,
+  requestBytes,
   TestUpstreams
 } from "./support/gateway.js"
+import { expectNegotiatedEncoding } from "./support/encoding.js"
 import { CREDENTIALS } from "./upstreams/accounts.js"
 import { type AuthEmulator, startAuthEmulator } from "./upstreams/firebaseAuth.js"
 
@@ -192,6 +194,20 @@ layer(gatewayLayer(), { excludeTestServices: true })("the dashboard in Chromium"
       })
       const config = yield* request("/dashboard/config.json", { method: "GET" })
       expect(config.body).toEqual({ sign_in: { dev: true, firebase: null } })
+    }))
+
+  it.effect("the page, its script and its stylesheet are sent compressed to a client that accepts it, HEAD as GET", () =>
+    Effect.gen(function* () {
+      const page = (yield* requestBytes("/dashboard")).body.toString("utf8")
+      const script = /src="(\/dashboard\/assets\/[^"]+\.js)"/.exec(page)?.[1]
+      const stylesheet = /href="(\/dashboard\/assets\/[^"]+\.css)"/.exec(page)?.[1]
+      expect(script).toBeDefined()
+      expect(stylesheet).toBeDefined()
+      // an app's route is the page too, in every coding
+      for (const path of ["/dashboard", "/dashboard/keys", script ?? "", stylesheet ?? ""]) yield* expectNegotiatedEncoding(path)
+      const gzip = yield* requestBytes(script ?? "", { "accept-encoding": "gzip" })
+      expect(gzip.headers["cache-control"]).toBe("public, max-age=31536000, immutable")
+      expect(gzip.headers["content-security-policy"]).toContain("default-src 'self'")
     }))
 
   for (const width of [1280, 375]) {

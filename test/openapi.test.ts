@@ -2,7 +2,7 @@
  * The API describes itself: `GET /openapi.json` is a valid OpenAPI 3.1 document with every path of the
  * contract, the envelope as every 4xx's schema, both security schemes and examples; `GET /docs` renders the
  * reference in headless Chromium with every other host blocked; the typed client decodes envelopes back into
- * the error classes.
+ * the error classes. Both documents are sent compressed to a client that accepts it; a tool's answer never is.
  */
 import { expect, layer } from "@effect/vitest"
 import { Validator } from "@seriousme/openapi-schema-validator"
@@ -13,7 +13,9 @@ import { InsufficientCredits, ToolGatewayClient } from "tool-gateway/client"
 import * as Crypto from "node:crypto"
 import { outputExamples } from "../src/domain/examples.js"
 import { toolNames } from "../src/domain/tools.js"
-import { baseUrl, gatewayLayer, givenOrg, request, TestUpstreams } from "./support/gateway.js"
+import * as Zlib from "node:zlib"
+import { baseUrl, gatewayLayer, givenOrg, request, requestBytes, requestChunked, TestUpstreams } from "./support/gateway.js"
+import { expectNegotiatedEncoding } from "./support/encoding.js"
 import { PDF } from "./upstreams/pages.js"
 
 const Json = Schema.Record({ key: Schema.String, value: Schema.Unknown })
@@ -114,6 +116,41 @@ layer(gatewayLayer(), { excludeTestServices: true })("self-description", (it) =>
       expect(obj(obj(obj(weather["requestBody"])["content"])["application/json"])["example"]).toEqual({ q: "Berlin" })
       expect(JSON.stringify(obj(weather["responses"])["200"])).toContain("WeatherOutput")
       expect(obj(obj(paths["/v1/connections"])["post"])["security"]).toEqual([{ idToken: [] }])
+    }))
+
+  it.effect("GET /openapi.json is sent compressed to a client that accepts it (the same document decoded), HEAD as GET", () =>
+    Effect.gen(function* () {
+      yield* expectNegotiatedEncoding("/openapi.json")
+      const gzip = yield* requestBytes("/openapi.json", { "accept-encoding": "gzip" })
+      expect(gzip.headers["content-type"]).toBe("application/json")
+      expect(obj(JSON.parse(Zlib.gunzipSync(gzip.body).toString("utf8")))["openapi"]).toBe("3.1.0")
+    }))
+
+  it.effect("GET /docs is sent compressed to a client that accepts it, with its own headers in every coding, HEAD as GET", () =>
+    Effect.gen(function* () {
+      const sizes = yield* expectNegotiatedEncoding("/docs")
+      // the page is megabytes of script: compressed, about a quarter
+      expect(sizes.gzip).toBeLessThan(sizes.identity / 3)
+      for (const coding of ["gzip", "br", "identity"]) {
+        const answer = yield* requestBytes("/docs", { "accept-encoding": coding })
+        expect(answer.headers["content-type"], coding).toBe("text/html")
+        expect(answer.headers["content-security-policy"], coding).toContain("frame-ancestors 'none'")
+        expect(answer.headers["x-content-type-options"], coding).toBe("nosniff")
+        expect(answer.headers["referrer-policy"], coding).toBe("no-referrer")
+      }
+    }))
+
+  it.effect("a tool's answer is never compressed, whatever the client accepts", () =>
+    Effect.gen(function* () {
+      const { key } = yield* givenOrg({ credits: 10 })
+      const answer = yield* requestChunked("/v1/weather", [JSON.stringify({ q: "Berlin" })], {
+        "content-type": "application/json",
+        "x-api-key": key,
+        "accept-encoding": "gzip, br"
+      })
+      expect(answer.status).toBe(200)
+      expect(answer.headers.get("content-encoding")).toBeNull()
+      expect(obj(answer.body)["location"]).toBeDefined()
     }))
 
   it.effect.skipIf(skipDocsPage)("GET /docs renders offline in headless Chromium and shows the tools", () =>

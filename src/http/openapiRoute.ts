@@ -2,10 +2,11 @@
  * `GET /openapi.json` and `GET /docs` (the API reference) show one document: the API's (`Api.ts`, cleaned by
  * `openapi.ts`) as this gateway runs it — each tool's price is this gateway's (`PRICES_FILE` included) and,
  * when `PUBLIC_URL` is set, the server is that URL (else `/`: the paths are relative to where the document is
- * served).
+ * served). Both are sent compressed (brotli or gzip) to a client that accepts it: `compression.ts`.
  */
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import type * as HttpApiScalar from "@effect/platform/HttpApiScalar"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as OpenApi from "@effect/platform/OpenApi"
 import * as Effect from "effect/Effect"
@@ -16,6 +17,7 @@ import { Pricing } from "../services/Pricing.js"
 import { Api } from "./Api.js"
 import { cleanSpec, withPrices } from "./openapi.js"
 import { cachedSuccess } from "../services/cachedSuccess.js"
+import { negotiatedEncoding } from "./compression.js"
 
 /** The API annotated to produce the served document (one transform: it replaces `Api.ts`'s `cleanSpec`). */
 const servedApi = Effect.gen(function* () {
@@ -37,8 +39,10 @@ const servedApi = Effect.gen(function* () {
 const OpenApiLive = HttpApiBuilder.Router.use((router) =>
   Effect.gen(function* () {
     const api = yield* servedApi
-    const response = yield* cachedSuccess(Effect.suspend(() => HttpServerResponse.json(OpenApi.fromApi(api))).pipe(Effect.orDie))
-    yield* router.get("/openapi.json", response)
+    const response = yield* cachedSuccess(
+      Effect.suspend(() => HttpServerResponse.json(OpenApi.fromApi(api))).pipe(Effect.orDie, Effect.flatMap(negotiatedEncoding))
+    )
+    yield* router.get("/openapi.json", Effect.flatten(response))
   })
 )
 
@@ -82,7 +86,8 @@ const DOCS_HEADERS = {
 /**
  * `GET /docs`: `HttpApiScalar`'s page, with its script inline (it works offline). The module holds that
  * script (3.4 MB of source, a string twice that size in memory, and the page built from it), so it is
- * loaded, and the page built, when `/docs` is first asked for, not by every process that never serves it.
+ * loaded, and the page built, when `/docs` is first asked for, not by every process that never serves it; each
+ * compressed variant of the page (about a quarter of its size) is made when a client first accepts it.
  */
 const ScalarLive = HttpApiBuilder.Router.use((router) =>
   Effect.gen(function* () {
@@ -92,10 +97,14 @@ const ScalarLive = HttpApiBuilder.Router.use((router) =>
         Effect.flatMap(([Scalar, LayerRouter]) =>
           LayerRouter.toHttpEffect(Scalar.layerHttpLayerRouter({ api, path: "/docs", scalar: docsPage }))
         ),
-        Effect.scoped
+        // the page is the same for every request: asked for once, here, and kept
+        Effect.flatMap((app) => Effect.provideService(app, HttpServerRequest.HttpServerRequest, HttpServerRequest.fromWeb(new Request("http://localhost/docs")))),
+        Effect.orDie,
+        Effect.scoped,
+        Effect.flatMap((response) => negotiatedEncoding(HttpServerResponse.setHeaders(response, DOCS_HEADERS)))
       )
     )
-    yield* router.get("/docs", Effect.map(Effect.flatten(page), HttpServerResponse.setHeaders(DOCS_HEADERS)))
+    yield* router.get("/docs", Effect.flatten(page))
   })
 )
 

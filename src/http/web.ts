@@ -1,8 +1,9 @@
 /**
  * The dashboard: a single-page app built into `dist/dashboard/` at install time (`npm run build`, from
  * web/), served by the gateway itself at `/dashboard` — `/` leads there. Every file is read when the dashboard is
- * first asked for (a process that only serves tool calls never holds them) and served from memory; a path under
- * `/dashboard` that names no file is the app's own route and gets its page. `/dashboard/config.json` tells the
+ * first asked for (a process that only serves tool calls never holds them) and served from memory, compressed for
+ * a client that accepts it (`compression.ts`); a path under `/dashboard` that names no file is the app's own route
+ * and gets its page. `/dashboard/config.json` tells the
  * page how users sign in here. The page loads nothing from another host: its Content-Security-Policy allows only
  * this origin (and Firebase's hosts when Firebase sign-in is on, with the Auth emulator's origin when
  * `FIREBASE_AUTH_EMULATOR_HOST` names one).
@@ -10,6 +11,7 @@
  * Also the CORS middleware, for dashboards served elsewhere (`CORS_ORIGINS`; none by default).
  */
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpApp from "@effect/platform/HttpApp"
 import * as HttpMiddleware from "@effect/platform/HttpMiddleware"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
@@ -22,6 +24,7 @@ import { fileURLToPath } from "node:url"
 import { NotFound } from "../domain/errors.js"
 import { IdentityConfig, ServerConfig } from "../config.js"
 import { cachedSuccess } from "../services/cachedSuccess.js"
+import { negotiatedEncoding, varyOn } from "./compression.js"
 
 /** Where the build puts the app: dist/dashboard/ of the package, from src/http/ or dist/http/ alike. */
 export const DASHBOARD_DIR = Path.resolve(fileURLToPath(new URL("../../dist/dashboard/", import.meta.url)))
@@ -38,24 +41,36 @@ const TYPES: Record<string, string> = {
   ".txt": "text/plain; charset=utf-8"
 }
 
-interface Asset {
-  readonly body: Uint8Array
-  readonly contentType: string
-}
-
 /** Every file of the built app, by its path under /dashboard/ (none when the app is not built). */
-const readAssets = (dir: string) =>
+const readFiles = (dir: string) =>
   Effect.promise(async () => {
-    const assets = new Map<string, Asset>()
-    const files = await Fs.readdir(dir, { recursive: true, encoding: "utf8" }).catch((): Array<string> => [])
-    for (const file of files) {
+    const files = new Map<string, Uint8Array>()
+    const names = await Fs.readdir(dir, { recursive: true, encoding: "utf8" }).catch((): Array<string> => [])
+    for (const file of names) {
       const full = Path.join(dir, file)
       if (!(await Fs.stat(full)).isFile()) continue
-      const name = file.split(Path.sep).join("/")
-      assets.set(name, { body: await Fs.readFile(full), contentType: TYPES[Path.extname(name)] ?? "application/octet-stream" })
+      files.set(file.split(Path.sep).join("/"), await Fs.readFile(full))
     }
-    return assets
+    return files
   })
+
+/** The answer for each file: its headers, and its compressed variants for the clients that accept them. */
+type Assets = ReadonlyMap<string, Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest>>
+
+const readAssets = (dir: string, headers: Record<string, string>): Effect.Effect<Assets> =>
+  Effect.flatMap(readFiles(dir), (files) =>
+    Effect.map(
+      Effect.forEach(files, ([name, body]) => {
+        // names under assets/ carry their content hash: they never change
+        const cacheControl = name.startsWith("assets/") ? "public, max-age=31536000, immutable" : "no-cache"
+        const response = HttpServerResponse.uint8Array(body, {
+          contentType: TYPES[Path.extname(name)] ?? "application/octet-stream",
+          headers: { ...headers, "cache-control": cacheControl }
+        })
+        return Effect.map(negotiatedEncoding(response), (served) => [name, served] as const)
+      }),
+      (assets) => new Map(assets)
+    ))
 
 const FIREBASE_HOSTS = [
   "https://identitytoolkit.googleapis.com",
@@ -66,7 +81,6 @@ const FIREBASE_HOSTS = [
 
 export const DashboardSiteLive = HttpApiBuilder.Router.use((router) =>
   Effect.gen(function* () {
-    const assets = yield* cachedSuccess(readAssets(DASHBOARD_DIR))
     const identity = yield* IdentityConfig
     const firebase = Option.map(identity.firebaseProjectId, (projectId) => ({
       project_id: projectId,
@@ -98,28 +112,17 @@ export const DashboardSiteLive = HttpApiBuilder.Router.use((router) =>
       "x-content-type-options": "nosniff",
       "referrer-policy": "no-referrer"
     }
+    const assets = yield* cachedSuccess(readAssets(DASHBOARD_DIR, securityHeaders))
 
     const notBuilt = new NotFound({ message: "The dashboard is not built: run npm run build (npm ci does) and restart." })
 
     const serve = (name: string) => Effect.flatMap(assets, (assets) => serveFrom(assets, name))
-    const serveFrom = (assets: ReadonlyMap<string, Asset>, name: string) => {
+    const serveFrom = (assets: Assets, name: string) => {
       const asset = assets.get(name)
-      if (asset !== undefined) {
-        // names under assets/ carry their content hash: they never change
-        const cacheControl = name.startsWith("assets/") ? "public, max-age=31536000, immutable" : "no-cache"
-        return Effect.succeed(HttpServerResponse.uint8Array(asset.body, {
-          contentType: asset.contentType,
-          headers: { ...securityHeaders, "cache-control": cacheControl }
-        }))
-      }
+      if (asset !== undefined) return asset
       // a path that names a file, and no such file
       if (/\.[a-z0-9]+$/i.test(name)) return Effect.fail(new NotFound({ message: `No file /dashboard/${name}.` }))
-      const page = assets.get("index.html")
-      if (page === undefined) return Effect.fail(notBuilt)
-      return Effect.succeed(HttpServerResponse.uint8Array(page.body, {
-        contentType: page.contentType,
-        headers: { ...securityHeaders, "cache-control": "no-cache" }
-      }))
+      return assets.get("index.html") ?? Effect.fail(notBuilt)
     }
 
     yield* router.get("/", Effect.succeed(HttpServerResponse.redirect("/dashboard", { status: 302 })))
@@ -169,14 +172,20 @@ export const CorsLive = Layer.unwrapEffect(
     config.corsOrigins.length === 0
       ? Layer.empty
       : HttpApiBuilder.middleware((app) => {
+        // the platform's CORS headers replace the answer's Vary with `Origin`: what the answer varied on already
+        // (its encoding) is added back after them
+        const keepingVary = Effect.tap(app, (response) => {
+          const vary = response.headers["vary"]
+          return vary === undefined ? Effect.void : HttpApp.appendPreResponseHandler((_, answer) => Effect.succeed(varyOn(vary)(answer)))
+        })
         const withCors = HttpMiddleware.cors({
           allowedOrigins: config.corsOrigins,
           allowedHeaders: ["authorization", "content-type", "x-api-key", "idempotency-key"],
           exposedHeaders: EXPOSED,
           maxAge: 600
-        })(app)
+        })(keepingVary)
         // the answer depends on the Origin either way: a shared cache must not give one origin's to another
-        const withoutCors = Effect.map(app, HttpServerResponse.setHeader("vary", "Origin"))
+        const withoutCors = Effect.map(app, varyOn("Origin"))
         return Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
           const origin = request.headers["origin"]
           return origin !== undefined && config.corsOrigins.includes(origin) ? withCors : withoutCors

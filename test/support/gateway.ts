@@ -244,6 +244,28 @@ export const hangUp = (tool: string, body: unknown, headers: Record<string, stri
       }).catch(() => undefined)
     }))
 
+/** An answer as it came over the wire: its bytes still in their content coding (`fetch` would decode them). */
+export interface RawResult {
+  readonly status: number
+  readonly headers: Http.IncomingHttpHeaders
+  readonly body: Buffer
+}
+
+/** `GET` or `HEAD` of `path` through Node's `http`, which sends no `Accept-Encoding` unless `headers` does. */
+export const requestBytes = (path: string, headers: Record<string, string> = {}, method: "GET" | "HEAD" = "GET") =>
+  Effect.gen(function* () {
+    const base = new URL(yield* baseUrl)
+    return yield* Effect.async<RawResult>((resume) => {
+      const req = Http.request({ host: base.hostname, port: base.port, path, method, headers }, (res) => {
+        const parts: Array<Buffer> = []
+        res.on("data", (c: Buffer) => parts.push(c))
+        res.on("end", () => resume(Effect.succeed({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(parts) })))
+      })
+      req.on("error", (error) => resume(Effect.die(error)))
+      req.end()
+    })
+  })
+
 /** A request whose body is sent in chunks, one write each: without Content-Length unless `headers` gives it. */
 export const requestChunked = (
   path: string,

@@ -7,12 +7,13 @@
  * The database here does not answer because another session holds the org's row (the reservation waits on its
  * lock): from the gateway's side, the same as a database that stopped answering on an open connection.
  */
+import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Schedule } from "effect"
 import Pg from "pg"
 import { expectEnvelope, expectOk } from "./support/assert.js"
 import { TestDatabaseUrl } from "./support/database.js"
-import { books, callTool, gatewayLayer, givenOrg, TestUpstreams } from "./support/gateway.js"
+import { books, callTool, gatewayLayer, givenOrg, hangUp, TestUpstreams } from "./support/gateway.js"
 
 const TIMEOUT_MS = 500
 
@@ -62,6 +63,34 @@ layer(gatewayLayer({ ledger: { databaseTimeoutMs: TIMEOUT_MS } }), { excludeTest
       expectOk(yield* callTool("mobile_app_search", { query: "slow" }, { key, idempotencyKey: "slow-1" }), 1)
       expect(u.itunes.hits()).toBe(hitsBefore + 1)
       expect((yield* books(orgId)).balance).toBe(8)
+    }))
+
+  // Gateway.run is uninterruptible: a client that hangs up leaves its call to finish, charged and recorded. The wait
+  // for the database had made a window where the hang-up interrupted the call (its usage record a 500 charged 0,
+  // its hold left pending for the sweeper, its provider never called though the reservation went through).
+  it.effect("a client that hangs up while its reservation waits for the database: the call goes on, charged once, recorded ok", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      const { key, orgId } = yield* givenOrg({ credits: 10 })
+      expectOk(yield* callTool("mobile_app_search", { query: "warm" }, { key }), 1)
+      const hitsBefore = u.itunes.hits()
+      const blocker = yield* holdOrgRow(orgId)
+      // the client is gone 100 ms in, while the reservation waits for the org's row; the row is free at 250 ms,
+      // well within DATABASE_TIMEOUT_MS
+      yield* Effect.fork(Effect.zipRight(Effect.sleep("250 millis"), blocker.release))
+      yield* hangUp("mobile_app_search", { query: "gone while waiting" }, { "x-api-key": key }, 100)
+      const sql = yield* SqlClient.SqlClient
+      const usage = yield* sql<{ readonly code: string; readonly credits: number }>`
+        SELECT code, credits FROM usage WHERE org_id = ${orgId} ORDER BY id`.pipe(
+        Effect.orDie,
+        Effect.filterOrFail((rows) => rows.length === 2, () => "not recorded yet"),
+        Effect.retry({ schedule: Schedule.spaced("50 millis"), times: 100 }),
+        Effect.orDie
+      )
+      expect(usage[1]).toMatchObject({ code: "ok", credits: 1 })
+      expect(u.itunes.hits()).toBe(hitsBefore + 1)
+      expect(yield* books(orgId)).toMatchObject({ balance: 8, held: 0, pendingHolds: 0, journalSum: 8 })
     }))
 
   it.effect("a key not cached yet, looked up while the database does not answer: 500 (retryable) in time, then served", () =>

@@ -5,12 +5,14 @@
  * a 200, or `normalization_failed` (the page was fetched; `/v1/run` still answers it raw) — never a 500.
  */
 import { describe, expect, it, layer } from "@effect/vitest"
-import { Effect, Fiber, Schema } from "effect"
+import { SqlClient } from "@effect/sql"
+import { Effect, Fiber, Schedule, Schema } from "effect"
 import { FairQueue } from "../src/services/HtmlConverter.js"
 import * as Child from "node:child_process"
+import * as Os from "node:os"
 import * as Path from "node:path"
 import { expectOk } from "./support/assert.js"
-import { callTool, gatewayLayer, givenOrg, TestUpstreams } from "./support/gateway.js"
+import { books, callTool, gatewayLayer, givenOrg, hangUp, TestUpstreams } from "./support/gateway.js"
 import { envFor, eventually, post, serve } from "./support/processes.js"
 import { HOSTILE, PAGES_HOST } from "./upstreams/pages.js"
 
@@ -87,6 +89,36 @@ layer(gatewayLayer({ providers: { ssrfAllow: [PAGES_HOST], htmlConvertTimeoutMs:
       const article = yield* callTool("read", { url: `${u.pages.url}/article` }, { key })
       expectOk(article)
       expect(article.body).toMatchObject({ title: "The Gateway Article", content: expect.stringContaining("How gateways meter tools") })
+    }))
+
+  // A tool call is not cut off by its client hanging up (Gateway.run is uninterruptible); the wait for a converter
+  // was a window where it was: the read answered as a 500 charged 0, though its page had been fetched.
+  it.effect("a read whose client hangs up while it waits for a converter goes on: answered, charged and recorded as without it", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      const attacker = yield* givenOrg({ credits: 100 })
+      const other = yield* givenOrg({ credits: 100 })
+      // every converter thread taken for the whole budget
+      const threads = Math.max(1, Os.availableParallelism() - 1)
+      const flood = yield* Effect.fork(Effect.forEach(
+        Array.from({ length: threads }),
+        () => callTool("read", { url: `${u.pages.url}/hostile/past-budget` }, { key: attacker.key }),
+        { concurrency: threads }
+      ))
+      yield* Effect.sleep("300 millis")
+      yield* hangUp("read", { url: `${u.pages.url}/article` }, { "x-api-key": other.key }, 200)
+      const sql = yield* SqlClient.SqlClient
+      const usage = yield* sql<{ readonly code: string; readonly credits: number; readonly provider: string | null }>`
+        SELECT code, credits, provider FROM usage WHERE org_id = ${other.orgId}`.pipe(
+        Effect.orDie,
+        Effect.filterOrFail((rows) => rows.length === 1, () => "not recorded yet"),
+        Effect.retry({ schedule: Schedule.spaced("100 millis"), times: 100 }),
+        Effect.orDie
+      )
+      expect(usage[0]).toMatchObject({ code: "ok", provider: "builtin" })
+      expect(usage[0]?.credits).toBeGreaterThan(0)
+      expect((yield* books(other.orgId)).pendingHolds).toBe(0)
+      yield* Fiber.join(flood)
     }))
 
   it.effect("one org's hostile pages do not starve another org's read: owners are served in turn", () =>

@@ -189,12 +189,16 @@ export const make = Effect.gen(function* () {
             ? failed(`converting it to markdown took longer than ${budget} ms`)
             : failed("it could not be converted to markdown")
       })
-      // a slot in turn across orgs, then a thread; all of it within the call's deadline
-      return yield* Effect.acquireUseRelease(Effect.interruptible(slots.take(owner)), () => run, () => slots.give).pipe(
-        Effect.timeoutFail({
-          duration: remaining,
-          onTimeout: () => failed("it could not be converted to markdown before the call's deadline (the converters were busy)")
-        })
+      // a slot in turn across orgs, then a thread; all of it within the call's deadline. The wait for a slot is
+      // interruptible so that the deadline can end it, on a fiber of its own (`disconnect`): as a child of the call's
+      // fiber it was interrupted the moment the call's client hung up (a call is not: `Gateway.run`).
+      return yield* Effect.disconnect(
+        Effect.acquireUseRelease(Effect.interruptible(slots.take(owner)), () => run, () => slots.give).pipe(
+          Effect.timeoutFail({
+            duration: remaining,
+            onTimeout: () => failed("it could not be converted to markdown before the call's deadline (the converters were busy)")
+          })
+        )
       )
     })
 

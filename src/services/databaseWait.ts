@@ -34,7 +34,11 @@ export const waitAtMost = <A, E, R>(
         return Effect.void
       }))
     const fiber = yield* Effect.forkDaemon(run)
-    const joined = yield* Effect.timeoutOption(Effect.interruptible(Fiber.join(fiber)), options.ms)
+    // The wait is interruptible so that its timeout can end it. Made so on the caller's fiber, it would be a child of
+    // it, and a child is interrupted the moment its parent is told to stop, even a parent that cannot be (a tool
+    // call: `Gateway.run`): a client that hung up while its call waited here cut the call off after its statement
+    // had gone. `disconnect` runs the wait on a fiber of its own, which only the timeout interrupts.
+    const joined = yield* Effect.disconnect(Effect.timeoutOption(Effect.interruptible(Fiber.join(fiber)), options.ms))
     if (Option.isSome(joined)) return joined.value
     // the wait ran out: unless the answer is in already (then it is the caller's), it is now too late
     if (state.value === "answered") return yield* Fiber.join(fiber)

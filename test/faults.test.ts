@@ -145,7 +145,7 @@ layer(gatewayLayer(config), { excludeTestServices: true })("upstream faults", (i
       expect(yield* books(orgId)).toMatchObject({ balance: 3, held: 0 })
     }))
 
-  it.effect("POST /v1/run: a provider's failure and its answer that the call could not read are put down to it in the usage record", () =>
+  it.effect("POST /v1/run: a provider's failure is put down to it in the usage record; an answer weather cannot read is served raw", () =>
     Effect.gen(function* () {
       const u = yield* TestUpstreams
       u.resetAll()
@@ -155,11 +155,18 @@ layer(gatewayLayer(config), { excludeTestServices: true })("upstream faults", (i
       const failed = yield* callTool("run", run, { key })
       expectEnvelope(failed, { status: 502, type: "provider", code: "provider_unavailable", retryable: true, billable: false })
       expect(yield* usageProviderOf(requestIdOf(failed))).toBe("open-meteo")
-      // the geocoding answer the forecast needs could not be read: charged, as the provider answered
+      // a geocoding answer weather cannot read: the tool says normalization_failed and sends the caller to /v1/run
+      // (the contract: "on normalization, the raw provider response can be obtained through POST /v1/run"), which
+      // answers it as it came — no forecast could be asked for without coordinates — charged the minimum
       u.openMeteo.fault({ wrongShape: true })
-      const unread = yield* callTool("run", run, { key })
-      expectEnvelope(unread, { status: 502, type: "normalization", code: "normalization_failed", retryable: false, billable: true })
-      expect(yield* usageProviderOf(requestIdOf(unread))).toBe("open-meteo")
+      const unread = yield* callTool("weather", run.input, { key })
+      expectEnvelope(unread, { status: 502, type: "normalization", code: "normalization_failed", retryable: false, billable: true, message: "POST /v1/run" })
+      u.openMeteo.fault({ wrongShape: true })
+      const raw = yield* callTool("run", run, { key })
+      expect(raw.status).toBe(200)
+      expect(raw.body).toEqual({ tool: "weather", provider: "open-meteo", status: 200, body: { geocoding: { unexpected: true, items: "none" }, forecast: null } })
+      expect(raw.headers.get("x-credits-charged")).toBe("1")
+      expect(yield* usageProviderOf(requestIdOf(raw))).toBe("open-meteo")
       u.resetAll()
     }))
 

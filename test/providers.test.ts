@@ -376,8 +376,6 @@ const expectationFor = (c: Case, f: FaultCase): FaultCase => {
   if (tools[c.tool].effect === "write" && ["a timeout", "a 5xx", "a connection reset", "an oversized body"].includes(f.name)) {
     return { ...f, expected: { status: 502, type: "provider", code: "write_outcome_unknown", retryable: false, billable: false, message: "the write may have been carried out" } }
   }
-  // weather's wrong shape hits its first step (geocoding): /v1/run would stop there too, so it is not offered
-  if (f.name === "a wrong shape" && c.tool === "weather") return { ...f, expected: { ...f.expected, message: "geocoding answer, which weather needs before its call" } }
   // iTunes takes no key: its 403 is its throttle, a rate limit with a minute's wait
   if (f.name === "a 403" && c.tool === "mobile_app_search") {
     return { ...f, expected: { status: 502, type: "provider", code: "provider_rate_limited", retryable: true, billable: false, message: "(HTTP 403)" } }

@@ -95,8 +95,8 @@ export interface ProviderTool<I, C, O> {
 
 /**
  * Decode an upstream answer; a mismatch is a normalization failure (the provider was called and answered).
- * `step` names an answer the call needs before its main request (a session, a geocoding): `POST /v1/run`
- * would stop at the same step, so the message does not send the caller there.
+ * `step` names an answer the call needs before its main request (delta's session): `POST /v1/run` would stop at
+ * the same step, so the message does not send the caller there.
  */
 export const decodeUpstream = <A, I>(provider: string, schema: Schema.Schema<A, I>, tool: string, step?: string) => {
   const decode = Schema.decodeUnknown(schema, { errors: "all" })

@@ -3,9 +3,11 @@
  * current conditions and seven days. Neither needs a key. The raw answer is both upstream answers.
  */
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import type { ToolInput, ToolOutput } from "../domain/tools.js"
 import { ProvidersConfig } from "../config.js"
+import { NormalizationFailed } from "../domain/errors.js"
 import { decodeUpstream, invalid, type ProviderTool, type Raw, requestJson } from "./common.js"
 
 export const PROVIDER = "open-meteo"
@@ -50,7 +52,8 @@ export const ForecastAnswer = Schema.Struct({
   })
 })
 
-const RawWeather = Schema.Struct({ geocoding: Schema.NullOr(GeocodingAnswer), forecast: ForecastAnswer })
+/** The raw answer: the geocoding's (none for coordinates) and the forecast's (none when the geocoding could not be read). */
+const RawWeather = Schema.Struct({ geocoding: Schema.NullOr(GeocodingAnswer), forecast: Schema.NullOr(ForecastAnswer) })
 
 // WMO weather interpretation codes, as Open-Meteo documents them.
 const WMO: Readonly<Record<number, string>> = {
@@ -109,8 +112,12 @@ const fetch = (input: ToolInput<"weather">) =>
       const url = new URL(`${config.endpoints.geocoding.baseUrl}/v1/search`)
       url.search = new URLSearchParams({ name: q, count: "1", language: "en", format: "json" }).toString()
       geocoding = yield* requestJson({ provider: PROVIDER, method: "GET", url: url.toString(), idempotent: true })
-      const answer = yield* decodeUpstream(PROVIDER, GeocodingAnswer, "weather", "geocoding")(geocoding.body)
-      const first = answer.results?.[0]
+      const answer = yield* Effect.either(decodeUpstream(PROVIDER, GeocodingAnswer, "weather")(geocoding.body))
+      // Without coordinates there is no forecast to ask for: the raw answer is the geocoding's as it came (what
+      // `POST /v1/run` serves, as the contract promises for an answer the tool cannot read), and `normalize` fails
+      // on it, naming what in it could not be read.
+      if (Either.isLeft(answer)) return { ...geocoding, body: { geocoding: geocoding.body, forecast: null } }
+      const first = answer.right.results?.[0]
       if (first === undefined) return yield* invalid(`No place named "${q}" was found. Check q, or send lat and lon instead.`)
       latitude = first.latitude
       longitude = first.longitude
@@ -131,17 +138,23 @@ const fetch = (input: ToolInput<"weather">) =>
 const normalize = (input: ToolInput<"weather">, raw: Raw) =>
   Effect.gen(function* () {
     const answer = yield* decodeUpstream(PROVIDER, RawWeather, "weather")(raw.body)
+    const forecast = answer.forecast
+    if (forecast === null) {
+      return yield* new NormalizationFailed({
+        message: `The ${PROVIDER} answer has no forecast. POST /v1/run with {"tool":"weather","input":...} returns the provider's raw answer.`
+      })
+    }
     const place = answer.geocoding?.results?.[0]
-    const c = answer.forecast.current
-    const d = answer.forecast.daily
+    const c = forecast.current
+    const d = forecast.daily
     return {
       provider: PROVIDER,
       location: {
         name: place?.name ?? input.q ?? null,
         country: place?.country ?? null,
-        latitude: answer.forecast.latitude,
-        longitude: answer.forecast.longitude,
-        timezone: answer.forecast.timezone
+        latitude: forecast.latitude,
+        longitude: forecast.longitude,
+        timezone: forecast.timezone
       },
       current: {
         time: c.time,

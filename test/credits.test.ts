@@ -5,7 +5,7 @@
  */
 import { describe, expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
-import { Effect, Exit, Layer, Metric, TestClock } from "effect"
+import { Effect, Exit, Layer, Metric, Redacted, TestClock } from "effect"
 import { InsufficientCredits, KeySpendLimitExceeded, SpendCapExceeded } from "../src/domain/errors.js"
 import type { KeyId, OrgId } from "../src/domain/ids.js"
 import { defaults, LedgerConfig } from "../src/config.js"
@@ -52,9 +52,24 @@ layer(gatewayLayer({ providers: { timeoutMs: 10_000 } }), { excludeTestServices:
       expect(results.filter((r) => r.status === 200).length, results.filter((r) => r.status !== 429).map((r) => r.text).join("\n"))
         .toBe(30)
       for (const r of results.filter((r) => r.status !== 200)) {
-        expectEnvelope(r, { status: 429, type: "rate_limited", code: "spend_cap_exceeded", retryable: false, billable: false })
+        expectEnvelope(r, { status: 429, type: "rate_limited", code: "spend_cap_exceeded", retryable: false, billable: false, message: "would be exceeded" })
       }
       expect(yield* books(orgId)).toMatchObject({ balance: 970, held: 0, monthSpend: 30, journalSum: 970 })
+    }))
+
+  // spend_cap_exceeded and key_spend_limit_exceeded carry Retry-After: the next month. A call that reserves more
+  // than the whole cap or limit fits in no month: its message says so, and what helps.
+  it.effect("a call that reserves more than the whole cap or key limit: 429 whose message says it fits in no month", () =>
+    Effect.gen(function* () {
+      const capped = yield* givenOrg({ credits: 100, cap: 5 })
+      const over = yield* callTool("read", { url: "https://example.com", max_chars: 500000 }, { key: capped.key })
+      expectEnvelope(over, { status: 429, type: "rate_limited", code: "spend_cap_exceeded", retryable: false, billable: false, message: "more than the org's whole monthly spend cap of 5" })
+
+      const keys = yield* KeyStore
+      const limited = yield* Effect.orDie(keys.create(capped.orgId, { name: "limited", spendLimit: 3 }))
+      const overKey = yield* callTool("read", { url: "https://example.com", max_chars: 100000 }, { key: Redacted.value(limited.key) })
+      expectEnvelope(overKey, { status: 429, type: "rate_limited", code: "key_spend_limit_exceeded", retryable: false, billable: false, message: "more than this key's whole monthly spend limit of 3" })
+      expect(yield* books(capped.orgId)).toMatchObject({ balance: 100, held: 0 })
     }))
 
   it.effect("the reservation covers the most the input can cost", () =>

@@ -351,6 +351,16 @@ export const make = Effect.gen(function* () {
               `(balance ${balance}, ${held} held by calls in flight). Add credits and retry.`
           })
         case "key_spend_limit_exceeded":
+          // a call that reserves more than the whole limit fits in no month: the message says so (every 429 carries
+          // Retry-After, here the month's end, when the limit's count starts again; it is not when this call fits)
+          if ((row.key_limit ?? 0) < amount) {
+            return yield* new KeySpendLimitExceeded({
+              message: `This call reserves up to ${amount} credits, more than this key's whole monthly spend limit of ` +
+                `${row.key_limit ?? 0}: it cannot run under that limit in any month. Raise the key's limit, or ask for less ` +
+                "(the input that sets the call's maximum: max_chars, max_results, limit…).",
+              retryAfter: nextMonth
+            })
+          }
           return yield* new KeySpendLimitExceeded({
             message: `This key's monthly spend limit of ${row.key_limit ?? 0} credits would be exceeded ` +
               `(${row.key_month_spend ?? 0} spent this month, ${row.key_held ?? 0} held, this call reserves up to ` +
@@ -362,6 +372,14 @@ export const make = Effect.gen(function* () {
             return yield* new SpendCapExceeded({
               message: `This call would take the org's spend this month past ${MAX_CREDITS} credits, the largest ` +
                 "amount the gateway counts. Wait for the next month.",
+              retryAfter: nextMonth
+            })
+          }
+          if (row.spend_cap < amount) {
+            return yield* new SpendCapExceeded({
+              message: `This call reserves up to ${amount} credits, more than the org's whole monthly spend cap of ` +
+                `${row.spend_cap}: it cannot run under that cap in any month. Raise the cap, or ask for less ` +
+                "(the input that sets the call's maximum: max_chars, max_results, limit…).",
               retryAfter: nextMonth
             })
           }

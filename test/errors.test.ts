@@ -149,6 +149,37 @@ layer(gatewayLayer({ server: { maxBodyBytes: 64 * 1024, rateLimitPerSecond: 5, r
           for (const authorization of [key, `Token ${key}`, `Basic ${basic}`, `Basic ${Buffer.from(`user:${key}`).toString("base64")}`]) {
             expectError(yield* callTool("weather", { q: "Berlin" }, { key, headers: { authorization } }), expected)
           }
+          // and on the other routes an API key opens: MCP and kept files
+          const mcp = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" })
+          const mcpHeaders = { "content-type": "application/json", accept: "application/json, text/event-stream" }
+          expectError(yield* request("/mcp", { body: mcp, headers: { ...mcpHeaders, authorization: `Bearer ${key}` } }), expected)
+          expectError(yield* request("/mcp", { body: mcp, headers: { ...mcpHeaders, "x-api-key": key, authorization: `Bearer ${key}` } }), expected)
+          const file = "/v1/artifacts/art_0123456789abcdef01234567"
+          expectError(yield* request(file, { method: "GET", headers: { authorization: `Bearer ${key}` } }), expected)
+          expectError(yield* request(file, { method: "GET", headers: { "x-api-key": key, authorization: `Bearer ${key}` } }), expected)
+        }))
+
+      // The contract's key record has a hash and no key: nothing the database holds is the key, or contains it
+      it.effect("the database holds no API key, only its hash: no row of any table contains the key's text", () =>
+        Effect.gen(function* () {
+          const { key } = yield* givenOrg()
+          expect((yield* callTool("weather", { q: "Berlin" }, { key })).status).toBe(200)
+          const sql = yield* SqlClient.SqlClient
+          const tables = yield* sql<{ readonly name: string }>`
+            SELECT quote_ident(table_schema) || '.' || quote_ident(table_name) AS name FROM information_schema.tables
+             WHERE table_schema NOT IN ('pg_catalog', 'information_schema') AND table_type = 'BASE TABLE'`.pipe(Effect.orDie)
+          expect(tables.length).toBeGreaterThan(5)
+          // the tables whose rows, as text, contain any of `texts`
+          const holding = (texts: ReadonlyArray<string>) =>
+            Effect.filter(tables, ({ name }) =>
+              sql.unsafe<{ readonly n: number }>(
+                `SELECT count(*)::int AS n FROM ${name} AS t WHERE ${texts.map((_, i) => `strpos(t::text, $${i + 1}) > 0`).join(" OR ")}`,
+                [...texts]
+              ).pipe(Effect.orDie, Effect.map((rows) => (rows[0]?.n ?? 0) > 0))).pipe(Effect.map((found) => found.map((t) => t.name)))
+          // the scan finds what is there: the key's display prefix (tg_ and 4 characters) is kept with it
+          expect(yield* holding([key.slice(0, 7)])).toContain("public.api_keys")
+          // and the key itself is nowhere: not as text, not past its prefix, not as bytes (bytea is shown as hex)
+          expect(yield* holding([key, key.slice(7), Buffer.from(key).toString("hex")])).toEqual([])
         }))
 
       it.effect("credential_required: an account tool without a connection, nothing reserved", () =>

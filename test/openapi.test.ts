@@ -52,6 +52,8 @@ layer(gatewayLayer(), { excludeTestServices: true })("self-description", (it) =>
       expect(result.status).toBe(200)
       const spec = obj(result.body)
       expect(spec["openapi"]).toBe("3.1.0")
+      // the contract: "the interface description also carries version v1"
+      expect(obj(spec["info"])["version"]).toBe("v1")
       const validation = yield* Effect.promise(() => new Validator().validate(spec))
       expect(validation.errors ?? []).toEqual([])
       expect(validation.valid).toBe(true)

@@ -42,20 +42,17 @@ const setting = (name: string): Config.Config<string> =>
     Config.mapOrFail((text) => text.trim() === "" ? Either.left(ConfigError.MissingData([], `${name} is not set`)) : Either.right(text))
   )
 
-/** A whole number from `min` to `max`, written in decimal digits only (no sign, exponent, fraction or hex); no default. */
-const wholeOnly = (name: string, min: number, max: number) =>
-  setting(name).pipe(
-    Config.mapOrFail((text) => {
-      const n = /^\d{1,16}$/.test(text) ? Number(text) : Number.NaN
-      return Number.isSafeInteger(n) && n >= min && n <= max
-        ? Either.right(n)
-        : invalid(`${name} must be a whole number of at least ${min} and at most ${max}, in decimal digits (got ${shown(text)})`)
-    })
-  )
+/** A whole number from `min` to `max`, written in decimal digits only (no sign, exponent, fraction or hex). */
+const parseWhole = (name: string, text: string, min: number, max: number): Either.Either<number, ConfigError.ConfigError> => {
+  const n = /^\d{1,16}$/.test(text) ? Number(text) : Number.NaN
+  return Number.isSafeInteger(n) && n >= min && n <= max
+    ? Either.right(n)
+    : invalid(`${name} must be a whole number of at least ${min} and at most ${max}, in decimal digits (got ${shown(text)})`)
+}
 
 /** A whole number from `min` to `max`, `fallback` when unset. */
 const whole = (name: string, fallback: number, min: number, max: number = Number.MAX_SAFE_INTEGER) =>
-  wholeOnly(name, min, max).pipe(Config.withDefault(fallback))
+  setting(name).pipe(Config.mapOrFail((text) => parseWhole(name, text, min, max)), Config.withDefault(fallback))
 
 /** A timer's duration in milliseconds: at least `min`, at most what Node's timers take. */
 const timer = (name: string, fallback: number, min: number, max: number = MAX_TIMER_MS) => whole(name, fallback, min, max)
@@ -142,45 +139,90 @@ const isToken = (s: string) => /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(s)
  * OpenTelemetry's header list: `name=value` pairs, comma-separated, each value percent-encoded (`api-key=abc%20def`).
  * Values are secrets (a collector's API key): a message names the variable and the header, never a value.
  */
-const otlpHeaders = (name: string) =>
-  setting(name).pipe(
-    Config.mapOrFail((text) => {
-      const headers: Record<string, string> = {}
-      for (const entry of text.split(",").map((x) => x.trim()).filter((x) => x.length > 0)) {
-        const at = entry.indexOf("=")
-        const key = (at < 0 ? entry : entry.slice(0, at)).trim().toLowerCase()
-        if (at < 0 || !isToken(key)) {
-          return invalid(`${name} must be comma-separated name=value pairs, each name an HTTP header name (an entry ${at < 0 ? "has no =" : "has no valid name"})`)
-        }
-        let value: string
-        try {
-          value = decodeURIComponent(entry.slice(at + 1).trim())
-        } catch {
-          return invalid(`${name}: the value of ${key} is not valid percent-encoding`)
-        }
-        // what an HTTP header's value may hold (RFC 9110 §5.5): visible ASCII, spaces and tabs inside
-        if (!/^[\x21-\x7e]([\x20-\x7e\t]*[\x21-\x7e])?$/.test(value)) {
-          return invalid(`${name}: the value of ${key} must be visible ASCII characters (spaces inside only) once percent-decoded`)
-        }
-        headers[key] = value
-      }
-      return Either.right(Redacted.make<Readonly<Record<string, string>>>(headers))
-    }),
-    Config.withDefault(Redacted.make<Readonly<Record<string, string>>>({}))
-  )
+const parseOtlpHeaders = (name: string, text: string): Either.Either<Readonly<Record<string, string>>, ConfigError.ConfigError> => {
+  const headers: Record<string, string> = {}
+  for (const entry of text.split(",").map((x) => x.trim()).filter((x) => x.length > 0)) {
+    const at = entry.indexOf("=")
+    const key = (at < 0 ? entry : entry.slice(0, at)).trim().toLowerCase()
+    if (at < 0 || !isToken(key)) {
+      return invalid(`${name} must be comma-separated name=value pairs, each name an HTTP header name (an entry ${at < 0 ? "has no =" : "has no valid name"})`)
+    }
+    let value: string
+    try {
+      value = decodeURIComponent(entry.slice(at + 1).trim())
+    } catch {
+      return invalid(`${name}: the value of ${key} is not valid percent-encoding`)
+    }
+    // what an HTTP header's value may hold (RFC 9110 §5.5): visible ASCII, spaces and tabs inside; or nothing
+    if (!/^([\x21-\x7e]([\x20-\x7e\t]*[\x21-\x7e])?)?$/.test(value)) {
+      return invalid(`${name}: the value of ${key} must be visible ASCII characters (spaces inside only) once percent-decoded`)
+    }
+    headers[key] = value
+  }
+  return Either.right(headers)
+}
 
 /** OTLP's transport: over HTTP, JSON or binary protobuf. */
-const otlpProtocol = (name: string) =>
-  setting(name).pipe(
-    Config.mapOrFail((text): Either.Either<"http/json" | "http/protobuf", ConfigError.ConfigError> =>
-      text === "http/json" || text === "http/protobuf"
-        ? Either.right(text)
-        : invalid(
-          `${name} must be http/json or http/protobuf (got ${shown(text)}${
-            text === "grpc" ? "; OTLP over gRPC is not supported: point the endpoint at the collector's OTLP/HTTP port, usually 4318" : ""
-          })`
-        ))
-  )
+const parseOtlpProtocol = (name: string, text: string): Either.Either<"http/json" | "http/protobuf", ConfigError.ConfigError> =>
+  text === "http/json" || text === "http/protobuf"
+    ? Either.right(text)
+    : invalid(
+      `${name} must be http/json or http/protobuf (got ${shown(text)}${
+        text === "grpc" ? "; OTLP over gRPC is not supported: point the endpoint at the collector's OTLP/HTTP port, usually 4318" : ""
+      })`
+    )
+
+/**
+ * OpenTelemetry's exporter variables, read as the specification has them (the `TRACES_` ones over the general ones,
+ * the traces endpoint used as written, the general one with `/v1/traces` appended). What only an export uses —
+ * headers, protocol, timeouts — is checked only when spans are exported: with no endpoint, or `OTEL_SDK_DISABLED`,
+ * the settings a shared environment sets for other services (`grpc` for port 4317, say) do not stop the gateway.
+ */
+const otlp = Config.all({
+  traces: Config.option(exactUrl("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")),
+  base: Config.option(url("OTEL_EXPORTER_OTLP_ENDPOINT")),
+  disabled: boolean("OTEL_SDK_DISABLED", false),
+  headers: Config.option(setting("OTEL_EXPORTER_OTLP_HEADERS")),
+  tracesHeaders: Config.option(setting("OTEL_EXPORTER_OTLP_TRACES_HEADERS")),
+  protocol: Config.option(setting("OTEL_EXPORTER_OTLP_PROTOCOL")),
+  tracesProtocol: Config.option(setting("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")),
+  timeout: Config.option(setting("OTEL_EXPORTER_OTLP_TIMEOUT")),
+  tracesTimeout: Config.option(setting("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT"))
+}).pipe(Config.mapOrFail((raw) => {
+  const tracesUrl = raw.disabled ? Option.none() : Option.orElse(raw.traces, () => Option.map(raw.base, (b) => `${b}/v1/traces`))
+  const off: {
+    readonly otlpTracesUrl: Option.Option<string>
+    readonly otlpHeaders: Redacted.Redacted<Readonly<Record<string, string>>>
+    readonly otlpProtocol: "http/json" | "http/protobuf"
+    readonly otlpTimeoutMs: number
+  } = { otlpTracesUrl: tracesUrl, otlpHeaders: Redacted.make({}), otlpProtocol: "http/json", otlpTimeoutMs: 10_000 }
+  if (Option.isNone(tracesUrl)) return Either.right(off)
+  const wrong: Array<ConfigError.ConfigError> = []
+  const read = <A>(parsed: Either.Either<A, ConfigError.ConfigError>, fallback: A): A =>
+    Either.getOrElse(Either.mapLeft(parsed, (error) => wrong.push(error)), () => fallback)
+  const headersOf = (name: string, text: Option.Option<string>) =>
+    Option.match(text, { onNone: () => ({}), onSome: (t) => read(parseOtlpHeaders(name, t), {}) })
+  const general = headersOf("OTEL_EXPORTER_OTLP_HEADERS", raw.headers)
+  const traces = headersOf("OTEL_EXPORTER_OTLP_TRACES_HEADERS", raw.tracesHeaders)
+  const protocol = Option.match(raw.tracesProtocol, {
+    onNone: () =>
+      Option.match(raw.protocol, { onNone: () => off.otlpProtocol, onSome: (t) => read(parseOtlpProtocol("OTEL_EXPORTER_OTLP_PROTOCOL", t), off.otlpProtocol) }),
+    onSome: (t) => read(parseOtlpProtocol("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", t), off.otlpProtocol)
+  })
+  const timeout = Option.match(raw.tracesTimeout, {
+    onNone: () =>
+      Option.match(raw.timeout, { onNone: () => off.otlpTimeoutMs, onSome: (t) => read(parseWhole("OTEL_EXPORTER_OTLP_TIMEOUT", t, 1, MAX_TIMER_MS), off.otlpTimeoutMs) }),
+    onSome: (t) => read(parseWhole("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", t, 1, MAX_TIMER_MS), off.otlpTimeoutMs)
+  })
+  const [first, ...rest] = wrong
+  if (first !== undefined) return Either.left(rest.reduce((all, error) => ConfigError.And(all, error), first))
+  return Either.right({
+    otlpTracesUrl: tracesUrl,
+    otlpHeaders: Redacted.make<Readonly<Record<string, string>>>({ ...general, ...traces }),
+    otlpProtocol: protocol,
+    otlpTimeoutMs: timeout
+  })
+}))
 
 /** A secret: its text is never in a message. */
 const secret = (name: string) => Config.option(Config.redacted(setting(name)))
@@ -249,33 +291,12 @@ const server = Config.all({
   /** When set, `GET /metrics` requires `Authorization: Bearer <token>`. */
   metricsToken: secret("METRICS_TOKEN"),
   /**
-   * Where spans are exported over OTLP/HTTP: `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` as written, else
-   * `OTEL_EXPORTER_OTLP_ENDPOINT` with `/v1/traces` appended (OpenTelemetry's rules); none, or
-   * `OTEL_SDK_DISABLED=true`: tracing is off, at no cost.
+   * Where spans are exported over OTLP/HTTP (none: tracing is off, at no cost), the headers sent with each export
+   * (a collector's API key), JSON or binary protobuf, and how long one export may take: `otlp` above.
    */
-  otlpTracesUrl: Config.all({
-    traces: Config.option(exactUrl("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")),
-    base: Config.option(url("OTEL_EXPORTER_OTLP_ENDPOINT")),
-    disabled: boolean("OTEL_SDK_DISABLED", false)
-  }).pipe(Config.map(({ base, disabled, traces }) =>
-    disabled ? Option.none() : Option.orElse(traces, () => Option.map(base, (b) => `${b}/v1/traces`))
-  )),
-  /** Headers sent with each export (a collector's API key): the general variable's, the traces variable's over them. */
-  otlpHeaders: Config.all([otlpHeaders("OTEL_EXPORTER_OTLP_HEADERS"), otlpHeaders("OTEL_EXPORTER_OTLP_TRACES_HEADERS")]).pipe(
-    Config.map(([general, traces]) => Redacted.make<Readonly<Record<string, string>>>({ ...Redacted.value(general), ...Redacted.value(traces) }))
-  ),
-  /** How spans are encoded: JSON (the default) or binary protobuf; OTLP/gRPC is refused at start. */
-  otlpProtocol: Config.orElseIf(otlpProtocol("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"), {
-    if: ConfigError.isMissingDataOnly,
-    orElse: () => otlpProtocol("OTEL_EXPORTER_OTLP_PROTOCOL").pipe(Config.withDefault("http/json" as const))
-  }),
-  /** How long one export request may take (OpenTelemetry's own variables and default): a collector that stops answering fails it. */
-  otlpTimeoutMs: Config.orElseIf(wholeOnly("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", 1, MAX_TIMER_MS), {
-    if: ConfigError.isMissingDataOnly,
-    orElse: () => timer("OTEL_EXPORTER_OTLP_TIMEOUT", 10_000, 1)
-  }),
+  otlp,
   serviceName: setting("OTEL_SERVICE_NAME").pipe(Config.withDefault("tool-gateway"))
-})
+}).pipe(Config.map(({ otlp, ...rest }) => ({ ...rest, ...otlp })))
 
 // -- the ledger --------------------------------------------------------------------------------------
 

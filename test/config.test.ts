@@ -73,15 +73,9 @@ describe("refused at start, naming the variable", () => {
     ["DEV_IDENTITY", "maybe", "true or false"],
     ["AUTO_CREATE_ORGS", "2", "true or false"],
     ["GATEWAY_BOOTSTRAP", "nah", "true or false"],
-    // OpenTelemetry's exporter variables (its specification's names and formats)
+    // OpenTelemetry's exporter variables (its specification's names and formats); what only an export uses is
+    // checked with an endpoint set (below)
     ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "collector:4318/v1/traces", "http(s) URL"],
-    ["OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "1.5", "decimal digits"],
-    ["OTEL_EXPORTER_OTLP_PROTOCOL", "grpc", "not supported"],
-    ["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/xml", "http/json or http/protobuf"],
-    ["OTEL_EXPORTER_OTLP_HEADERS", "x-honeycomb-team", "name=value"],
-    ["OTEL_EXPORTER_OTLP_TRACES_HEADERS", "bad header=1", "name=value"],
-    ["OTEL_EXPORTER_OTLP_HEADERS", "api-key=%E0%A4%A", "percent-encoding"],
-    ["OTEL_EXPORTER_OTLP_HEADERS", "api-key=a%0D%0Ab", "visible ASCII"],
     ["OTEL_SDK_DISABLED", "perhaps", "true or false"]
   ]
   for (const [name, value, says] of cases) {
@@ -103,9 +97,38 @@ describe("refused at start, naming the variable", () => {
       expect(line).not.toContain("s3cret-password")
     }))
 
+  // with spans exported (an endpoint set): what an export uses
+  const exporting = { OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector.example:4318" }
+  const otlpCases: ReadonlyArray<readonly [string, string, string]> = [
+    ["OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "1.5", "decimal digits"],
+    ["OTEL_EXPORTER_OTLP_TIMEOUT", "0", "at least 1"],
+    ["OTEL_EXPORTER_OTLP_PROTOCOL", "grpc", "not supported"],
+    ["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/xml", "http/json or http/protobuf"],
+    ["OTEL_EXPORTER_OTLP_HEADERS", "x-honeycomb-team", "name=value"],
+    ["OTEL_EXPORTER_OTLP_TRACES_HEADERS", "bad header=1", "name=value"],
+    ["OTEL_EXPORTER_OTLP_HEADERS", "api-key=%E0%A4%A", "percent-encoding"],
+    ["OTEL_EXPORTER_OTLP_HEADERS", "api-key=a%0D%0Ab", "visible ASCII"]
+  ]
+  for (const [name, value, says] of otlpCases) {
+    it.effect(`${name}=${value}, spans exported`, () =>
+      Effect.gen(function* () {
+        const line = yield* refusal({ ...exporting, [name]: value })
+        expect(line).toContain(name)
+        expect(line).toContain(says)
+        expect(line).not.toContain("\n")
+      }))
+  }
+
+  it.effect("two wrong OTLP settings are both named", () =>
+    Effect.gen(function* () {
+      const line = yield* refusal({ ...exporting, OTEL_EXPORTER_OTLP_PROTOCOL: "grpc", OTEL_EXPORTER_OTLP_HEADERS: "nope" })
+      expect(line).toContain("OTEL_EXPORTER_OTLP_PROTOCOL")
+      expect(line).toContain("OTEL_EXPORTER_OTLP_HEADERS")
+    }))
+
   it.effect("an OTLP header's value (a collector's API key) is not in its line", () =>
     Effect.gen(function* () {
-      const line = yield* refusal({ OTEL_EXPORTER_OTLP_HEADERS: "x-api-key=s3cret%0Atoken" })
+      const line = yield* refusal({ ...exporting, OTEL_EXPORTER_OTLP_HEADERS: "x-api-key=s3cret%0Atoken" })
       expect(line).toContain("OTEL_EXPORTER_OTLP_HEADERS")
       expect(line).toContain("x-api-key")
       expect(line).not.toContain("s3cret")
@@ -167,9 +190,18 @@ describe("OpenTelemetry's exporter variables", () => {
       expect(yield* url({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://a:4318", OTEL_SDK_DISABLED: "true" })).toBeUndefined()
     }))
 
+  it.effect("with tracing off (no endpoint, or OTEL_SDK_DISABLED) what only an export uses is not read: a shared environment's grpc starts", () =>
+    Effect.gen(function* () {
+      const elsewhere = { OTEL_EXPORTER_OTLP_PROTOCOL: "grpc", OTEL_EXPORTER_OTLP_HEADERS: "not a list", OTEL_EXPORTER_OTLP_TIMEOUT: "soon" }
+      expect(Option.isNone((yield* load(elsewhere)).server.otlpTracesUrl)).toBe(true)
+      const disabled = yield* load({ ...elsewhere, OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4317", OTEL_SDK_DISABLED: "true" })
+      expect(Option.isNone(disabled.server.otlpTracesUrl)).toBe(true)
+    }))
+
   it.effect("headers, protocol and timeout: the traces variable over the general one", () =>
     Effect.gen(function* () {
       const config = yield* load({
+        OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318",
         OTEL_EXPORTER_OTLP_HEADERS: "X-Api-Key=general, x-dataset = spans%20here ,",
         OTEL_EXPORTER_OTLP_TRACES_HEADERS: "x-api-key=traces%3D1",
         OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf",
@@ -179,7 +211,15 @@ describe("OpenTelemetry's exporter variables", () => {
       expect(Redacted.value(config.server.otlpHeaders)).toEqual({ "x-api-key": "traces=1", "x-dataset": "spans here" })
       expect(config.server.otlpProtocol).toBe("http/protobuf")
       expect(config.server.otlpTimeoutMs).toBe(500)
-      const general = yield* load({ OTEL_EXPORTER_OTLP_TIMEOUT: "2000", OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: "http/json", OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf" })
+      const general = yield* load({
+        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "http://collector:4318/v1/traces",
+        OTEL_EXPORTER_OTLP_TIMEOUT: "2000",
+        OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: "http/json",
+        OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf",
+        // an empty value is a value (the format allows it)
+        OTEL_EXPORTER_OTLP_HEADERS: "x-empty="
+      })
+      expect(Redacted.value(general.server.otlpHeaders)).toEqual({ "x-empty": "" })
       expect(general.server.otlpTimeoutMs).toBe(2000)
       expect(general.server.otlpProtocol).toBe("http/json")
       const unset = yield* load({})

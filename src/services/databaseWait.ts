@@ -11,7 +11,10 @@
  * did), never to the caller, and is never lost between the two.
  */
 import { SqlError } from "@effect/sql/SqlError"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 
@@ -34,15 +37,26 @@ export const waitAtMost = <A, E, R>(
         return Effect.void
       }))
     const fiber = yield* Effect.forkDaemon(run)
-    // The wait is interruptible so that its timeout can end it. Made so on the caller's fiber, it would be a child of
-    // it, and a child is interrupted the moment its parent is told to stop, even a parent that cannot be (a tool
-    // call: `Gateway.run`): a client that hung up while its call waited here cut the call off after its statement
-    // had gone. `disconnect` runs the wait on a fiber of its own, which only the timeout interrupts.
-    const joined = yield* Effect.disconnect(Effect.timeoutOption(Effect.interruptible(Fiber.join(fiber)), options.ms))
-    if (Option.isSome(joined)) return joined.value
-    // the wait ran out: unless the answer is in already (then it is the caller's), it is now too late
-    if (state.value === "answered") return yield* Fiber.join(fiber)
-    state.value = "late"
+    // Decided once, by whichever comes first: the statement's exit, or none when the wait runs out. The caller only
+    // awaits the decision: no fiber of its own is forked for the wait, and none made interruptible. (An interruptible
+    // wait forked from the caller is its child, and a child is sent an interrupt the moment its parent is, even a
+    // parent that cannot be interrupted — a tool call, `Gateway.run`: a client that hung up while its call waited here
+    // cut the call off after its statement had gone.) The timer is a daemon, interrupted once the decision is in.
+    const decided = yield* Deferred.make<Option.Option<Exit.Exit<A, E>>>()
+    const observer = (exit: Exit.Exit<A, E>) => Deferred.unsafeDone(decided, Exit.succeed(Option.some(exit)))
+    fiber.addObserver(observer)
+    const timer = yield* Effect.forkDaemon(Effect.zipRight(
+      Effect.interruptible(Effect.sleep(Duration.millis(options.ms))),
+      Effect.sync(() => {
+        // the answer is in already: it is the caller's, its exit on its way to the observer
+        if (state.value === "answered") return
+        state.value = "late"
+        fiber.removeObserver(observer)
+        Deferred.unsafeDone(decided, Exit.succeed(Option.none()))
+      })
+    ))
+    const joined = yield* Effect.ensuring(Deferred.await(decided), Fiber.interruptFork(timer))
+    if (Option.isSome(joined)) return yield* joined.value
     return yield* new SqlError({
       cause: new Error(`no answer within DATABASE_TIMEOUT_MS (${options.ms} ms)`),
       message: `The database did not answer ${options.what} in time`

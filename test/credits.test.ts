@@ -15,7 +15,7 @@ import { Ledger } from "../src/services/Ledger.js"
 import { Orgs } from "../src/services/Orgs.js"
 import { SweeperLive } from "../src/services/Sweeper.js"
 import { ledgerBatchSize } from "../src/services/Telemetry.js"
-import { expectEnvelope } from "./support/assert.js"
+import { errorOf, expectEnvelope } from "./support/assert.js"
 import { books, callTool, gatewayLayer, givenOrg, servicesLayer } from "./support/gateway.js"
 
 // 100 calls at once on a machine that also runs other test files: a provider deadline that load cannot reach
@@ -63,12 +63,17 @@ layer(gatewayLayer({ providers: { timeoutMs: 10_000 } }), { excludeTestServices:
     Effect.gen(function* () {
       const capped = yield* givenOrg({ credits: 100, cap: 5 })
       const over = yield* callTool("read", { url: "https://example.com", max_chars: 500000 }, { key: capped.key })
-      expectEnvelope(over, { status: 429, type: "rate_limited", code: "spend_cap_exceeded", retryable: false, billable: false, message: "more than the org's whole monthly spend cap of 5" })
+      expectEnvelope(over, { status: 429, type: "rate_limited", code: "spend_cap_exceeded", retryable: false, billable: false, message: "more than the org's monthly spend cap of 5 in all" })
 
+      // a cap of 0 lets no call that costs credits through: it says so, not "ask for less"
+      const frozen = yield* givenOrg({ credits: 100, cap: 0 })
+      const none = yield* callTool("weather", { q: "Berlin" }, { key: frozen.key })
+      expectEnvelope(none, { status: 429, type: "rate_limited", code: "spend_cap_exceeded", retryable: false, billable: false, message: "The org's monthly spend cap is 0 credits" })
+      expect(errorOf(none)?.message).not.toContain("ask for less")
       const keys = yield* KeyStore
       const limited = yield* Effect.orDie(keys.create(capped.orgId, { name: "limited", spendLimit: 3 }))
       const overKey = yield* callTool("read", { url: "https://example.com", max_chars: 100000 }, { key: Redacted.value(limited.key) })
-      expectEnvelope(overKey, { status: 429, type: "rate_limited", code: "key_spend_limit_exceeded", retryable: false, billable: false, message: "more than this key's whole monthly spend limit of 3" })
+      expectEnvelope(overKey, { status: 429, type: "rate_limited", code: "key_spend_limit_exceeded", retryable: false, billable: false, message: "more than this key's monthly spend limit of 3 in all" })
       expect(yield* books(capped.orgId)).toMatchObject({ balance: 100, held: 0 })
     }))
 

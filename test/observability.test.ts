@@ -305,6 +305,22 @@ layer(gatewayLayerTracedBy(InMemoryTracing), { excludeTestServices: true })("tra
       }))
       expectToolCallTree(spans)
     }))
+
+  it.effect("a failed provider call's span reads as its error: the exception's type is the error's tag, its message the error's", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      const { key } = yield* givenOrg()
+      memory.reset()
+      u.openMeteo.fault({ status: 500 })
+      const failed = yield* callTool("weather", { q: "Berlin" }, { key })
+      u.resetAll()
+      expect(failed.status).toBe(502)
+      const provider = memory.getFinishedSpans().find((s) => s.name === "Gateway.provider")
+      const exception = provider?.events.find((e) => e.name === "exception")
+      expect(exception?.attributes?.["exception.type"]).toBe("ProviderUnavailable")
+      expect(String(exception?.attributes?.["exception.message"])).toContain("HTTP 500")
+      expect(provider?.status.message).toContain("HTTP 500")
+    }))
 })
 
 // A collector that keeps what it receives over OTLP/HTTP (JSON).

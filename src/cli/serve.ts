@@ -135,7 +135,7 @@ const primary = (count: number) =>
       Effect.sync(() => Array.from({ length: count }, fork)),
       () =>
         Effect.zipRight(
-          Effect.logInfo(`Stopping ${count} workers: each finishes its calls in flight first`),
+          Effect.logInfo("Stopping the workers: each finishes its calls in flight first"),
           Effect.async<void>((resume) => {
             stopping = true
             const alive = Object.values(Cluster.workers ?? {}).filter((w) => w !== undefined && !w.isDead())

@@ -7,6 +7,7 @@
  *   output. A decode failure is `normalization_failed`, naming the field and pointing at `/v1/run`.
  */
 import * as Cause from "effect/Cause"
+import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import { InvalidRequest, NormalizationFailed, type ProviderError, ProviderUnavailable, type UrlNotAllowed } from "../domain/errors.js"
@@ -33,11 +34,15 @@ export type ProviderEffect<A> = Effect.Effect<A, ProviderCallError, ProviderServ
 /**
  * A provider phase that failed, and the provider it is put down to: the one whose failure decided it (of a tool
  * over several, the last one tried), as `Answered.provider` names the one that answered; undefined when none was
- * tried (none is configured, or the caller's URL was refused first).
+ * tried (none is configured, or the caller's URL was refused first). Named as the error it carries (its tag, its
+ * message), so that the span it fails reads as that error.
  */
-export interface ProviderFailure {
-  readonly provider: string | undefined
-  readonly error: ProviderCallError
+export class ProviderFailure extends Data.Error<{ readonly provider: string | undefined; readonly error: ProviderCallError }> {
+  constructor(args: { readonly provider: string | undefined; readonly error: ProviderCallError }) {
+    super(args)
+    this.name = args.error._tag
+    this.message = args.error.message
+  }
 }
 
 /**
@@ -48,7 +53,7 @@ export const failedAt = <A, E extends ProviderCallError, R>(
   provider: string | undefined,
   effect: Effect.Effect<A, E, R>
 ): Effect.Effect<A, ProviderFailure, R> =>
-  Effect.catchAllCause(effect, (cause) => Effect.failCause(Cause.map(cause, (error): ProviderFailure => ({ provider, error }))))
+  Effect.catchAllCause(effect, (cause) => Effect.failCause(Cause.map(cause, (error) => new ProviderFailure({ provider, error }))))
 
 /** An upstream's answer, before normalization. */
 export interface Raw {

@@ -26,7 +26,7 @@ import {
   failedAt,
   PageWithoutContent,
   type ProviderCallError,
-  type ProviderFailure,
+  ProviderFailure,
   type ProviderServices,
   type ProviderTool,
   type Raw
@@ -46,7 +46,8 @@ import * as Weather from "./weather.js"
 import * as Xi from "./xi.js"
 import * as Zeta from "./zeta.js"
 
-export type { Answered, ProviderCallError, ProviderEffect, ProviderFailure, Raw } from "./common.js"
+export type { Answered, ProviderCallError, ProviderEffect, Raw } from "./common.js"
+export { ProviderFailure } from "./common.js"
 
 /**
  * A tool as the gateway runs it: a provider tool (or a curated tool's several, see `fallback`) whose raw call's
@@ -110,7 +111,7 @@ const fallback = <I, O>(
       })
       const [first, ...rest] = usable
       if (first === undefined) {
-        return yield* Effect.fail<ProviderFailure>({
+        return yield* new ProviderFailure({
           provider: undefined,
           error: new ProviderNotConfigured({
             message: `No provider for ${name} is configured on this gateway (tried: ${named.join(", ") || "none"}).`

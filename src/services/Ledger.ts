@@ -146,6 +146,16 @@ const inOrder = <R extends { readonly ord: number }>(rows: ReadonlyArray<R>, cou
   return ordered
 }
 
+/**
+ * Why a call fits under a monthly `bound` in no month: it reserves more than the whole of it (a bound of 0 lets no
+ * call that costs credits through). Where the input sets a call's maximum, asking for less may fit.
+ */
+const neverFits = (amount: number, bound: number, what: string, raise: string) =>
+  bound === 0
+    ? `${what.charAt(0).toUpperCase()}${what.slice(1)} is 0 credits: no call that reserves credits runs under it, in any month. ${raise}.`
+    : `This call reserves up to ${amount} credits, more than ${what} of ${bound} in all: it cannot run under it in any month. ` +
+      `${raise}, or, where the input sets the call's maximum (max_chars, max_results, limit…), ask for less.`
+
 export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const config = yield* LedgerConfig
@@ -355,9 +365,7 @@ export const make = Effect.gen(function* () {
           // Retry-After, here the month's end, when the limit's count starts again; it is not when this call fits)
           if ((row.key_limit ?? 0) < amount) {
             return yield* new KeySpendLimitExceeded({
-              message: `This call reserves up to ${amount} credits, more than this key's whole monthly spend limit of ` +
-                `${row.key_limit ?? 0}: it cannot run under that limit in any month. Raise the key's limit, or ask for less ` +
-                "(the input that sets the call's maximum: max_chars, max_results, limit…).",
+              message: neverFits(amount, row.key_limit ?? 0, "this key's monthly spend limit", "Raise the key's limit"),
               retryAfter: nextMonth
             })
           }
@@ -377,9 +385,7 @@ export const make = Effect.gen(function* () {
           }
           if (row.spend_cap < amount) {
             return yield* new SpendCapExceeded({
-              message: `This call reserves up to ${amount} credits, more than the org's whole monthly spend cap of ` +
-                `${row.spend_cap}: it cannot run under that cap in any month. Raise the cap, or ask for less ` +
-                "(the input that sets the call's maximum: max_chars, max_results, limit…).",
+              message: neverFits(amount, row.spend_cap, "the org's monthly spend cap", "Raise the cap"),
               retryAfter: nextMonth
             })
           }

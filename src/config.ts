@@ -113,24 +113,17 @@ const isBaseUrl = (s: string) => {
     !s.includes("?") && !s.includes("#")
 }
 
-const url = (name: string) =>
-  setting(name).pipe(
-    Config.mapOrFail((text) =>
-      isBaseUrl(text)
-        ? Either.right(trimSlash(text))
-        : invalid(`${name} must be an http(s) URL such as https://api.example.com, without spaces, query or fragment (got ${shown(text)})`)
-    )
-  )
-
-/** An http(s) URL used as written (no path appended): no spaces, query or fragment. */
-const exactUrl = (name: string) =>
+const exactUrl = (name: string, example = "https://api.example.com") =>
   setting(name).pipe(
     Config.mapOrFail((text) =>
       isBaseUrl(text)
         ? Either.right(text)
-        : invalid(`${name} must be an http(s) URL such as https://collector.example.com/v1/traces, without spaces, query or fragment (got ${shown(text)})`)
+        : invalid(`${name} must be an http(s) URL such as ${example}, without spaces, query or fragment (got ${shown(text)})`)
     )
   )
+
+/** A base URL the gateway appends paths to, without its trailing slashes. */
+const url = (name: string) => exactUrl(name).pipe(Config.map(trimSlash))
 
 /** An HTTP header's name (RFC 9110 §5.1: a token). */
 const isToken = (s: string) => /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(s)
@@ -179,7 +172,7 @@ const parseOtlpProtocol = (name: string, text: string): Either.Either<"http/json
  * the settings a shared environment sets for other services (`grpc` for port 4317, say) do not stop the gateway.
  */
 const otlp = Config.all({
-  traces: Config.option(exactUrl("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")),
+  traces: Config.option(exactUrl("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "https://collector.example.com/v1/traces")),
   base: Config.option(url("OTEL_EXPORTER_OTLP_ENDPOINT")),
   disabled: boolean("OTEL_SDK_DISABLED", false),
   headers: Config.option(setting("OTEL_EXPORTER_OTLP_HEADERS")),
@@ -200,22 +193,29 @@ const otlp = Config.all({
   const wrong: Array<ConfigError.ConfigError> = []
   const read = <A>(parsed: Either.Either<A, ConfigError.ConfigError>, fallback: A): A =>
     Either.getOrElse(Either.mapLeft(parsed, (error) => wrong.push(error)), () => fallback)
-  const headersOf = (name: string, text: Option.Option<string>) =>
-    Option.match(text, { onNone: () => ({}), onSome: (t) => read(parseOtlpHeaders(name, t), {}) })
-  const general = headersOf("OTEL_EXPORTER_OTLP_HEADERS", raw.headers)
-  const traces = headersOf("OTEL_EXPORTER_OTLP_TRACES_HEADERS", raw.tracesHeaders)
-  const protocol = Option.match(raw.tracesProtocol, {
-    onNone: () =>
-      Option.match(raw.protocol, { onNone: () => off.otlpProtocol, onSome: (t) => read(parseOtlpProtocol("OTEL_EXPORTER_OTLP_PROTOCOL", t), off.otlpProtocol) }),
-    onSome: (t) => read(parseOtlpProtocol("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", t), off.otlpProtocol)
-  })
-  const timeout = Option.match(raw.tracesTimeout, {
-    onNone: () =>
-      Option.match(raw.timeout, { onNone: () => off.otlpTimeoutMs, onSome: (t) => read(parseWhole("OTEL_EXPORTER_OTLP_TIMEOUT", t, 1, MAX_TIMER_MS), off.otlpTimeoutMs) }),
-    onSome: (t) => read(parseWhole("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", t, 1, MAX_TIMER_MS), off.otlpTimeoutMs)
-  })
-  const [first, ...rest] = wrong
-  if (first !== undefined) return Either.left(rest.reduce((all, error) => ConfigError.And(all, error), first))
+  /** The first of the variables (`OTEL_EXPORTER_OTLP_TRACES_…`, then the general one) that is set, parsed; else `fallback`. */
+  const first = <A>(
+    parse: (name: string, text: string) => Either.Either<A, ConfigError.ConfigError>,
+    fallback: A,
+    ...variables: ReadonlyArray<readonly [string, Option.Option<string>]>
+  ): A => {
+    const set = variables.find(([, text]) => Option.isSome(text))
+    return set === undefined ? fallback : read(parse(set[0], Option.getOrElse(set[1], () => "")), fallback)
+  }
+  const headers = (name: string, text: Option.Option<string>) => first(parseOtlpHeaders, {}, [name, text])
+  const general = headers("OTEL_EXPORTER_OTLP_HEADERS", raw.headers)
+  const traces = headers("OTEL_EXPORTER_OTLP_TRACES_HEADERS", raw.tracesHeaders)
+  const protocol = first(parseOtlpProtocol, off.otlpProtocol, ["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", raw.tracesProtocol], [
+    "OTEL_EXPORTER_OTLP_PROTOCOL",
+    raw.protocol
+  ])
+  const whole = (name: string, text: string) => parseWhole(name, text, 1, MAX_TIMER_MS)
+  const timeout = first(whole, off.otlpTimeoutMs, ["OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", raw.tracesTimeout], [
+    "OTEL_EXPORTER_OTLP_TIMEOUT",
+    raw.timeout
+  ])
+  const [error, ...more] = wrong
+  if (error !== undefined) return Either.left(more.reduce((all, next) => ConfigError.And(all, next), error))
   return Either.right({
     otlpTracesUrl: tracesUrl,
     otlpHeaders: Redacted.make<Readonly<Record<string, string>>>({ ...general, ...traces }),

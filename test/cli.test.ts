@@ -484,17 +484,21 @@ describe("colour", () => {
     }), 60_000)
 })
 
+/** A data directory of its own, removed after the test; as root, the database runs as postgres, which must enter it. */
+const dataDirectory = (prefix: string) =>
+  Effect.acquireRelease(
+    Effect.promise(async () => {
+      const dir = await Fs.mkdtemp(Path.join(Os.tmpdir(), prefix))
+      await Fs.chmod(dir, 0o755)
+      return dir
+    }),
+    (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
+  )
+
 describe("the embedded database", () => {
   it.live("npm start's first run prints a working key; the CLI joins the running server's database", () =>
     Effect.gen(function* () {
-      const dataDir = yield* Effect.acquireRelease(
-        Effect.promise(async () => {
-          const dir = await Fs.mkdtemp(Path.join(Os.tmpdir(), "tool-gateway-embedded-"))
-          await Fs.chmod(dir, 0o755)
-          return dir
-        }),
-        (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
-      )
+      const dataDir = yield* dataDirectory("tool-gateway-embedded-")
       const weather = yield* Effect.acquireRelease(
         Effect.promise(() => startUpstream(handleOpenMeteo)),
         (u) => Effect.promise(() => u.close())
@@ -523,14 +527,7 @@ describe("the embedded database", () => {
 
       // A command given another data directory than the server's (a typo) is told, on stderr, that it made a new,
       // empty database there: its answer on stdout stays one JSON document. Once: the next command uses it.
-      const other = yield* Effect.acquireRelease(
-        Effect.promise(async () => {
-          const dir = await Fs.mkdtemp(Path.join(Os.tmpdir(), "tool-gateway-other-"))
-          await Fs.chmod(dir, 0o755)
-          return dir
-        }),
-        (dir) => Effect.promise(() => Fs.rm(dir, { recursive: true, force: true }))
-      )
+      const other = yield* dataDirectory("tool-gateway-other-")
       const typo = yield* run(["org", "list", "--json"], { GATEWAY_DATA_DIR: other })
       expect(JSON.parse(typo.stdout)).toEqual([])
       expect(typo.stderr).toContain(`Made a new, empty database in ${other} (GATEWAY_DATA_DIR)`)

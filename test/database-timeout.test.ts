@@ -33,16 +33,24 @@ const holding = (statement: string, params: ReadonlyArray<string> = []) =>
 /** Another session that holds an org's row (a reservation waits for it). */
 const holdOrgRow = (orgId: string) => holding("SELECT id FROM orgs WHERE id = $1 FOR UPDATE", [orgId])
 
+/**
+ * An org with 10 credits whose key has made one call (so it is verified and cached before the org's row is taken),
+ * then its row held by another session: the next reservation waits.
+ */
+const rowHeldAfterOneCall = Effect.gen(function* () {
+  const u = yield* TestUpstreams
+  u.resetAll()
+  const { key, orgId } = yield* givenOrg({ credits: 10 })
+  expectOk(yield* callTool("mobile_app_search", { query: "warm" }, { key }), 1)
+  const hitsBefore = u.itunes.hits()
+  const blocker = yield* holdOrgRow(orgId)
+  return { blocker, hitsBefore, key, orgId, u }
+})
+
 layer(gatewayLayer({ ledger: { databaseTimeoutMs: TIMEOUT_MS } }), { excludeTestServices: true })("a reservation the database does not answer", (it) => {
   it.effect("is answered 500 (retryable) in time, its provider not called; taken late, it is undone and the key serves the retry once", () =>
     Effect.gen(function* () {
-      const u = yield* TestUpstreams
-      u.resetAll()
-      const { key, orgId } = yield* givenOrg({ credits: 10 })
-      // the key is verified (and cached) before the org's row is taken
-      expectOk(yield* callTool("mobile_app_search", { query: "warm" }, { key }), 1)
-      const hitsBefore = u.itunes.hits()
-      const blocker = yield* holdOrgRow(orgId)
+      const { blocker, hitsBefore, key, orgId, u } = yield* rowHeldAfterOneCall
       const started = performance.now()
       const answered = yield* callTool("mobile_app_search", { query: "slow" }, { key, idempotencyKey: "slow-1" })
       const tookMs = performance.now() - started
@@ -70,12 +78,7 @@ layer(gatewayLayer({ ledger: { databaseTimeoutMs: TIMEOUT_MS } }), { excludeTest
   // its hold left pending for the sweeper, its provider never called though the reservation went through).
   it.effect("a client that hangs up while its reservation waits for the database: the call goes on, charged once, recorded ok", () =>
     Effect.gen(function* () {
-      const u = yield* TestUpstreams
-      u.resetAll()
-      const { key, orgId } = yield* givenOrg({ credits: 10 })
-      expectOk(yield* callTool("mobile_app_search", { query: "warm" }, { key }), 1)
-      const hitsBefore = u.itunes.hits()
-      const blocker = yield* holdOrgRow(orgId)
+      const { blocker, hitsBefore, key, orgId, u } = yield* rowHeldAfterOneCall
       // the client is gone 100 ms in, while the reservation waits for the org's row; the row is free at 250 ms,
       // well within DATABASE_TIMEOUT_MS
       yield* Effect.fork(Effect.zipRight(Effect.sleep("250 millis"), blocker.release))

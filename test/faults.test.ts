@@ -189,16 +189,23 @@ layer(gatewayLayer(config), { excludeTestServices: true })("upstream faults", (i
 layer(gatewayLayer({ providers: { ...config.providers, readProviders: ["builtin", "beta"] } }), { excludeTestServices: true })(
   "a curated tool's fallbacks in the usage record",
   (it) => {
-    const read = (u: Upstreams, key: string) => callTool("read", { url: `${u.pages.url}/article` }, { key })
-
-    it.effect("the first provider fails, the second answers: the record names the second", () =>
+    /** A read by a new org after `faults` are set on the upstreams, which are reset after it. */
+    const readAfter = (faults: (u: Upstreams) => void) =>
       Effect.gen(function* () {
         const u = yield* TestUpstreams
         u.resetAll()
         const { key } = yield* givenOrg({ credits: 100 })
-        u.pages.fault({ status: 503 })
-        const result = yield* read(u, key)
+        faults(u)
+        const result = yield* callTool("read", { url: `${u.pages.url}/article` }, { key })
         u.resetAll()
+        return { u, result }
+      })
+
+    it.effect("the first provider fails, the second answers: the record names the second", () =>
+      Effect.gen(function* () {
+        const { result } = yield* readAfter((u) => {
+          u.pages.fault({ status: 503 })
+        })
         expectOk(result, 1)
         expect(result.body).toMatchObject({ provider: "beta" })
         expect(yield* usageProviderOf(requestIdOf(result))).toBe("beta")
@@ -206,25 +213,19 @@ layer(gatewayLayer({ providers: { ...config.providers, readProviders: ["builtin"
 
     it.effect("every provider fails: the record names the last one tried, whose failure is the answer", () =>
       Effect.gen(function* () {
-        const u = yield* TestUpstreams
-        u.resetAll()
-        const { key } = yield* givenOrg({ credits: 100 })
-        u.pages.fault({ status: 503 })
-        u.jina.fault({ status: 500 })
-        const result = yield* read(u, key)
-        u.resetAll()
+        const { result } = yield* readAfter((u) => {
+          u.pages.fault({ status: 503 })
+          u.jina.fault({ status: 500 })
+        })
         expectEnvelope(result, { status: 502, type: "provider", code: "provider_unavailable", retryable: true, billable: false })
         expect(yield* usageProviderOf(requestIdOf(result))).toBe("beta")
       }))
 
     it.effect("a failure the next provider is not tried after (the page's 404): the record names the provider that met it", () =>
       Effect.gen(function* () {
-        const u = yield* TestUpstreams
-        u.resetAll()
-        const { key } = yield* givenOrg({ credits: 100 })
-        u.pages.fault({ status: 404 })
-        const result = yield* read(u, key)
-        u.resetAll()
+        const { result, u } = yield* readAfter((u) => {
+          u.pages.fault({ status: 404 })
+        })
         expectEnvelope(result, { status: 502, type: "provider", code: "provider_rejected", retryable: false, billable: false })
         expect(u.jina.hits()).toBe(0)
         expect(yield* usageProviderOf(requestIdOf(result))).toBe("builtin")

@@ -10,31 +10,23 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Effect from "effect/Effect"
 import * as Zlib from "node:zlib"
 import { cachedSuccess } from "../services/cachedSuccess.js"
+import { weightedMembers } from "./weighted.js"
 
 /** The content codings sent, the one preferred first: brotli's answer is the smaller. */
 const CODINGS = ["br", "gzip"] as const
 export type ContentCoding = (typeof CODINGS)[number]
 
-/** `qvalue` of RFC 9110 §12.4.2: 0 to 1, at most three decimals. */
-const QVALUE = /^(?:0(?:\.\d{0,3})?|1(?:\.0{0,3})?)$/
-const TOKEN = /^[!#$%&'*+.^_`|~0-9a-z-]+$/i
+const TOKEN = /^[!#$%&'*+.^_`|~0-9a-z-]+$/
 
 /**
- * The weight of each coding an `Accept-Encoding` value names (lower-cased; `x-gzip` is `gzip`, RFC 9110
- * §8.4.1.3), `*` included. An element that is not a coding with a valid weight is skipped.
+ * The weight of each coding an `Accept-Encoding` value names (`x-gzip` is `gzip`, RFC 9110 §8.4.1.3), `*`
+ * included. A member that is not a coding, or whose weight is not valid, is skipped.
  */
 const weightsOf = (header: string): ReadonlyMap<string, number> => {
   const weights = new Map<string, number>()
-  for (const element of header.split(",")) {
-    const [name = "", ...params] = element.split(";").map((part) => part.trim())
-    if (!TOKEN.test(name)) continue
-    let weight: number | undefined = 1
-    for (const param of params) {
-      const [key = "", value = ""] = param.split("=").map((part) => part.trim())
-      if (key.toLowerCase() === "q") weight = QVALUE.test(value) ? Number(value) : undefined
-    }
-    if (weight === undefined) continue
-    const coding = name.toLowerCase() === "x-gzip" ? "gzip" : name.toLowerCase()
+  for (const { value, weight } of weightedMembers(header)) {
+    if (!TOKEN.test(value)) continue
+    const coding = value === "x-gzip" ? "gzip" : value
     weights.set(coding, Math.max(weights.get(coding) ?? 0, weight))
   }
   return weights

@@ -62,20 +62,17 @@ import { jsonSchemaOf, objectSchemaOf } from "./jsonSchema.js"
 import { bodyProblems, emptyBody, isJsonObject, MAX_JSON_DEPTH, notJson, readJsonText } from "./security.js"
 import { type JsonProblem, jsonProblem } from "../domain/json.js"
 import { cachedSuccess } from "../services/cachedSuccess.js"
+import { weightedMembers } from "./weighted.js"
 
 // Whether an Accept header takes a JSON answer: none (or one with no media range in it: an empty list states no
 // preference, RFC 9110 §5.6.1), or a media range application/json, application/* or */* not given q=0 — unless
 // application/json itself is given q=0 (the most specific range decides, RFC 9110 §12.5.1).
 const takesJson = (accept: string | undefined): boolean => {
-  const members = accept?.split(",").filter((range) => range.trim() !== "") ?? []
-  if (members.length === 0) return true
-  const ranges = members.map((range) => {
-    const [type = "", ...params] = range.split(";").map((part) => part.trim().toLowerCase())
-    return { type, refused: params.some((param) => /^q=0(\.0{0,3})?$/.test(param)) }
-  })
-  const json = ranges.find((range) => range.type === "application/json")
-  if (json !== undefined) return !json.refused
-  return ranges.some((range) => !range.refused && (range.type === "application/*" || range.type === "*/*"))
+  const ranges = accept === undefined ? [] : weightedMembers(accept)
+  if (ranges.length === 0) return true
+  const json = ranges.find((range) => range.value === "application/json")
+  if (json !== undefined) return json.weight > 0
+  return ranges.some((range) => range.weight > 0 && (range.value === "application/*" || range.value === "*/*"))
 }
 
 export const MCP_PATH = "/mcp"

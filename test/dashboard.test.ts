@@ -202,6 +202,17 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.1"] } }), { excludeTestSe
           yield* dashboard("POST", "/v1/connections", token, { provider: "epsilon", credentials: { base_url: "ftp://x" } }),
           { ...invalid, message: "credentials.base_url" }
         )
+        // a query or fragment would swallow the path appended to it (`/api?k=v` sent `/api?k=v%2Fitems`)
+        for (const base_url of ["https://api.example.com/api?k=v", "https://api.example.com/api#top", "https://api.example.com/?"]) {
+          expectEnvelope(
+            yield* dashboard("POST", "/v1/connections", token, { provider: "epsilon", credentials: { base_url } }),
+            { ...invalid, message: "no query (?) or fragment (#)" }
+          )
+        }
+        expectEnvelope(
+          yield* dashboard("POST", "/v1/connections", token, { provider: "delta", credentials: { identifier: "alice.test", app_password: "abcd-efgh-ijkl-mnop", service: "https://pds.example.com/?x" } }),
+          { ...invalid, message: "credentials.service" }
+        )
         expectEnvelope(
           yield* dashboard("POST", "/v1/connections", token, { provider: "nu", credentials: { token: "x", extra: 1 } }),
           { ...invalid, message: "extra" }
@@ -343,6 +354,27 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.1"] } }), { excludeTestSe
         expectOk(yield* callTool("nu_account", {}, { key }))
       }))
 
+    it.effect("a refusal of the old credentials that arrives after the connection was replaced leaves the new one active", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        u.resetAll()
+        const { key, token } = yield* givenMember()
+        yield* dashboard("POST", "/v1/connections", token, { provider: "nu", credentials: { token: "wrong" } })
+        u.github.fault({ delayMs: 700, times: 1 })
+        const late = yield* Effect.fork(callTool("nu_account", {}, { key }))
+        // the call has its credentials (the old ones) and waits for its answer while the connection is replaced
+        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 250)))
+        expect(u.github.requests).toHaveLength(1)
+        expect((yield* dashboard("POST", "/v1/connections", token, { provider: "nu", credentials: { token: "ghp_token" } })).status).toBe(201)
+        expectEnvelope(yield* Fiber.join(late), { status: 502, type: "provider", code: "provider_credential_rejected", retryable: false, billable: false })
+        expect(listOf(yield* dashboard("GET", "/v1/connections", token))[0]).toMatchObject({ provider: "nu", status: "active" })
+        // deleted and made again with the same credentials: refused, and shown
+        yield* dashboard("DELETE", "/v1/connections/nu", token)
+        yield* dashboard("POST", "/v1/connections", token, { provider: "nu", credentials: { token: "wrong" } })
+        expectEnvelope(yield* callTool("nu_account", {}, { key }), { status: 502, type: "provider", code: "provider_credential_rejected", retryable: false, billable: false })
+        expect(listOf(yield* dashboard("GET", "/v1/connections", token))[0]).toMatchObject({ provider: "nu", status: "rejected" })
+      }))
+
     it.effect("an upstream error that echoes the credential it was sent: the message carries it redacted", () =>
       Effect.gen(function* () {
         const u = yield* TestUpstreams
@@ -357,6 +389,55 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.1"] } }), { excludeTestSe
         const refused = yield* callTool("epsilon_request", { path: "/items" }, { key })
         expectEnvelope(refused, { status: 502, type: "provider", code: "provider_credential_rejected", retryable: false, billable: false, message: "token [redacted] is not valid" })
         expect(refused.text).not.toContain(EPSILON_TOKEN)
+      }))
+
+    it.effect("an upstream error that echoes the credential escaped, percent-encoded or in UTF-16: still redacted", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        u.resetAll()
+        const { key, token } = yield* givenMember()
+        // a token with slashes, which PHP's json_encode writes as \/ by default
+        const secret = "sk_live/AbCdEf+GhIjKl/MnOp=="
+        expect((yield* dashboard("POST", "/v1/connections", token, { provider: "epsilon", credentials: { base_url: u.rest.url, token: secret } })).status).toBe(201)
+        const escapedSlashes = JSON.stringify({ message: `Invalid token: Bearer ${secret}` }).replaceAll("/", "\\/")
+        const unicodeEscaped = JSON.stringify({ message: `Invalid token: ${secret}` }).replace("AbCdEf", "\\u0041bCdEf")
+        const utf16 = (s: string) => [...s].map((c) => `${c}\u0000`).join("")
+        const answers: ReadonlyArray<{ readonly text: string; readonly headers?: Record<string, string> }> = [
+          { text: escapedSlashes },
+          { text: unicodeEscaped },
+          { text: JSON.stringify({ message: `Invalid token: ${encodeURIComponent(secret)}` }) },
+          // as UTF-16LE bytes (an ASCII text with a NUL after each letter), said so, and said to be JSON
+          { text: utf16(`Invalid token: ${secret}`), headers: { "content-type": "text/plain; charset=utf-16le" } },
+          { text: utf16(JSON.stringify({ message: `Invalid token: ${secret}` })), headers: { "content-type": "application/json; charset=utf-16le" } }
+        ]
+        for (const answer of answers) {
+          u.rest.fault({ status: 400, text: answer.text, ...(answer.headers ? { headers: answer.headers } : {}), times: 1 })
+          const rejected = yield* callTool("epsilon_request", { path: "/items" }, { key })
+          expectEnvelope(rejected, { status: 502, type: "provider", code: "provider_rejected", retryable: false, billable: false, message: "[redacted]" })
+          const shown = rejected.text.replaceAll("\\u0000", "").replaceAll("\\/", "/")
+          expect(shown, answer.text).not.toContain("AbCdEf")
+          expect(shown, answer.text).not.toContain(encodeURIComponent(secret))
+        }
+      }))
+
+    it.effect("a connection's header of thousands of words and a large error answer: the search for secrets stays quick", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        u.resetAll()
+        const { key, token } = yield* givenMember()
+        // 20,000 words of 8 letters (a valid header value), and a 1 MB error answer of near misses (each word's
+        // first seven letters): a pass over the answer per word held the event loop for seconds
+        const words = Array.from({ length: 20_000 }, (_, i) => `w${String(i).padStart(7, "0")}`)
+        const connected = yield* dashboard("POST", "/v1/connections", token, {
+          provider: "epsilon",
+          credentials: { base_url: u.rest.url, token: words.join(" "), header: "x-words" }
+        })
+        expect(connected.status, connected.text).toBe(201)
+        u.rest.fault({ status: 400, text: `bad request ${"w000000 ".repeat(125_000)}`, headers: { "content-type": "text/plain" }, times: 1 })
+        const started = performance.now()
+        const rejected = yield* callTool("epsilon_request", { path: "/items" }, { key })
+        expectEnvelope(rejected, { status: 502, type: "provider", code: "provider_rejected", retryable: false, billable: false, message: "bad request" })
+        expect(performance.now() - started).toBeLessThan(3_000)
       }))
 
     it.effect("the generic REST connection's path stays under its base URL's path", () =>

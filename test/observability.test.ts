@@ -262,6 +262,7 @@ interface SpanRecord {
   readonly id: string
   readonly parent: string | undefined
   readonly traceId: string
+  readonly attributes?: Readonly<Record<string, unknown>>
 }
 
 const childrenOf = (spans: ReadonlyArray<SpanRecord>, parent: SpanRecord) =>
@@ -334,7 +335,13 @@ const collector = Http.createServer((req, res) => {
       for (const rs of body.resourceSpans) {
         for (const ss of rs.scopeSpans) {
           for (const s of ss.spans) {
-            collected.push({ name: s.name, id: s.spanId, parent: s.parentSpanId === "" ? undefined : s.parentSpanId, traceId: s.traceId })
+            collected.push({
+              name: s.name,
+              id: s.spanId,
+              parent: s.parentSpanId === "" ? undefined : s.parentSpanId,
+              traceId: s.traceId,
+              attributes: Object.fromEntries(s.attributes.map((a) => [a.key, a.value.stringValue]))
+            })
           }
         }
       }
@@ -349,7 +356,11 @@ const OtlpTraces = Schema.Struct({
         traceId: Schema.String,
         spanId: Schema.String,
         parentSpanId: Schema.optionalWith(Schema.String, { default: () => "" }),
-        name: Schema.String
+        name: Schema.String,
+        attributes: Schema.optionalWith(
+          Schema.Array(Schema.Struct({ key: Schema.String, value: Schema.Struct({ stringValue: Schema.optional(Schema.String) }) })),
+          { default: () => [] }
+        )
       }))
     }))
   }))
@@ -363,11 +374,25 @@ layer(gatewayLayer({ server: { otlpTracesUrl: Option.some(`${collectorUrl}/v1/tr
   it.effect("OTEL_EXPORTER_OTLP_ENDPOINT exports the same tree to a collector", () =>
     Effect.gen(function* () {
       const { key } = yield* givenOrg()
-      expectOk(yield* callTool("weather", { q: "Berlin" }, { key }))
+      const credentials = {
+        "proxy-authorization": "Basic cHJveHktdXNlcjpwcm94eS1zZWNyZXQ=",
+        "x-firebase-appcheck": "appcheck-token-secret",
+        "x-auth-token": "auth-token-secret"
+      }
+      expectOk(yield* callTool("weather", { q: "Berlin" }, { key, headers: credentials }))
       // exported in batches, every second
       for (let i = 0; i < 50 && !collected.some((s) => s.name === "Gateway.run"); i++) yield* Effect.sleep("100 millis")
       yield* Effect.sleep("300 millis")
       expectToolCallTree(collected)
+      // the server's span shows the request's headers, but none of its credentials
+      const server = collected.find((s) => s.attributes?.["http.request.header.x-firebase-appcheck"] !== undefined)
+      expect(server?.attributes).toMatchObject({
+        "http.request.header.x-api-key": "<redacted>",
+        "http.request.header.proxy-authorization": "<redacted>",
+        "http.request.header.x-firebase-appcheck": "<redacted>",
+        "http.request.header.x-auth-token": "<redacted>"
+      })
+      expect(JSON.stringify(collected)).not.toMatch(/-secret|cHJveHkt/)
     }), 15_000)
 })
 

@@ -3,7 +3,7 @@
  * Validated when a connection is created; stored encrypted; decoded again for each call.
  */
 import * as Schema from "effect/Schema"
-import { HttpUrl, NonEmpty, opt, strict } from "./schema-helpers.js"
+import { BaseUrl, NonEmpty, opt, strict } from "./schema-helpers.js"
 
 /**
  * Header names a token may not be sent in: the Fetch standard's forbidden request-header names (those that frame
@@ -41,10 +41,10 @@ const schemas = {
   delta: strict({
     identifier: NonEmpty.annotations({ description: "Handle (alice.bsky.social) or DID" }),
     app_password: NonEmpty.annotations({ description: "An app password" }),
-    service: opt(HttpUrl.annotations({ description: "The account's PDS; default the configured DELTA_BASE_URL" }))
+    service: opt(BaseUrl.annotations({ description: "The account's PDS; default the configured DELTA_BASE_URL" }))
   }, "DeltaCredentials", "delta: a handle and an app password"),
   epsilon: strict({
-    base_url: HttpUrl.annotations({ description: "The REST API's base URL" }),
+    base_url: BaseUrl.annotations({ description: "The REST API's base URL" }),
     token: opt(HeaderToken.annotations({ description: "Sent as a Bearer token, or in `header`" })),
     header: opt(HeaderName.annotations({ description: "Send the token in this header instead of Authorization" }))
   }, "EpsilonCredentials", "epsilon: a base URL and an optional token"),

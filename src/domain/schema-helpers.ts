@@ -77,6 +77,13 @@ export const HttpUrl = Schema.String.pipe(
   })
 )
 
+/** A URL paths are appended to: an http(s) URL without a query or fragment (either would swallow the path). */
+export const BaseUrl = HttpUrl.pipe(
+  Schema.filter((s) => !s.includes("?") && !s.includes("#"), {
+    message: () => "must have no query (?) or fragment (#): the call's path is appended to it"
+  })
+)
+
 export const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 
 /** An optional field: absent, or present with a value of the schema (never `null` or `undefined`). */

@@ -53,8 +53,12 @@ export class Connections extends Context.Tag("Connections")<Connections, {
     provider: P,
     tool: string
   ) => Effect.Effect<Credentials[P], CredentialRequired>
-  /** The provider refused the credentials: show it on the connection. */
-  readonly markRejected: (orgId: OrgId, provider: AccountProvider) => Effect.Effect<void>
+  /**
+   * The provider refused the credentials a call was given (`used`): shown on the connection if it still holds
+   * them. A call that began before the connection was replaced, or deleted and made again, and is refused after,
+   * leaves the new credentials as they are.
+   */
+  readonly markRejected: (orgId: OrgId, provider: AccountProvider, used: unknown) => Effect.Effect<void>
   /**
    * Seal again, with the current key, every row sealed with an older one, so that the old key can then be
    * dropped from `GATEWAY_ENCRYPTION_OLD_KEYS`. `unreadable` rows are sealed with a key that is not configured.
@@ -250,10 +254,23 @@ export const make = Effect.gen(function* () {
       )
     }).pipe(Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die }), traced("Connections.credentials", { attributes: { provider } }))
 
-  const markRejected = (orgId: OrgId, provider: AccountProvider) =>
-    Effect.flatMap(nowMillis, (now) =>
-      sql`UPDATE connections SET status = 'rejected', updated_at = ${toDate(now)}
-           WHERE org_id = ${orgId} AND provider = ${provider}`).pipe(Effect.asVoid, Effect.orDie)
+  const markRejected = <P extends AccountProvider>(orgId: OrgId, provider: P, used: unknown) =>
+    Effect.gen(function* () {
+      const found = yield* findSealed({ orgId, provider })
+      if (Option.isNone(found) || !encryption.knows(found.value.key_id)) return
+      const row = found.value
+      const plaintext = yield* encryption.open(
+        { keyId: row.key_id, iv: row.iv, ciphertext: row.ciphertext, tag: row.tag },
+        associatedData(orgId, provider)
+      )
+      const schema: Schema.Schema<Credentials[P], CredentialsEncoded[P]> = credentialSchemas[provider]
+      const stored = Schema.decodeUnknownOption(Schema.parseJson(schema))(plaintext)
+      if (Option.isNone(stored) || !Schema.is(schema)(used) || !Schema.equivalence(schema)(stored.value, used)) return
+      const now = yield* nowMillis
+      // the row as it was read: a replacement meanwhile seals with a new IV
+      yield* sql`UPDATE connections SET status = 'rejected', updated_at = ${toDate(now)}
+                  WHERE org_id = ${orgId} AND provider = ${provider} AND iv = ${row.iv}`
+    }).pipe(Effect.asVoid, Effect.orDie)
 
   const reseal = Effect.gen(function* () {
     const rows = yield* findStale(encryption.currentKeyId)

@@ -367,7 +367,8 @@ export const make = Effect.gen(function* () {
     call: Call<T>,
     mode: Mode<T, A>,
     hold: Hold,
-    exit: Exit.Exit<Answered<A>, ProviderFailure>
+    exit: Exit.Exit<Answered<A>, ProviderFailure>,
+    credentials: CredentialFor<T>
   ): Effect.Effect<Fresh<A>, ToolError<T>> =>
     Effect.gen(function* () {
       /** Charged the tool's minimum (the provider answered), kept by the settlement's statement like a 200. */
@@ -411,10 +412,10 @@ export const make = Effect.gen(function* () {
       const failure = failureOf(exit)?.error
       if (failure?._tag === "NormalizationFailed") return yield* normalizationFailed(failure)
       yield* ledger.void(hold)
-      // the provider refused the org's own credentials: show it on the connection
+      // the provider refused the org's own credentials: show it on the connection (if it still holds them)
       const def = catalog[call.tool]
       if (failure?._tag === "ProviderCredentialRejected" && def.account && isAccountProvider(def.provider)) {
-        yield* connections.markRejected(call.caller.orgId, def.provider)
+        yield* connections.markRejected(call.caller.orgId, def.provider, credentials)
       }
       return yield* Effect.failCause(Cause.map(exit.cause, (failed) => failed.error))
     })
@@ -521,7 +522,7 @@ export const make = Effect.gen(function* () {
             return yield* invoke(call, mode, credentials, () => leases.heldUntil(hold.id, lease)).pipe(
               Effect.flatMap((exit) => {
                 provider = providerOf(exit)
-                return charge(call, mode, hold, exit)
+                return charge(call, mode, hold, exit, credentials)
               }),
               Effect.ensuring(leases.releaseHold(hold.id))
             )

@@ -3,6 +3,7 @@
  * runs between scrapes), and traces over OTLP/HTTP when `OTEL_EXPORTER_OTLP_ENDPOINT` is set. Without an
  * endpoint the tracer is disabled: spans become no-ops, so tracing costs nothing on the request path.
  */
+import * as Headers from "@effect/platform/Headers"
 import * as HttpMiddleware from "@effect/platform/HttpMiddleware"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
@@ -65,6 +66,16 @@ export const MetricsExporterLive = Layer.scoped(
  * server's span included. The exporter and its HTTP client (undici) are loaded only when an endpoint is
  * configured.
  */
+/**
+ * The request headers a server span shows as `<redacted>`: the platform's own (`authorization`, `cookie`,
+ * `set-cookie`, `x-api-key`), and any other whose name says it carries a credential (`proxy-authorization`,
+ * `x-firebase-appcheck`, `x-auth-token`, an API key or session of any spelling).
+ */
+export const REDACTED_HEADERS: ReadonlyArray<string | RegExp> = [
+  "authorization", "cookie", "set-cookie", "x-api-key", "proxy-authorization", "x-firebase-appcheck",
+  /auth|token|secret|key|password|session|cookie|signature|credential/i
+]
+
 export const TracingLive = Layer.unwrapEffect(
   Effect.map(ServerConfig, (config) =>
     Option.match(config.otlpTracesUrl, {
@@ -100,7 +111,7 @@ export const TracingLive = Layer.unwrapEffect(
                     onTimeout: () => new HttpClientError.RequestError({ request, reason: "Transport", description: `no answer within ${ms} ms` })
                   })))
             )
-            return OtlpTracer.layer({
+            return Layer.merge(OtlpTracer.layer({
               url: tracesUrl,
               headers: Redacted.value(config.otlpHeaders),
               resource: { serviceName: config.serviceName, serviceVersion: SERVICE_VERSION },
@@ -109,7 +120,7 @@ export const TracingLive = Layer.unwrapEffect(
               Layer.provide(config.otlpProtocol === "http/protobuf" ? OtlpSerialization.layerProtobuf : OtlpSerialization.layerJson),
               Layer.provide(timedOut),
               Layer.provide(NodeHttpClient.layerUndici)
-            )
+            ), Layer.locallyScoped(Headers.currentRedactedNames, REDACTED_HEADERS))
           }))
         )
     })

@@ -36,6 +36,7 @@ import { guardedLookup, HostUnresolved, makePolicy, refusedUrl } from "./Ssrf.js
 import { nowMillis } from "./time.js"
 import { traced } from "./tracing.js"
 import { charsetOf, isJsonMediaType } from "../domain/contentType.js"
+import { parseUpstreamJson } from "../domain/json.js"
 
 export type HttpMethod = "GET" | "POST" | "PUT" | "PATCH" | "DELETE"
 
@@ -255,33 +256,104 @@ export const bodyText = (response: UpstreamResponse): string => decodeText(respo
 // Shorter values (a format name, a count) are not secrets, and replacing them would garble an honest message.
 const MIN_SECRET_LENGTH = 8
 const SECRET_PARAMETER = /key|token|secret|password|auth|sig/i
+/**
+ * A header value of more words than this is a secret whole, not word by word: `Bearer <token>` or a Digest
+ * header's few parameters are words worth looking for alone; a value of thousands of words (a connection's
+ * header may hold one) would make the search below cost thousands of passes over the answer.
+ */
+const MAX_SECRET_WORDS = 8
+/** The longest secrets looked for in an answer: a bound on the passes over it, whatever the request carried. */
+const MAX_SECRETS = 64
+/**
+ * How much of an error answer a refusal reads: its message (quoted at most 300 characters, from its first 4 KiB)
+ * and a provider's reading of its code are near its start, and the search for secrets in it costs a pass per
+ * secret.
+ */
+export const MAX_ERROR_ANSWER_BYTES = 64 * 1024
 const encoder = new TextEncoder()
 
 /**
  * The secrets a request sent: each header's value (and each word of it: `Bearer <token>`), the values of its
- * credential-like query parameters, and what the provider names in `secrets`.
+ * credential-like query parameters, and what the provider names in `secrets`; each also as a URL would carry it
+ * (percent-encoded), where that differs.
  */
 const sentSecrets = (request: UpstreamRequest, hop: Hop): ReadonlyArray<string> => {
   const found = new Set<string>(request.secrets ?? [])
   for (const value of Object.values(hop.headers)) {
     found.add(value)
-    for (const word of value.split(/[\s,]+/)) found.add(word)
+    const words = value.split(/[\s,]+/)
+    if (words.length <= MAX_SECRET_WORDS) for (const word of words) found.add(word)
   }
   if (URL.canParse(hop.url)) {
     for (const [name, value] of new URL(hop.url).searchParams) if (SECRET_PARAMETER.test(name)) found.add(value)
   }
+  for (const secret of [...found]) found.add(encodeURIComponent(secret))
   // the longest first, so that a whole header value goes before a word of it
-  return [...found].filter((s) => s.length >= MIN_SECRET_LENGTH).sort((a, b) => b.length - a.length)
+  return [...found].filter((s) => s.length >= MIN_SECRET_LENGTH).sort((a, b) => b.length - a.length).slice(0, MAX_SECRETS)
 }
 
-/** An error answer with every secret the request sent replaced by `[redacted]` in its body. */
+/** `text` with every secret replaced by `[redacted]`. */
+const redactedText = (text: string, secrets: ReadonlyArray<string>): string =>
+  secrets.reduce((t, secret) => (t.includes(secret) ? t.split(secret).join("[redacted]") : t), text)
+
+/**
+ * Parsed JSON with every secret in its strings (and names) replaced: a secret JSON wrote with escapes (`\/`, as
+ * PHP's `json_encode` writes every slash, or `\uXXXX`) is only seen once parsed. `undefined` when nothing changed.
+ */
+const redactedJson = (value: unknown, secrets: ReadonlyArray<string>): { readonly value: unknown } | undefined => {
+  if (typeof value === "string") {
+    const redacted = redactedText(value, secrets)
+    return redacted === value ? undefined : { value: redacted }
+  }
+  if (typeof value !== "object" || value === null) return undefined
+  if (Array.isArray(value)) {
+    const items: Array<unknown> = value
+    let changed = false
+    const out = items.map((item) => {
+      const r = redactedJson(item, secrets)
+      if (r === undefined) return item
+      changed = true
+      return r.value
+    })
+    return changed ? { value: out } : undefined
+  }
+  let changed = false
+  const out: Record<string, unknown> = {}
+  for (const [name, item] of Object.entries(value)) {
+    const shownName = redactedText(name, secrets)
+    const r = redactedJson(item, secrets)
+    if (shownName !== name || r !== undefined) changed = true
+    out[shownName] = r === undefined ? item : r.value
+  }
+  return changed ? { value: out } : undefined
+}
+
+/**
+ * An error answer as a refusal reads it: its first `MAX_ERROR_ANSWER_BYTES`, as UTF-8 text in which no secret the
+ * request sent appears — looked for as written, in the text as its `Content-Type`'s charset reads it (a UTF-16
+ * body's NULs between letters taken out), and inside its JSON strings, whatever escapes wrote them. A body that
+ * changed is UTF-8 from then on, and its `Content-Type` says so.
+ */
 export const redactedAnswer = (response: UpstreamResponse, secrets: ReadonlyArray<string>): UpstreamResponse => {
-  if (secrets.length === 0) return response
-  const text = decoder.decode(response.body)
-  const present = secrets.filter((secret) => text.includes(secret))
-  if (present.length === 0) return response
-  const redacted = present.reduce((t, secret) => t.split(secret).join("[redacted]"), text)
-  return { ...response, body: encoder.encode(redacted) }
+  const cut = response.body.length > MAX_ERROR_ANSWER_BYTES ? { ...response, body: response.body.subarray(0, MAX_ERROR_ANSWER_BYTES) } : response
+  if (secrets.length === 0) return cut
+  const read = bodyText(cut)
+  const text = read.includes("\u0000") ? read.replaceAll("\u0000", "") : read
+  let redacted = redactedText(text, secrets)
+  const trimmed = redacted.trimStart()
+  if (trimmed.startsWith("{") || trimmed.startsWith("[") || trimmed.startsWith("\"")) {
+    try {
+      const parsed = parseUpstreamJson(redacted)
+      const walked = parsed === undefined ? undefined : redactedJson(parsed.value, secrets)
+      if (walked !== undefined) redacted = JSON.stringify(walked.value)
+    } catch {
+      // not JSON: redacted as text
+    }
+  }
+  if (redacted === text) return cut
+  const type = cut.headers["content-type"]
+  const headers = type === undefined ? cut.headers : { ...cut.headers, "content-type": `${type.split(";")[0] ?? type}; charset=utf-8` }
+  return { ...cut, headers, body: encoder.encode(redacted) }
 }
 
 /** The most useful sentence of an upstream error body, for `provider_rejected` messages. */
@@ -689,14 +761,14 @@ export const make = Effect.gen(function* () {
         const crossOrigin = next.origin !== new URL(hop.url).origin
         if (crossOrigin && request.credentialed === true) {
           return yield* new ProviderRejected({
-            message: `${request.provider} redirected the request to ${shown(next)} (HTTP ${response.status}). It was not ` +
+            message: `${request.provider} redirected the request to ${redactedText(shown(next), sentSecrets(request, hop))} (HTTP ${response.status}). It was not ` +
               "followed: a connection's credentials never go to another host. Use that address in the connection if it is the right one.",
             upstreamStatus: response.status
           })
         }
         if (request.scope !== undefined && !staysUnder(next.toString(), request.scope)) {
           return yield* new ProviderRejected({
-            message: `${request.provider} redirected the request to ${shown(next)} (HTTP ${response.status}). It was not ` +
+            message: `${request.provider} redirected the request to ${redactedText(shown(next), sentSecrets(request, hop))} (HTTP ${response.status}). It was not ` +
               "followed: a connection's credentials stay under its base URL's path.",
             upstreamStatus: response.status
           })

@@ -71,7 +71,8 @@ export const startUpstream = (handler: Handler, host = "127.0.0.1"): Promise<Ups
     let current: { fault: Fault; remaining: number } | undefined
     const sockets = new Set<Net.Socket>()
 
-    const server = Http.createServer((req, res) => {
+    // headers as large as a connection's may be (Node's own limit, 16 KB, would answer 431 before the handler)
+    const server = Http.createServer({ maxHeaderSize: 1024 * 1024 }, (req, res) => {
       const chunks: Array<Buffer> = []
       req.on("data", (c: Buffer) => chunks.push(c))
       req.on("end", () => {

@@ -12,6 +12,7 @@ import { defaults, LedgerConfig } from "../src/config.js"
 import { Idempotency } from "../src/services/Idempotency.js"
 import { KeyStore } from "../src/services/KeyStore.js"
 import { Ledger } from "../src/services/Ledger.js"
+import { monthOf } from "../src/services/time.js"
 import { Orgs } from "../src/services/Orgs.js"
 import { SweeperLive } from "../src/services/Sweeper.js"
 import { ledgerBatchSize } from "../src/services/Telemetry.js"
@@ -142,6 +143,54 @@ layer(servicesLayer())("the ledger, in process, on TestClock", (it) => {
       yield* hold(poor, 3)
       expect(yield* Effect.flip(hold(poor, 2))).toBeInstanceOf(InsufficientCredits)
     }))
+
+  it.effect("a free call (0 credits) fits under a cap or key limit lowered below the month's spend; a paid one does not", () =>
+    Effect.gen(function* () {
+      yield* TestClock.setTime(Date.parse("2026-03-10T12:00:00Z"))
+      const ledger = yield* Ledger
+      const org = yield* givenOrg({ credits: 100, cap: 12 })
+      yield* ledger.settle(yield* hold(org, 12), 12)
+      yield* Effect.orDie((yield* Orgs).setSpendCap(org.orgId, 3))
+      yield* ledger.void(yield* hold(org, 0))
+      expect(yield* Effect.flip(hold(org, 1))).toBeInstanceOf(SpendCapExceeded)
+      const keyed = yield* givenOrg({ credits: 100 })
+      yield* ledger.settle(yield* hold(keyed, 2), 2)
+      yield* Effect.orDie((yield* KeyStore).update(keyed.keyId, keyed.orgId, { spendLimit: 0 }))
+      yield* ledger.void(yield* hold(keyed, 0))
+      expect(yield* Effect.flip(hold(keyed, 1))).toBeInstanceOf(KeySpendLimitExceeded)
+    }))
+
+  it.effect("a refusal is explained by the row as it was when refused: an org with no cap is never told it hit one", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      // one credit, no cap: a call fits exactly when no other holds it
+      const org = yield* givenOrg({ credits: 1 })
+      const month = monthOf(Date.now())
+      const reserve = sql<{ readonly hold_id: number | null; readonly refusal: string | null }>`
+        SELECT hold_id, refusal FROM gateway_reserve_batch(ARRAY[${org.orgId}], ARRAY[${org.keyId}], ARRAY['weather'],
+          ARRAY['req_race'], ARRAY[1]::bigint[], ARRAY[now()], ARRAY[${month}]::integer[], ARRAY[now() + interval '1 minute'])`
+      const refusals = new Map<string, number>()
+      let held = 0
+      // each loop reserves the one credit and frees it at once: the others are refused while one holds it, and
+      // read the row again after a hold was freed
+      const loop = Effect.gen(function* () {
+        const until = Date.now() + 2_500
+        while (Date.now() < until) {
+          const [row] = yield* reserve
+          if (row?.hold_id !== null && row?.hold_id !== undefined) {
+            held += 1
+            yield* sql`SELECT gateway_void(${row.hold_id}, now())`
+          } else if (row?.refusal !== null && row?.refusal !== undefined) {
+            refusals.set(row.refusal, (refusals.get(row.refusal) ?? 0) + 1)
+          }
+        }
+      })
+      yield* Effect.all(Array.from({ length: 6 }, () => loop), { concurrency: "unbounded" }).pipe(Effect.orDie)
+      expect(held).toBeGreaterThan(0)
+      expect(refusals.get("insufficient_credits") ?? 0).toBeGreaterThan(0)
+      expect([...refusals.keys()]).toEqual(["insufficient_credits"])
+      expect(yield* books(org.orgId)).toMatchObject({ balance: 1, held: 0, pendingHolds: 0 })
+    }), 20_000)
 
   it.effect("group commit: calls that arrive together share a statement, and each gets its own answer", () =>
     Effect.gen(function* () {

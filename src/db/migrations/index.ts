@@ -41,6 +41,7 @@ import keyExpiryInReservation from "./0016_key_expiry_in_reservation.js"
 import usageIdKey from "./0017_usage_id_key.js"
 import abandonedClaims from "./0018_abandoned_claims.js"
 import artifactsQuota from "./0019_artifacts_quota.js"
+import reserveDecidedUnderLock from "./0020_reserve_decided_under_lock.js"
 
 /** Each migration under its file's name, which is its id and name in `gateway_migrations`. */
 export const migrations = {
@@ -62,7 +63,8 @@ export const migrations = {
   "0016_key_expiry_in_reservation": keyExpiryInReservation,
   "0017_usage_id_key": usageIdKey,
   "0018_abandoned_claims": abandonedClaims,
-  "0019_artifacts_quota": artifactsQuota
+  "0019_artifacts_quota": artifactsQuota,
+  "0020_reserve_decided_under_lock": reserveDecidedUnderLock
 }
 
 export const loader = Migrator.fromRecord(migrations)

@@ -4,10 +4,10 @@
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Context, Effect, Layer, Redacted } from "effect"
+import { Context, Deferred, Effect, Fiber, Layer, Redacted } from "effect"
 import { pgLayer } from "../src/db/Database.js"
 import type { OrgId } from "../src/domain/ids.js"
-import { Usage, type UsageEntry, UsageLive } from "../src/services/Usage.js"
+import { Usage, type UsageEntry, UsageLive, USAGE_WRITE_LOCK } from "../src/services/Usage.js"
 import { blockDatabase, relay, TestDatabaseUrl } from "./support/database.js"
 import { givenOrg, type GivenOrg, servicesLayer } from "./support/gateway.js"
 
@@ -54,6 +54,42 @@ layer(servicesLayer(), { excludeTestServices: true })("usage records through dat
       yield* usage.flush
       expect(yield* written(org.orgId)).toEqual({ req_a1: 1, req_a2: 1, req_a3: 1 })
     }))
+
+  it.scoped("a flush waits for another process's flush to commit: a record that appears after a page was read is newer than the page", () =>
+    Effect.gen(function* () {
+      const usage = yield* Usage
+      // a client's reads, through another process (this one's reads flush its own records first)
+      const reader = Context.get(yield* Layer.build(UsageLive), Usage)
+      const sql = yield* SqlClient.SqlClient
+      const org = yield* givenOrg()
+      yield* usage.record(entry(org, "req_c1"))
+      yield* usage.flush
+      // another process's flush, its lock taken and its record inserted (its id drawn), not committed yet
+      const inserted = yield* Deferred.make<void>()
+      const commit = yield* Deferred.make<void>()
+      const other = yield* Effect.fork(sql.withTransaction(Effect.gen(function* () {
+        yield* sql`SELECT pg_advisory_xact_lock(${USAGE_WRITE_LOCK})`
+        yield* sql`INSERT INTO usage (org_id, key_id, tool, request_id, status, code, credits, latency_ms, provider, created_at)
+                   VALUES (${org.orgId}, ${org.keyId}, 'weather', 'req_c2', 200, 'ok', 1, 12, 'open-meteo', now())`
+        yield* Deferred.succeed(inserted, undefined)
+        yield* Deferred.await(commit)
+      })))
+      yield* Deferred.await(inserted)
+      yield* usage.record(entry(org, "req_c3"))
+      const flushing = yield* Effect.fork(usage.flush)
+      yield* Effect.sleep("300 millis")
+      // a client reads the newest page meanwhile
+      const page = (yield* reader.page(org.orgId, { limit: 2 })).records.map((r) => r.requestId)
+      yield* Deferred.succeed(commit, undefined)
+      yield* Fiber.join(other)
+      yield* Fiber.join(flushing)
+      const log = (yield* reader.page(org.orgId, { limit: 10 })).records.map((r) => r.requestId)
+      expect(log).toEqual(["req_c3", "req_c2", "req_c1"])
+      // the page is a run of the log: what it did not show is above it (read from the newest again) or below its
+      // cursor. Flushes committed out of their ids' order showed [req_c3, req_c1], and req_c2 was in neither.
+      const start = log.indexOf(page[0] ?? "")
+      expect(log.slice(start, start + page.length)).toEqual(page)
+    }).pipe(Effect.orDie))
 
   it.scoped("a batch whose commit's answer was lost is not written again; the batch after it, refused, is", () =>
     Effect.gen(function* () {

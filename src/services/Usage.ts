@@ -197,6 +197,16 @@ interface Unconfirmed {
 
 const IdKey = Schema.Struct({ value: Schema.Uint8ArrayFromSelf })
 
+/**
+ * The transaction-level advisory lock each flush of usage records takes before its insert (an arbitrary constant,
+ * beside the ledger sweeper's). A record's id is drawn from a sequence when it is inserted, and pages walk down
+ * by id: had two processes' flushes committed out of their ids' order, a page read between the two commits would
+ * have passed below records that appeared after it — never seen by a walk down the pages, nor by reading from the
+ * newest again down to the newest id seen. Taken by every flush, the ids commit in order: a record that appears
+ * after a page was read is newer than everything on it.
+ */
+export const USAGE_WRITE_LOCK = 746_269_003
+
 export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const ids = makeUsageIds(yield* SqlSchema.single({
@@ -293,7 +303,9 @@ export const make = Effect.gen(function* () {
   const currentTransaction = SqlSchema.single({
     Request: Schema.Void,
     Result: TransactionId,
-    execute: () => sql`SELECT pg_current_xact_id()::text AS xid`
+    // the flushes of every process one at a time (the lock is the transaction's), so that records commit in the
+    // order of their ids
+    execute: () => sql`SELECT pg_advisory_xact_lock(${USAGE_WRITE_LOCK}), pg_current_xact_id()::text AS xid`
   })
   const transactionStatus = SqlSchema.single({
     Request: Schema.String,

@@ -17,7 +17,7 @@ import * as Child from "node:child_process"
 import * as Http from "node:http"
 import * as Net from "node:net"
 import { expectEnvelope, expectOk } from "./support/assert.js"
-import { blockDatabase, TestDatabaseUrl } from "./support/database.js"
+import { blockDatabase, relay, TestDatabaseUrl } from "./support/database.js"
 import { post, serve } from "./support/processes.js"
 import {
   baseUrl,
@@ -599,6 +599,41 @@ layer(gatewayLayer(), { excludeTestServices: true })("the built server", (it) =>
       yield* Effect.sleep("200 millis")
       expect(pretty.output()).toMatch(/request/)
       expect(pretty.output()).not.toContain(`"logLevel"`)
+    }).pipe(Effect.scoped), 60_000)
+
+  it.effect("serve --workers 2: a worker that dies while the database is away is started again until it starts; the others serve on", () =>
+    Effect.gen(function* () {
+      const env = yield* envFor
+      const { key } = yield* givenOrg({ credits: 100 })
+      const lossy = yield* relay(new URL(env.DATABASE_URL))
+      const served = yield* serve(["--workers", "2"], { ...env, DATABASE_URL: lossy.url, LOG_LEVEL: "warning" })
+      const workersOf = () =>
+        Effect.promise(() =>
+          new Promise<Array<string>>((done) =>
+            Child.execFile("pgrep", ["-P", String(served.child.pid)], (_e, out) => done(out.split("\n").filter((l) => l !== "")))
+          ))
+      const [first] = yield* workersOf()
+      // the database refuses connections, and a worker dies: its replacement cannot start (status 2)
+      lossy.mode = "down"
+      yield* Effect.sync(() => process.kill(Number(first), "SIGKILL"))
+      yield* Effect.sleep("3 seconds")
+      expect(served.child.exitCode).toBeNull()
+      expect(served.output()).toContain("could not start; starting another in")
+      // the database is back: a worker starts, and calls are served
+      lossy.mode = "up"
+      let status = 0
+      for (let i = 0; i < 60 && status !== 200; i++) {
+        yield* Effect.sleep("250 millis")
+        status = (yield* post(served.base, "/v1/weather", key, { q: "Berlin" })).status
+      }
+      expect(status).toBe(200)
+      let workers = yield* workersOf()
+      for (let i = 0; i < 60 && workers.length < 2; i++) {
+        yield* Effect.sleep("250 millis")
+        workers = yield* workersOf()
+      }
+      expect(workers).toHaveLength(2)
+      expect(served.child.exitCode).toBeNull()
     }).pipe(Effect.scoped), 60_000)
 
   it.effect("serve --workers 2: two processes share the port and the database, and stop together", () =>

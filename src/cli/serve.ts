@@ -93,8 +93,10 @@ const single = Layer.launch(
 
 export class WorkerStartError extends Data.TaggedError("WorkerStartError")<{ readonly message: string }> {}
 
-// A worker that keeps dying right after it starts is not restarted faster than this.
+// A worker that dies is started again after this; one that keeps failing to start (a database away), after twice
+// the wait of the last try, up to RESTART_DELAY_MAX, until one starts.
 const RESTART_DELAY = Duration.seconds(1)
+const RESTART_DELAY_MAX = Duration.seconds(30)
 
 /** The primary of `--workers N`: database, migrations and bootstrap once, then N workers, supervised. */
 const primary = (count: number) =>
@@ -118,18 +120,33 @@ const primary = (count: number) =>
     const env = { DATABASE_URL: Redacted.value(url), GATEWAY_BOOTSTRAP: "false", GATEWAY_ENCRYPTION_KEY: encryptionKey }
     let stopping = false
     const fork = () => Cluster.fork(env)
-    // a worker that cannot start (exit code 2: its configuration) would only fail again: stop everything
+    // A worker that cannot start (exit code 2) before any has started: its configuration, which would only fail
+    // again, and everything stops. Once one has served, a worker that exits 2 could not start for a reason of the
+    // moment (the database away while it started): it is started again, later each time, and the others serve on.
     const unstartable = yield* Deferred.make<never, WorkerStartError>()
+    let served = false
+    let failedStarts = 0
+    Cluster.on("listening", (_worker, address) => {
+      if (!served) console.error(`Started ${count} workers on http://${config.host}:${address.port}`)
+      served = true
+      failedStarts = 0
+    })
     Cluster.on("exit", (worker, code, signal) => {
       if (stopping) return
-      if (code === 2) {
+      if (code === 2 && !served) {
         Deferred.unsafeDone(unstartable, Effect.fail(new WorkerStartError({ message: `worker ${worker.process.pid} could not start; stopping` })))
         return
       }
-      console.error(`worker ${worker.process.pid} exited (${signal ?? code}); starting another`)
+      failedStarts = code === 2 ? failedStarts + 1 : 0
+      const delay = Math.min(Duration.toMillis(RESTART_DELAY) * 2 ** failedStarts, Duration.toMillis(RESTART_DELAY_MAX))
+      console.error(
+        code === 2
+          ? `worker ${worker.process.pid} could not start; starting another in ${delay / 1000} s`
+          : `worker ${worker.process.pid} exited (${signal ?? code}); starting another`
+      )
       setTimeout(() => {
         if (!stopping) fork()
-      }, Duration.toMillis(RESTART_DELAY))
+      }, delay)
     })
     yield* Effect.acquireRelease(
       Effect.sync(() => Array.from({ length: count }, fork)),
@@ -150,7 +167,6 @@ const primary = (count: number) =>
           })
         )
     )
-    console.error(`Started ${count} workers on http://${config.host}:${config.port}`)
     return yield* Deferred.await(unstartable)
   }).pipe(Effect.scoped, Effect.provide(ConfigFromEnv))
 

@@ -299,7 +299,8 @@ layer(gatewayLayer(), { excludeTestServices: true })("the CLI against DATABASE_U
       const keyless = yield* run(["connections", "reseal"], yield* envFor)
       expect(keyless.code).toBe(2)
       expect(keyless.stderr).toContain("encryption key: GATEWAY_ENCRYPTION_KEY is required")
-      for (const key of [{}, { GATEWAY_ENCRYPTION_KEY: "short" }]) {
+      // malformed: too short, or text that is not base64 (what Node's decoder skips would leave 32 bytes)
+      for (const key of [{}, { GATEWAY_ENCRYPTION_KEY: "short" }, { GATEWAY_ENCRYPTION_KEY: "!!!!" + "A".repeat(43) }]) {
         const answer = yield* run(["connections", "reseal", "--json"], { ...(yield* envFor), ...key })
         expect(answer.code, answer.stderr).toBe(2)
         expect(JSON.parse(answer.stdout)).toMatchObject({ error: { type: "validation", code: "invalid_request", billable: false } })

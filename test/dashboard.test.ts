@@ -6,12 +6,13 @@
 import { SqlClient } from "@effect/sql"
 import { describe, expect, layer } from "@effect/vitest"
 import { Effect, Exit, Fiber, Layer, Option, Redacted, Schema } from "effect"
+import * as Crypto from "node:crypto"
 import { type AccountProvider, accountProviders } from "../src/domain/connections.js"
 import { OrgId } from "../src/domain/ids.js"
 import { type ToolName, tools } from "../src/domain/tools.js"
 import { Betas } from "../src/services/Betas.js"
 import { Connections, ConnectionsLive } from "../src/services/Connections.js"
-import { Encryption, type EncryptionKeyError, EncryptionLive } from "../src/services/Encryption.js"
+import { Encryption, type EncryptionKeyError, EncryptionLive, parseKey } from "../src/services/Encryption.js"
 import { IdentityConfig, ProvidersConfig, ServerConfig } from "../src/config.js"
 import { errorOf, expectEnvelope, expectOk } from "./support/assert.js"
 import {
@@ -730,6 +731,60 @@ layer(gatewayLayer(), { excludeTestServices: true })("encryption keys", (it) => 
       ))))))
       expect(Exit.isFailure(built)).toBe(true)
       expect(String(built)).toContain("GATEWAY_ENCRYPTION_KEY is required with DATABASE_URL")
+    }))
+
+  it.effect("a key is 64 hex characters, or 32 bytes as canonical base64 or base64url: any other text is refused at start", () =>
+    Effect.gen(function* () {
+      const bytes = Crypto.randomBytes(32)
+      // the last base64 character of 32 bytes carries 4 bits: one whose 2 spare bits are set decodes to the same key
+      const canonical = Buffer.alloc(32, 7).toString("base64url")
+      const sloppy = canonical.slice(0, 42) + String.fromCharCode(canonical.charCodeAt(42) + 1)
+      for (const text of [bytes.toString("hex"), bytes.toString("hex").toUpperCase(), bytes.toString("base64"),
+        bytes.toString("base64").replace(/=$/, ""), bytes.toString("base64url"), `${bytes.toString("base64")}\n`]) {
+        expect(parseKey(text)?.equals(bytes), text).toBe(true)
+      }
+      const refused = [
+        "!!!!" + "A".repeat(43), // what is not base64 was skipped: 43 letters decoded to 32 bytes
+        "short",
+        Crypto.randomBytes(33).toString("base64"),
+        Crypto.randomBytes(31).toString("base64"),
+        bytes.toString("base64").slice(0, 20) + " " + bytes.toString("base64").slice(20, 43),
+        bytes.toString("base64").replace(/=$/, "==="),
+        sloppy,
+        `${"A".repeat(21)}+_${"A".repeat(20)}`, // both alphabets at once
+        bytes.toString("hex").slice(0, 63)
+      ]
+      for (const text of refused) expect(parseKey(text), text).toBeUndefined()
+      const identity = yield* IdentityConfig
+      const server = yield* ServerConfig
+      const build = (current: string, old: ReadonlyArray<string>) =>
+        Effect.exit(Effect.scoped(Layer.build(EncryptionLive.pipe(Layer.provide(Layer.mergeAll(
+          Layer.succeed(IdentityConfig, {
+            ...identity,
+            encryptionKey: Option.some(Redacted.make(current)),
+            encryptionOldKeys: old.map((k) => Redacted.make(k))
+          }),
+          Layer.succeed(ServerConfig, server)
+        ))))))
+      const malformed = yield* build("!!!!" + "A".repeat(43), [])
+      expect(Exit.isFailure(malformed)).toBe(true)
+      expect(String(malformed)).toContain("GATEWAY_ENCRYPTION_KEY must be 32 bytes")
+      const oldMalformed = yield* build(TEST_ENCRYPTION_KEY, ["!!!!" + "A".repeat(43)])
+      expect(Exit.isFailure(oldMalformed)).toBe(true)
+      expect(String(oldMalformed)).toContain("each of GATEWAY_ENCRYPTION_OLD_KEYS must be 32 bytes")
+      expect(Exit.isSuccess(yield* build(bytes.toString("base64url"), [bytes.toString("hex")]))).toBe(true)
+    }))
+
+  it.effect("a sealed value opens only with its whole 16-byte tag: a shortened one is refused, not checked as far as it goes", () =>
+    Effect.gen(function* () {
+      const encryption = yield* Encryption
+      const sealed = yield* encryption.seal("{\"token\":\"ghp_token\"}", "connection:org_x:nu")
+      expect(sealed.tag.length).toBe(16)
+      expect(yield* encryption.open(sealed, "connection:org_x:nu")).toBe("{\"token\":\"ghp_token\"}")
+      for (const length of [15, 12, 8, 4]) {
+        const shortened = { ...sealed, tag: sealed.tag.subarray(0, length) }
+        expect(Exit.isFailure(yield* Effect.exit(encryption.open(shortened, "connection:org_x:nu"))), String(length)).toBe(true)
+      }
     }))
 
   it.effect("rotation: rows sealed with an old key stay readable; an unknown key cannot read them", () =>

@@ -36,11 +36,23 @@ export class Encryption extends Context.Tag("Encryption")<Encryption, {
 
 const KEY_FILE = "encryption.key"
 
-/** A key from its text form: 32 bytes as base64 (or base64url) or as 64 hex characters. */
+/** GCM's full tag, as every row is sealed with: a shorter one is refused (checked as far as it went, it is easier to forge). */
+const TAG_BYTES = 16
+
+/**
+ * A key from its text form: 64 hex characters, or 32 bytes as canonical base64 or base64url (43 characters, then one
+ * `=` or none). Node's base64 decoder skips what is not in its alphabet and stops at padding, so the text must be the
+ * encoding of the bytes it gives: a text with other characters in it, or another length, is refused, not decoded into
+ * some other key.
+ */
 export const parseKey = (text: string): Buffer | undefined => {
   const trimmed = text.trim()
-  const bytes = /^[0-9a-fA-F]{64}$/.test(trimmed) ? Buffer.from(trimmed, "hex") : Buffer.from(trimmed, "base64")
-  return bytes.length === 32 ? bytes : undefined
+  if (/^[0-9a-fA-F]{64}$/.test(trimmed)) return Buffer.from(trimmed, "hex")
+  if (!/^[A-Za-z0-9+/_-]{43}=?$/.test(trimmed)) return undefined
+  const bytes = Buffer.from(trimmed, "base64")
+  const unpadded = trimmed.replace(/=$/, "")
+  const canonical = bytes.toString("base64").replace(/=$/, "") === unpadded || bytes.toString("base64url") === unpadded
+  return bytes.length === 32 && canonical ? bytes : undefined
 }
 
 /** A key's id: the first 8 bytes of its SHA-256, in hex. Stored with each row; reveals nothing of the key. */
@@ -100,7 +112,7 @@ export const make = Effect.gen(function* () {
   const seal = (plaintext: string, associatedData: string) =>
     Effect.sync((): Sealed => {
       const iv = Crypto.randomBytes(12)
-      const cipher = Crypto.createCipheriv("aes-256-gcm", current, iv)
+      const cipher = Crypto.createCipheriv("aes-256-gcm", current, iv, { authTagLength: TAG_BYTES })
       cipher.setAAD(Buffer.from(associatedData, "utf8"))
       const ciphertext = Buffer.concat([cipher.update(plaintext, "utf8"), cipher.final()])
       return { keyId: currentId, iv, ciphertext, tag: cipher.getAuthTag() }
@@ -112,9 +124,13 @@ export const make = Effect.gen(function* () {
       if (key === undefined) {
         return Effect.dieMessage(`a connection was sealed with key ${sealed.keyId}, which is not configured`)
       }
+      if (sealed.tag.length !== TAG_BYTES) {
+        return Effect.dieMessage(`a connection's credentials failed authentication (a ${sealed.tag.length}-byte tag, not ${TAG_BYTES})`)
+      }
       return Effect.try({
         try: () => {
-          const decipher = Crypto.createDecipheriv("aes-256-gcm", key, sealed.iv)
+          // without authTagLength, Node checks a shortened tag as far as it goes
+          const decipher = Crypto.createDecipheriv("aes-256-gcm", key, sealed.iv, { authTagLength: TAG_BYTES })
           decipher.setAAD(Buffer.from(associatedData, "utf8"))
           decipher.setAuthTag(Buffer.from(sealed.tag))
           return Buffer.concat([decipher.update(sealed.ciphertext), decipher.final()]).toString("utf8")

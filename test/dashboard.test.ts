@@ -5,7 +5,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { describe, expect, layer } from "@effect/vitest"
-import { Effect, Exit, Fiber, Layer, Option, Redacted, Schema } from "effect"
+import { Context, Effect, Exit, Fiber, Layer, Option, Redacted, Schema } from "effect"
 import * as Crypto from "node:crypto"
 import { type AccountProvider, accountProviders } from "../src/domain/connections.js"
 import { OrgId } from "../src/domain/ids.js"
@@ -785,6 +785,31 @@ layer(gatewayLayer(), { excludeTestServices: true })("encryption keys", (it) => 
         const shortened = { ...sealed, tag: sealed.tag.subarray(0, length) }
         expect(Exit.isFailure(yield* Effect.exit(encryption.open(shortened, "connection:org_x:nu"))), String(length)).toBe(true)
       }
+    }))
+
+  it.effect("a mac is the current key's: the same for the same purpose and data, another under another key or purpose", () =>
+    Effect.gen(function* () {
+      const encryption = yield* Encryption
+      const identity = yield* IdentityConfig
+      const server = yield* ServerConfig
+      const withKey = (key: string) =>
+        Effect.scoped(Effect.map(Layer.build(EncryptionLive.pipe(Layer.provide(Layer.mergeAll(
+          Layer.succeed(IdentityConfig, { ...identity, encryptionKey: Option.some(Redacted.make(key)), encryptionOldKeys: [] }),
+          Layer.succeed(ServerConfig, server)
+        )))), (context) => Context.get(context, Encryption)))
+      const data = JSON.stringify(["org_x", "https://bsky.social", "alice.test", "app-pass-1234"])
+      const mac = encryption.mac("delta_session", data)
+      expect(mac).toMatch(/^[0-9a-f]{64}$/)
+      expect(encryption.mac("delta_session", data)).toBe(mac)
+      // another process with the same key computes the same; rotated to another key, another
+      expect((yield* withKey(TEST_ENCRYPTION_KEY)).mac("delta_session", data)).toBe(mac)
+      expect((yield* withKey(Buffer.alloc(32, 9).toString("base64"))).mac("delta_session", data)).not.toBe(mac)
+      expect(encryption.mac("other purpose", data)).not.toBe(mac)
+      // neither a plain hash of the data nor an HMAC under the key itself
+      expect(mac).not.toBe(Crypto.createHash("sha256").update(data).digest("hex"))
+      const key = Buffer.from(TEST_ENCRYPTION_KEY, "base64")
+      expect(mac).not.toBe(Crypto.createHmac("sha256", key).update(data).digest("hex"))
+      expect(mac).not.toBe(Crypto.createHmac("sha256", key).update(`delta_session${data}`).digest("hex"))
     }))
 
   it.effect("rotation: rows sealed with an old key stay readable; an unknown key cannot read them", () =>

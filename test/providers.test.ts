@@ -7,6 +7,7 @@
 import { describe, expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer, Option } from "effect"
+import * as Crypto from "node:crypto"
 import { type AccountProvider, accountProviders } from "../src/domain/connections.js"
 import { type ToolName, toolNames, tools } from "../src/domain/tools.js"
 import { Betas } from "../src/services/Betas.js"
@@ -31,6 +32,7 @@ import {
   EPSILON_TOKEN,
   exhaustApeKey,
   expireBlueskySessions,
+  forgetBlueskyLogins,
   gitHubLimited,
   GRAPH_PROXY_PATH,
   GRAPH_THROTTLED,
@@ -406,6 +408,8 @@ const prepare = (c: Case, credits = 100) =>
       const connected = yield* dashboard("POST", "/v1/connections", member.token, { provider, credentials: credentialsFor(u, provider) })
       expect(connected.status).toBe(201)
     }
+    // the new org's first delta call logs in: within the account's limit however many cases came before
+    if (provider === "delta") forgetBlueskyLogins()
     if (tools[c.tool].beta) yield* Effect.orDie(Effect.flatMap(Betas, (b) => b.enable(member.orgId, c.tool)))
     return member
   })
@@ -619,7 +623,7 @@ layer(warmGateway, { excludeTestServices: true })("providers", (it) => {
       Effect.gen(function* () {
         const u = yield* TestUpstreams
         const c = caseOf("delta_post")
-        const { key } = yield* prepare(c)
+        const { key, orgId } = yield* prepare(c)
         u.resetAll()
         expectOk(yield* callTool(c.tool, c.input(u), { key }))
         const sql = yield* SqlClient.SqlClient
@@ -632,10 +636,54 @@ layer(warmGateway, { excludeTestServices: true })("providers", (it) => {
         // a second process: its own DeltaSessions over the same database and key
         const other = yield* Layer.build(DeltaSessionsLive.pipe(Layer.provide(Layer.succeed(Encryption, yield* Encryption))))
         const sessions = Context.get(other, DeltaSessions)
-        const keys = yield* sql<{ readonly key: string }>`SELECT key FROM delta_sessions`
-        const found = yield* Effect.forEach(keys, (k) => sessions.get(k.key))
-        expect(found.some((s) => s?.accessJwt === token)).toBe(true)
+        const account = { orgId, service: u.bluesky.url, identifier: CREDENTIALS.delta.identifier, appPassword: CREDENTIALS.delta.app_password }
+        expect((yield* sessions.get(account))?.accessJwt).toBe(token)
       }).pipe(Effect.scoped))
+
+    it.effect("a session's row lets no reader of the database check a guessed app password: its key is a mac under the encryption key", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        const c = caseOf("delta_post")
+        const { key, orgId } = yield* prepare(c)
+        expectOk(yield* callTool(c.tool, c.input(u), { key }))
+        const sql = yield* SqlClient.SqlClient
+        const rows = yield* sql<{ readonly key: string }>`SELECT key FROM delta_sessions`
+        expect(rows.length).toBeGreaterThanOrEqual(1)
+        // what a reader without the encryption key can compute from a guess: a hash of the service, the account and
+        // the password (as the row's key was), with the org or without it
+        const { app_password, identifier } = CREDENTIALS.delta
+        const guesses = new Set([
+          `${u.bluesky.url}\0${identifier}\0${app_password}`,
+          `${orgId}\0${u.bluesky.url}\0${identifier}\0${app_password}`,
+          JSON.stringify([orgId, u.bluesky.url, identifier, app_password])
+        ].flatMap((text) => ["sha256", "sha512", "sha1", "md5"].map((hash) => Crypto.createHash(hash).update(text).digest("hex"))))
+        for (const row of rows) {
+          expect(guesses.has(row.key), row.key).toBe(false)
+          expect(row.key).not.toContain(app_password)
+        }
+      }))
+
+    it.effect("is the org's own: another org connected to the same account opens a session of its own", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        const c = caseOf("delta_post")
+        const first = yield* prepare(c)
+        const second = yield* prepare(c)
+        u.resetAll()
+        expectOk(yield* callTool(c.tool, c.input(u), { key: first.key }))
+        expectOk(yield* callTool(c.tool, c.input(u), { key: second.key }))
+        expect(u.bluesky.hits(sessionPath)).toBe(2)
+        const sent = u.bluesky.requests.filter((r) => r.path === recordPath).map((r) => r.headers["authorization"])
+        expect(sent).toHaveLength(2)
+        expect(sent[0]).not.toBe(sent[1])
+        const sql = yield* SqlClient.SqlClient
+        const owners = yield* sql<{ readonly org_id: string }>`
+          SELECT org_id FROM delta_sessions WHERE org_id IN (${first.orgId}, ${second.orgId}) ORDER BY org_id`
+        expect(owners.map((r) => r.org_id)).toEqual([first.orgId, second.orgId].sort())
+        // each org's next post uses its own session
+        expectOk(yield* callTool(c.tool, c.input(u), { key: second.key }))
+        expect(u.bluesky.hits(sessionPath)).toBe(2)
+      }))
 
     it.effect("the sweeper deletes the sessions that can no longer be renewed, and only those", () =>
       Effect.gen(function* () {
@@ -645,8 +693,8 @@ layer(warmGateway, { excludeTestServices: true })("providers", (it) => {
         u.resetAll()
         expectOk(yield* callTool(c.tool, c.input(u), { key }))
         const sql = yield* SqlClient.SqlClient
-        yield* sql`INSERT INTO delta_sessions (key, key_id, iv, ciphertext, tag, refresh_until, updated_at)
-                   SELECT 'expired:' || key, key_id, iv, ciphertext, tag, now() - interval '1 day', updated_at
+        yield* sql`INSERT INTO delta_sessions (org_id, key, key_id, iv, ciphertext, tag, refresh_until, updated_at)
+                   SELECT org_id, 'expired:' || key, key_id, iv, ciphertext, tag, now() - interval '1 day', updated_at
                      FROM delta_sessions WHERE refresh_until > now()`
         const live = yield* sql<{ readonly key: string }>`SELECT key FROM delta_sessions WHERE refresh_until > now()`
         expect(live.length).toBeGreaterThanOrEqual(1)

@@ -18,7 +18,7 @@ import type { ToolInput, ToolName, ToolOutput } from "../domain/tools.js"
 import type { ProvidersConfig } from "../config.js"
 import type { DeltaSessions } from "../services/DeltaSessions.js"
 import type { HtmlConverter } from "../services/HtmlConverter.js"
-import { bodyText, ProviderClient, staysUnder, type UpstreamRequest, type UpstreamResponse } from "../services/ProviderClient.js"
+import { bodyText, type CallOrg, ProviderClient, staysUnder, type UpstreamRequest, type UpstreamResponse } from "../services/ProviderClient.js"
 import { MAX_UPSTREAM_JSON_DEPTH, parseUpstreamJson } from "../domain/json.js"
 
 /** What a provider call can end in, besides its output. */
@@ -27,7 +27,7 @@ export type ProviderCallError = ProviderError | NormalizationFailed | InvalidReq
 export { describeParseError } from "../domain/parse.js"
 
 /** What a provider call runs with: the providers' services, and the call's own (where its files go). */
-export type ProviderServices = ProviderClient | ProvidersConfig | ArtifactSink | HtmlConverter | DeltaSessions
+export type ProviderServices = ProviderClient | ProvidersConfig | ArtifactSink | HtmlConverter | DeltaSessions | CallOrg
 
 export type ProviderEffect<A> = Effect.Effect<A, ProviderCallError, ProviderServices>
 

@@ -2,8 +2,8 @@
  * delta speaks the Bluesky AT Protocol: `com.atproto.server.createSession` with the handle and an app
  * password, then `com.atproto.repo.createRecord` in the account's repo (posts and likes are records), on the
  * PDS the session's DID document names (`#atproto_pds`), as @atproto/api's AtpAgent does. The session is
- * kept (DeltaSessions, shared by every process) and renewed with `com.atproto.server.refreshSession` when its
- * access token expires; a new `createSession` only when the refresh token is refused.
+ * kept (DeltaSessions, per org, shared by every process) and renewed with `com.atproto.server.refreshSession` when
+ * its access token expires; a new `createSession` only when the refresh token is refused.
  * Lexicons: https://docs.bsky.app/docs/api/com-atproto-server-create-session,
  * https://docs.bsky.app/docs/api/com-atproto-server-refresh-session; limits (createSession: 30 per 5 minutes,
  * 300 a day per account): bluesky-social/atproto packages/pds/src/api/com/atproto/server/createSession.ts.
@@ -11,13 +11,12 @@
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import * as Crypto from "node:crypto"
 import { ProviderCredentialRejected, ProviderRateLimited, ProviderUnavailable } from "../domain/errors.js"
 import type { Credentials } from "../domain/connections.js"
 import type { ToolInput, ToolOutput } from "../domain/tools.js"
 import { ProvidersConfig } from "../config.js"
-import { resetSeconds, type UpstreamResponse } from "../services/ProviderClient.js"
-import { type DeltaSession, DeltaSessions } from "../services/DeltaSessions.js"
+import { CallOrg, resetSeconds, type UpstreamResponse } from "../services/ProviderClient.js"
+import { type DeltaAccount, type DeltaSession, DeltaSessions } from "../services/DeltaSessions.js"
 import { nowMillis, toDate } from "../services/time.js"
 import { decodeUpstream, type ProviderTool, type Raw, requestJson } from "./common.js"
 
@@ -43,9 +42,6 @@ const serviceOf = (credentials: Credentials["delta"]) =>
 const MARGIN_MS = 60_000
 const DEFAULT_ACCESS_MS = 10 * 60_000
 const DEFAULT_REFRESH_MS = 24 * 60 * 60_000
-
-const sessionKey = (service: string, credentials: Credentials["delta"]) =>
-  Crypto.createHash("sha256").update(`${service}\0${credentials.identifier}\0${credentials.app_password}`).digest("hex")
 
 /** When a token expires, from its `exp` claim (a JWT's payload is readable without its key). */
 const JwtExp = Schema.parseJson(Schema.Struct({ exp: Schema.Number }))
@@ -81,7 +77,8 @@ const xrpcStatus = (response: UpstreamResponse, now: number) => {
 interface Place {
   readonly service: string
   readonly guarded: boolean
-  readonly key: string
+  /** Whose session it is: the calling org's, on this service with these credentials. */
+  readonly account: DeltaAccount
 }
 
 /** A session from createSession's or refreshSession's answer, kept for every process. */
@@ -97,7 +94,7 @@ const keepSession = (place: Place, tool: string, step: string, body: unknown) =>
       accessUntil: expiresAt(answer.accessJwt, now + DEFAULT_ACCESS_MS) - MARGIN_MS,
       refreshUntil: expiresAt(answer.refreshJwt, now + DEFAULT_REFRESH_MS) - MARGIN_MS
     }
-    yield* Effect.flatMap(DeltaSessions, (sessions) => sessions.set(place.key, session))
+    yield* Effect.flatMap(DeltaSessions, (sessions) => sessions.set(place.account, session))
     return session
   })
 
@@ -161,9 +158,15 @@ const createRecord = (
 ) =>
   Effect.gen(function* () {
     const { guarded, service } = yield* serviceOf(credentials)
-    const place: Place = { service, guarded, key: sessionKey(service, credentials) }
+    const account: DeltaAccount = {
+      orgId: yield* CallOrg,
+      service,
+      identifier: credentials.identifier,
+      appPassword: credentials.app_password
+    }
+    const place: Place = { service, guarded, account }
     const now = yield* nowMillis
-    const kept = yield* Effect.flatMap(DeltaSessions, (sessions) => sessions.get(place.key))
+    const kept = yield* Effect.flatMap(DeltaSessions, (sessions) => sessions.get(account))
     const write = (session: DeltaSession) => {
       const host = hostOf(place, session)
       return requestJson({

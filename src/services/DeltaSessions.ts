@@ -3,10 +3,11 @@
  * per account (30 in 5 minutes, 300 a day), far below what an agent posts, so a session is reused until its
  * access token expires and then renewed with `refreshSession` (its refresh token lives for months); a new
  * `createSession` only when the refresh token is refused or expired. The tokens are sealed in the database
- * like connections (the row's key is a hash of the service, the identifier and the app password); each
- * process keeps the sessions it used in a bounded map in front of the table, and reads the table again when
- * its copy's access token has expired (another process may have renewed it). A row sealed with a key this
- * process does not know is treated as no session.
+ * like connections, one row per org and account: its key is a mac of the org, the service, the identifier and the
+ * app password under a secret derived from the current encryption key (`Encryption.mac`), so that the table lets
+ * nobody without the key check a guessed password. Each process keeps the sessions it used in a bounded map in front
+ * of the table, and reads the table again when its copy's access token has expired (another process may have
+ * renewed it). A row sealed with a key this process does not know is treated as no session.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
@@ -15,6 +16,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import type { OrgId } from "../domain/ids.js"
 import { setBounded } from "./bounded.js"
 import { Encryption } from "./Encryption.js"
 import { nowMillis, toDate } from "./time.js"
@@ -31,9 +33,17 @@ export interface DeltaSession {
   readonly refreshUntil: number
 }
 
+/** Whose session: the org that calls, and the account it logs in to (the service, and the connection's credentials). */
+export interface DeltaAccount {
+  readonly orgId: OrgId
+  readonly service: string
+  readonly identifier: string
+  readonly appPassword: string
+}
+
 export class DeltaSessions extends Context.Tag("DeltaSessions")<DeltaSessions, {
-  readonly get: (key: string) => Effect.Effect<DeltaSession | undefined>
-  readonly set: (key: string, session: DeltaSession) => Effect.Effect<void>
+  readonly get: (account: DeltaAccount) => Effect.Effect<DeltaSession | undefined>
+  readonly set: (account: DeltaAccount, session: DeltaSession) => Effect.Effect<void>
   /** Delete the sessions whose refresh token has expired (run by the sweeper). */
   readonly purgeExpired: Effect.Effect<void>
 }>() {}
@@ -58,7 +68,13 @@ const SealedRow = Schema.Struct({
   tag: Schema.Uint8ArrayFromSelf
 })
 
+const RowKey = Schema.Struct({ orgId: Schema.String, key: Schema.String })
+
 const associatedData = (key: string) => `delta_session\0${key}`
+
+/** What a session's row key is a mac of: the whole account, the org first (one org's row is no other's). */
+const keyData = (account: DeltaAccount) =>
+  JSON.stringify([account.orgId, account.service, account.identifier, account.appPassword])
 
 export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
@@ -66,28 +82,30 @@ export const make = Effect.gen(function* () {
   const kept = new Map<string, DeltaSession>()
 
   const keep = (key: string, session: DeltaSession) => setBounded(kept, key, session, MAX_KEPT)
+  const keyOf = (account: DeltaAccount) => encryption.mac("delta_session", keyData(account))
 
   const findSealed = SqlSchema.findOne({
-    Request: Schema.String,
+    Request: RowKey,
     Result: SealedRow,
-    execute: (key) => sql`SELECT key_id, iv, ciphertext, tag FROM delta_sessions WHERE key = ${key}`
+    execute: (r) => sql`SELECT key_id, iv, ciphertext, tag FROM delta_sessions WHERE org_id = ${r.orgId} AND key = ${r.key}`
   })
 
-  const read = (key: string) =>
+  const read = (orgId: OrgId, key: string) =>
     Effect.gen(function* () {
-      const row = yield* findSealed(key)
+      const row = yield* findSealed({ orgId, key })
       if (Option.isNone(row) || !encryption.knows(row.value.key_id)) return undefined
       const { ciphertext, iv, key_id, tag } = row.value
       const plaintext = yield* encryption.open({ keyId: key_id, iv, ciphertext, tag }, associatedData(key))
       return yield* decodeStored(plaintext)
     })
 
-  const get = (key: string) =>
+  const get = (account: DeltaAccount) =>
     Effect.gen(function* () {
+      const key = keyOf(account)
       const now = yield* nowMillis
       const local = kept.get(key)
       if (local !== undefined && local.accessUntil > now) return local
-      const stored = yield* read(key)
+      const stored = yield* read(account.orgId, key)
       if (stored === undefined) {
         kept.delete(key)
         return undefined
@@ -96,16 +114,17 @@ export const make = Effect.gen(function* () {
       return stored
     }).pipe(Effect.orDie)
 
-  const set = (key: string, session: DeltaSession) =>
+  const set = (account: DeltaAccount, session: DeltaSession) =>
     Effect.gen(function* () {
+      const key = keyOf(account)
       keep(key, session)
       const now = yield* nowMillis
       const sealed = yield* encryption.seal(yield* encodeStored(session), associatedData(key))
       yield* sql`
-        INSERT INTO delta_sessions (key, key_id, iv, ciphertext, tag, refresh_until, updated_at)
-        VALUES (${key}, ${sealed.keyId}, ${sealed.iv}, ${sealed.ciphertext}, ${sealed.tag},
+        INSERT INTO delta_sessions (org_id, key, key_id, iv, ciphertext, tag, refresh_until, updated_at)
+        VALUES (${account.orgId}, ${key}, ${sealed.keyId}, ${sealed.iv}, ${sealed.ciphertext}, ${sealed.tag},
                 ${toDate(session.refreshUntil)}, ${toDate(now)})
-        ON CONFLICT (key) DO UPDATE SET key_id = EXCLUDED.key_id, iv = EXCLUDED.iv, ciphertext = EXCLUDED.ciphertext,
+        ON CONFLICT (org_id, key) DO UPDATE SET key_id = EXCLUDED.key_id, iv = EXCLUDED.iv, ciphertext = EXCLUDED.ciphertext,
           tag = EXCLUDED.tag, refresh_until = EXCLUDED.refresh_until, updated_at = EXCLUDED.updated_at`
     }).pipe(Effect.orDie)
 

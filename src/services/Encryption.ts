@@ -2,7 +2,8 @@
  * Encryption of connection credentials at rest: AES-256-GCM with a random 96-bit IV per row, and the id
  * of the key stored with each row so that keys can be rotated (the current key writes; older keys still
  * read). The key is `GATEWAY_ENCRYPTION_KEY` (32 bytes, base64 or hex); without it, one is generated once
- * into the data directory (fine for one machine; many processes must share the variable).
+ * into the data directory (fine for one machine; many processes must share the variable). Rows found by what they
+ * hold (delta's sessions) are found by a mac under a secret derived from the current key, not by a plain hash.
  */
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
@@ -32,6 +33,12 @@ export class Encryption extends Context.Tag("Encryption")<Encryption, {
   readonly currentKeyId: string
   /** Whether a row sealed with this key id can be opened (the current key, or one of the old ones). */
   readonly knows: (keyId: string) => boolean
+  /**
+   * A keyed hash of `data` (HMAC-SHA256, in hex) under a secret derived from the current key for `purpose` (HKDF;
+   * never the key itself): the same data gives the same mac while the key is current, and without the key nobody
+   * can compute one, so a row found by its mac does not let a reader of the database check a guess of what it hashes.
+   */
+  readonly mac: (purpose: string, data: string) => string
 }>() {}
 
 const KEY_FILE = "encryption.key"
@@ -139,7 +146,18 @@ export const make = Effect.gen(function* () {
       }).pipe(Effect.orDie)
     })
 
-  return Encryption.of({ seal, open, currentKeyId: currentId, knows: (keyId) => keys.has(keyId) })
+  // one secret a purpose (the code's few labels), derived from the current key when first used
+  const macSecrets = new Map<string, Buffer>()
+  const mac = (purpose: string, data: string) => {
+    let secret = macSecrets.get(purpose)
+    if (secret === undefined) {
+      secret = Buffer.from(Crypto.hkdfSync("sha256", current, Buffer.alloc(0), `tool-gateway mac: ${purpose}`, 32))
+      macSecrets.set(purpose, secret)
+    }
+    return Crypto.createHmac("sha256", secret).update(data, "utf8").digest("hex")
+  }
+
+  return Encryption.of({ seal, open, currentKeyId: currentId, knows: (keyId) => keys.has(keyId), mac })
 })
 
 export const EncryptionLive = Layer.effect(Encryption, make)

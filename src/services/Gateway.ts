@@ -65,7 +65,7 @@ import { type Caller, KeyStore } from "./KeyStore.js"
 import { type ClaimLease, Leases } from "./Leases.js"
 import { type Hold, type KeptAnswer, Ledger, type ReserveError } from "./Ledger.js"
 import { Pricing } from "./Pricing.js"
-import { CallDeadline, ProviderIdempotencyKey } from "./ProviderClient.js"
+import { CallDeadline, CallOrg, ProviderIdempotencyKey } from "./ProviderClient.js"
 import { type CallContext, ProviderRegistry } from "./ProviderRegistry.js"
 import { randomId, sha256Hex } from "./random.js"
 import { callFacts, recordCall, recordProvider, settlementsLost, withCallFacts } from "./Telemetry.js"
@@ -330,7 +330,8 @@ export const make = Effect.gen(function* () {
           heldUntil
         }),
         Context.add(ProviderIdempotencyKey, call.key === undefined ? undefined : providerIdempotencyKey(call.caller.orgId, call.key)),
-        Context.add(ConversionOwner, call.caller.orgId)
+        Context.add(ConversionOwner, call.caller.orgId),
+        Context.add(CallOrg, call.caller.orgId)
       )
       const started = yield* preciseMillis
       const exit = yield* mode.invoke(credentials, context).pipe(

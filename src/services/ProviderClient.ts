@@ -32,6 +32,7 @@ import {
   WriteOutcomeUnknown
 } from "../domain/errors.js"
 import { ProvidersConfig } from "../config.js"
+import type { OrgId } from "../domain/ids.js"
 import { guardedLookup, HostUnresolved, makePolicy, refusedUrl } from "./Ssrf.js"
 import { nowMillis } from "./time.js"
 import { traced } from "./tracing.js"
@@ -135,6 +136,9 @@ export class CallDeadline extends Context.Reference<CallDeadline>()("CallDeadlin
 export class ProviderIdempotencyKey extends Context.Reference<ProviderIdempotencyKey>()("ProviderIdempotencyKey", {
   defaultValue: (): string | undefined => undefined
 }) {}
+
+/** The org a provider call runs for (delta keeps its sessions per org). */
+export class CallOrg extends Context.Tag("CallOrg")<CallOrg, OrgId>() {}
 
 /** The `Idempotency-Key` header for a provider that takes one, when the call has a key. */
 export const idempotencyHeader = Effect.map(

@@ -22,10 +22,10 @@ import type { ArtifactSink } from "./Artifacts.js"
 import { Connections } from "./Connections.js"
 import { DeltaSessions } from "./DeltaSessions.js"
 import { type ConversionOwner, HtmlConverter } from "./HtmlConverter.js"
-import { type CallDeadline, ProviderClient, type ProviderIdempotencyKey } from "./ProviderClient.js"
+import { type CallDeadline, type CallOrg, ProviderClient, type ProviderIdempotencyKey } from "./ProviderClient.js"
 
 /** What belongs to one call: where its files go, its deadline, its key at providers, whose pages it converts. */
-export type CallContext = Context.Context<ArtifactSink | CallDeadline | ProviderIdempotencyKey | ConversionOwner>
+export type CallContext = Context.Context<ArtifactSink | CallDeadline | ProviderIdempotencyKey | ConversionOwner | CallOrg>
 
 export class ProviderRegistry extends Context.Tag("ProviderRegistry")<ProviderRegistry, {
   /** Whether this gateway can run the tool (its provider is configured; an account tool also needs a connection). */

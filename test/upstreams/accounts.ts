@@ -59,6 +59,13 @@ export const expireBlueskySessions = () => {
 export const revokeBlueskyRefreshTokens = () => {
   for (const token of blueskyTokens.values()) token.state = token.kind === "refresh" ? "revoked" : "expired"
 }
+/**
+ * Forget the account's past logins, as if its createSession windows had passed: the tests connect one account for
+ * many orgs, and each org opens a session of its own, where in life each would be logging in to its own account.
+ */
+export const forgetBlueskyLogins = () => {
+  blueskyLogins.length = 0
+}
 /** The PDS the account's DID document names (none: the DID document is left out, as an entryway may). */
 export const setBlueskyPds = (url: string | undefined) => {
   blueskyPds = url

@@ -42,6 +42,7 @@ import usageIdKey from "./0017_usage_id_key.js"
 import abandonedClaims from "./0018_abandoned_claims.js"
 import artifactsQuota from "./0019_artifacts_quota.js"
 import reserveDecidedUnderLock from "./0020_reserve_decided_under_lock.js"
+import deltaSessionsByOrg from "./0021_delta_sessions_by_org.js"
 
 /** Each migration under its file's name, which is its id and name in `gateway_migrations`. */
 export const migrations = {
@@ -64,7 +65,8 @@ export const migrations = {
   "0017_usage_id_key": usageIdKey,
   "0018_abandoned_claims": abandonedClaims,
   "0019_artifacts_quota": artifactsQuota,
-  "0020_reserve_decided_under_lock": reserveDecidedUnderLock
+  "0020_reserve_decided_under_lock": reserveDecidedUnderLock,
+  "0021_delta_sessions_by_org": deltaSessionsByOrg
 }
 
 export const loader = Migrator.fromRecord(migrations)

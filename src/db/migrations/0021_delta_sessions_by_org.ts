@@ -1,0 +1,19 @@
+/**
+ * delta's (Bluesky's) sessions, kept per org and found by a mac: a row's key was an unsalted SHA-256 of the service,
+ * the identifier and the app password, with which anyone who could read the table could check a guessed password
+ * offline; it is now an HMAC under a secret derived from the encryption key (`Encryption.mac`), and the row names its
+ * org, so that an org's sessions go with its connection.
+ *
+ * The rows kept so far are deleted, not converted (their new key needs the password, which only a call has): the
+ * sessions are a cache, and each org's next delta call makes a new `createSession`.
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Effect from "effect/Effect"
+
+export default Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`DELETE FROM delta_sessions`
+  yield* sql`ALTER TABLE delta_sessions ADD COLUMN org_id text NOT NULL REFERENCES orgs (id)`
+  // by org first: an org's sessions are deleted together
+  yield* sql`ALTER TABLE delta_sessions DROP CONSTRAINT delta_sessions_pkey, ADD PRIMARY KEY (org_id, key)`
+})

@@ -29,7 +29,8 @@ import { SweeperLive } from "./services/Sweeper.js"
 /** The services over an existing database connection (`SqlClient`). */
 export const ServicesLive = GatewayServiceLive.pipe(
   Layer.provideMerge(Layer.mergeAll(IdempotencyLive, MembersLive, ProviderRegistryLive, AuthenticationLive)),
-  Layer.provideMerge(Layer.mergeAll(ConnectionsLive, IdentityLive, DeltaSessionsLive)),
+  Layer.provideMerge(Layer.mergeAll(ConnectionsLive, IdentityLive)),
+  Layer.provideMerge(DeltaSessionsLive),
   Layer.provideMerge(
     Layer.mergeAll(
       LedgerLive,

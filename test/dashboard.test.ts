@@ -12,6 +12,7 @@ import { OrgId } from "../src/domain/ids.js"
 import { type ToolName, tools } from "../src/domain/tools.js"
 import { Betas } from "../src/services/Betas.js"
 import { Connections, ConnectionsLive } from "../src/services/Connections.js"
+import { DeltaSessionsLive } from "../src/services/DeltaSessions.js"
 import { Encryption, type EncryptionKeyError, EncryptionLive, parseKey } from "../src/services/Encryption.js"
 import { IdentityConfig, ProvidersConfig, ServerConfig } from "../src/config.js"
 import { errorOf, expectEnvelope, expectOk } from "./support/assert.js"
@@ -824,6 +825,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("encryption keys", (it) => 
       const newKey = Buffer.alloc(32, 9).toString("base64")
       const withKeys = (current: string, old: ReadonlyArray<string>) =>
         ConnectionsLive.pipe(
+          Layer.provide(DeltaSessionsLive),
           Layer.provide(EncryptionLive),
           Layer.provide(Layer.mergeAll(
             Layer.succeed(IdentityConfig, {

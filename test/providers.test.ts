@@ -6,7 +6,7 @@
  */
 import { describe, expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
-import { Context, Effect, Layer, Option } from "effect"
+import { Clock, Context, Effect, Layer, Option } from "effect"
 import * as Crypto from "node:crypto"
 import { type AccountProvider, accountProviders } from "../src/domain/connections.js"
 import { type ToolName, toolNames, tools } from "../src/domain/tools.js"
@@ -683,6 +683,50 @@ layer(warmGateway, { excludeTestServices: true })("providers", (it) => {
         // each org's next post uses its own session
         expectOk(yield* callTool(c.tool, c.input(u), { key: second.key }))
         expect(u.bluesky.hits(sessionPath)).toBe(2)
+      }))
+
+    it.effect("goes with its connection: a disconnect or a replaced connection deletes the org's sessions, and no other org's", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        const c = caseOf("delta_post")
+        const sql = yield* SqlClient.SqlClient
+        const sessionsOf = (orgId: string) =>
+          Effect.map(sql<{ readonly n: number }>`SELECT count(*)::int AS n FROM delta_sessions WHERE org_id = ${orgId}`, (rows) => rows[0]?.n)
+        const { key, orgId, token } = yield* prepare(c)
+        const other = yield* prepare(c)
+        expectOk(yield* callTool(c.tool, c.input(u), { key }))
+        expectOk(yield* callTool(c.tool, c.input(u), { key: other.key }))
+        expect(yield* sessionsOf(orgId)).toBe(1)
+        // replaced (another password, or the same one again): the old session is not kept, the next call logs in
+        const replaced = yield* dashboard("POST", "/v1/connections", token, { provider: "delta", credentials: { ...CREDENTIALS.delta } })
+        expect(replaced.status).toBe(201)
+        expect(yield* sessionsOf(orgId)).toBe(0)
+        u.resetAll()
+        expectOk(yield* callTool(c.tool, c.input(u), { key }))
+        expect(u.bluesky.hits(sessionPath)).toBe(1)
+        expect(yield* sessionsOf(orgId)).toBe(1)
+        // removed: its tokens go with it
+        expect((yield* dashboard("DELETE", "/v1/connections/delta", token)).status).toBe(200)
+        expect(yield* sessionsOf(orgId)).toBe(0)
+        // the other org's session stays, and is used
+        expect(yield* sessionsOf(other.orgId)).toBe(1)
+        u.resetAll()
+        expectOk(yield* callTool(c.tool, c.input(u), { key: other.key }))
+        expect(u.bluesky.hits(sessionPath)).toBe(0)
+      }))
+
+    it.effect("a session opened by a call that ends after its org's disconnect is not kept", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        const sessions = yield* DeltaSessions
+        // an org with no delta connection (removed while the call was logging in)
+        const { orgId } = yield* givenMember()
+        const account = { orgId, service: u.bluesky.url, identifier: CREDENTIALS.delta.identifier, appPassword: CREDENTIALS.delta.app_password }
+        const far = (yield* Clock.currentTimeMillis) + 86_400_000
+        yield* sessions.set(account, { accessJwt: "a.b.c", refreshJwt: "d.e.f", did: "did:plc:alice", pds: null, accessUntil: far, refreshUntil: far })
+        const sql = yield* SqlClient.SqlClient
+        expect(yield* sql`SELECT 1 FROM delta_sessions WHERE org_id = ${orgId}`).toHaveLength(0)
+        expect(yield* sessions.get(account)).toBeUndefined()
       }))
 
     it.effect("the sweeper deletes the sessions that can no longer be renewed, and only those", () =>

@@ -24,6 +24,7 @@ import { KeyId, OrgId } from "../domain/ids.js"
 import { catalog, isToolName, toolNames } from "../domain/tools.js"
 import { Betas, BetasLive } from "../services/Betas.js"
 import { Connections, ConnectionsLive } from "../services/Connections.js"
+import { DeltaSessionsLive } from "../services/DeltaSessions.js"
 import { EncryptionLive } from "../services/Encryption.js"
 import { type KeyInfo, KeyStore, KeyStoreLive } from "../services/KeyStore.js"
 import { type Org, Orgs, OrgsLive } from "../services/Orgs.js"
@@ -401,7 +402,7 @@ const connectionsReseal = Command.make("reseal", { json }, ({ json }) =>
         process.exitCode = 1
       })
     }
-  }).pipe(Effect.provide(ConnectionsLive.pipe(Layer.provide(EncryptionLive)))))).pipe(
+  }).pipe(Effect.provide(ConnectionsLive.pipe(Layer.provide(DeltaSessionsLive), Layer.provide(EncryptionLive)))))).pipe(
   Command.withDescription("Seal every connection with the current GATEWAY_ENCRYPTION_KEY (after a rotation)")
 )
 

@@ -1,6 +1,7 @@
 /**
  * An org's connections to its own provider accounts. Credentials are validated per provider, sealed with
  * AES-256-GCM (bound to the org and provider), never returned, and opened only for the call that uses them.
+ * What a provider keeps from them (delta's sessions) goes when the connection is removed or replaced.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
@@ -20,6 +21,7 @@ import {
 import { CredentialRequired, InvalidRequest, NotFound, UrlNotAllowed } from "../domain/errors.js"
 import { OrgId } from "../domain/ids.js"
 import { describeParseError } from "../domain/parse.js"
+import { DeltaSessions } from "./DeltaSessions.js"
 import { Encryption } from "./Encryption.js"
 import { ProvidersConfig } from "../config.js"
 import { makePolicy, refusedDestination } from "./Ssrf.js"
@@ -38,7 +40,7 @@ export interface Connection {
 }
 
 export class Connections extends Context.Tag("Connections")<Connections, {
-  /** Create or replace the org's connection to a provider. */
+  /** Create or replace the org's connection to a provider (a delta connection's sessions are deleted with it). */
   readonly connect: (
     orgId: OrgId,
     provider: AccountProvider,
@@ -46,6 +48,7 @@ export class Connections extends Context.Tag("Connections")<Connections, {
     label: string | null
   ) => Effect.Effect<Connection, InvalidRequest | UrlNotAllowed>
   readonly list: (orgId: OrgId) => Effect.Effect<ReadonlyArray<Connection>>
+  /** Remove the org's connection to a provider, and a delta connection's sessions with it. */
   readonly disconnect: (orgId: OrgId, provider: AccountProvider) => Effect.Effect<Connection, NotFound>
   /** The decrypted credentials for one call, or `credential_required`. */
   readonly credentials: <P extends AccountProvider>(
@@ -102,6 +105,7 @@ const associatedData = (orgId: OrgId, provider: AccountProvider) => `connection:
 export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const encryption = yield* Encryption
+  const deltaSessions = yield* DeltaSessions
 
   // Connections sealed with a key this process lacks fail every call that needs them (500 internal_error): say so
   // at start, where the operator looks after a rotation, not only on the calls
@@ -176,6 +180,15 @@ export const make = Effect.gen(function* () {
         )
       )
 
+  /**
+   * A change to the org's connection, and, for delta, the deletion of the sessions the old credentials opened: in one
+   * transaction, so that neither is done without the other.
+   */
+  const withProviderState = <A, E, R>(orgId: OrgId, provider: AccountProvider, change: Effect.Effect<A, E, R>) =>
+    provider === "delta"
+      ? sql.withTransaction(Effect.zipLeft(change, deltaSessions.forget(orgId)))
+      : change
+
   const toConnection = (row: ConnectionRow, provider: AccountProvider): Connection => ({
     id: row.id,
     provider,
@@ -198,7 +211,7 @@ export const make = Effect.gen(function* () {
       const sealed = yield* encryption.seal(JSON.stringify(decoded), associatedData(orgId, provider))
       const now = toDate(yield* nowMillis)
       const id = yield* randomId("conn")
-      const row = yield* upsertConnection({
+      const row = yield* withProviderState(orgId, provider, upsertConnection({
         id,
         orgId,
         provider,
@@ -208,7 +221,7 @@ export const make = Effect.gen(function* () {
         ciphertext: sealed.ciphertext,
         tag: sealed.tag,
         now
-      })
+      }))
       if (Option.isNone(row)) return yield* Effect.dieMessage("connection upsert returned no row")
       return toConnection(row.value, provider)
     }).pipe(
@@ -224,7 +237,7 @@ export const make = Effect.gen(function* () {
 
   const disconnect = (orgId: OrgId, provider: AccountProvider) =>
     Effect.gen(function* () {
-      const row = yield* deleteConnection({ orgId, provider })
+      const row = yield* withProviderState(orgId, provider, deleteConnection({ orgId, provider }))
       if (Option.isNone(row)) return yield* new NotFound({ message: `There is no ${provider} connection.` })
       return toConnection(row.value, provider)
     }).pipe(Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die }))

@@ -43,7 +43,13 @@ export interface DeltaAccount {
 
 export class DeltaSessions extends Context.Tag("DeltaSessions")<DeltaSessions, {
   readonly get: (account: DeltaAccount) => Effect.Effect<DeltaSession | undefined>
+  /** Keep the session, while the org has a delta connection (a call that ends after its disconnect keeps nothing). */
   readonly set: (account: DeltaAccount, session: DeltaSession) => Effect.Effect<void>
+  /**
+   * Delete the org's sessions and this process's copies of them: its delta connection is removed or replaced (in
+   * the same transaction, when run in one), so its tokens are not kept past the credentials they came from.
+   */
+  readonly forget: (orgId: OrgId) => Effect.Effect<void>
   /** Delete the sessions whose refresh token has expired (run by the sweeper). */
   readonly purgeExpired: Effect.Effect<void>
 }>() {}
@@ -79,9 +85,9 @@ const keyData = (account: DeltaAccount) =>
 export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const encryption = yield* Encryption
-  const kept = new Map<string, DeltaSession>()
+  const kept = new Map<string, { readonly orgId: OrgId; readonly session: DeltaSession }>()
 
-  const keep = (key: string, session: DeltaSession) => setBounded(kept, key, session, MAX_KEPT)
+  const keep = (orgId: OrgId, key: string, session: DeltaSession) => setBounded(kept, key, { orgId, session }, MAX_KEPT)
   const keyOf = (account: DeltaAccount) => encryption.mac("delta_session", keyData(account))
 
   const findSealed = SqlSchema.findOne({
@@ -103,36 +109,45 @@ export const make = Effect.gen(function* () {
     Effect.gen(function* () {
       const key = keyOf(account)
       const now = yield* nowMillis
-      const local = kept.get(key)
+      const local = kept.get(key)?.session
       if (local !== undefined && local.accessUntil > now) return local
       const stored = yield* read(account.orgId, key)
       if (stored === undefined) {
         kept.delete(key)
         return undefined
       }
-      keep(key, stored)
+      keep(account.orgId, key, stored)
       return stored
     }).pipe(Effect.orDie)
 
   const set = (account: DeltaAccount, session: DeltaSession) =>
     Effect.gen(function* () {
       const key = keyOf(account)
-      keep(key, session)
       const now = yield* nowMillis
       const sealed = yield* encryption.seal(yield* encodeStored(session), associatedData(key))
-      yield* sql`
+      const inserted = yield* sql`
         INSERT INTO delta_sessions (org_id, key, key_id, iv, ciphertext, tag, refresh_until, updated_at)
-        VALUES (${account.orgId}, ${key}, ${sealed.keyId}, ${sealed.iv}, ${sealed.ciphertext}, ${sealed.tag},
-                ${toDate(session.refreshUntil)}, ${toDate(now)})
+        SELECT ${account.orgId}, ${key}, ${sealed.keyId}, ${sealed.iv}::bytea, ${sealed.ciphertext}::bytea, ${sealed.tag}::bytea,
+               ${toDate(session.refreshUntil)}::timestamptz, ${toDate(now)}::timestamptz
+         WHERE EXISTS (SELECT 1 FROM connections WHERE org_id = ${account.orgId} AND provider = 'delta')
         ON CONFLICT (org_id, key) DO UPDATE SET key_id = EXCLUDED.key_id, iv = EXCLUDED.iv, ciphertext = EXCLUDED.ciphertext,
-          tag = EXCLUDED.tag, refresh_until = EXCLUDED.refresh_until, updated_at = EXCLUDED.updated_at`
+          tag = EXCLUDED.tag, refresh_until = EXCLUDED.refresh_until, updated_at = EXCLUDED.updated_at
+        RETURNING key`
+      if (inserted.length > 0) keep(account.orgId, key, session)
+      else kept.delete(key)
+    }).pipe(Effect.orDie)
+
+  const forget = (orgId: OrgId) =>
+    Effect.gen(function* () {
+      for (const [key, local] of kept) if (local.orgId === orgId) kept.delete(key)
+      yield* sql`DELETE FROM delta_sessions WHERE org_id = ${orgId}`
     }).pipe(Effect.orDie)
 
   // sessions nobody can renew any more (the sweeper's work, not a tool call's)
   const purgeExpired = Effect.flatMap(nowMillis, (now) =>
     sql`DELETE FROM delta_sessions WHERE refresh_until < ${toDate(now)}`).pipe(Effect.asVoid, Effect.orDie)
 
-  return DeltaSessions.of({ get, set, purgeExpired })
+  return DeltaSessions.of({ get, set, forget, purgeExpired })
 })
 
 export const DeltaSessionsLive = Layer.effect(DeltaSessions, make)

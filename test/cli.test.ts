@@ -6,7 +6,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { describe, expect, it, layer } from "@effect/vitest"
-import { Effect, Schema } from "effect"
+import { Clock, Effect, Schema } from "effect"
 import * as Child from "node:child_process"
 import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
@@ -15,6 +15,7 @@ import { TestDatabaseUrl } from "./support/database.js"
 import { callTool, gatewayLayer, givenOrg, TEST_ENCRYPTION_KEY } from "./support/gateway.js"
 import { CREDENTIALS } from "./upstreams/accounts.js"
 import { Connections } from "../src/services/Connections.js"
+import { DeltaSessions } from "../src/services/DeltaSessions.js"
 import { expectEnvelope, expectOk } from "./support/assert.js"
 import { BIN } from "./support/processes.js"
 import { startUpstream } from "../src/testing/harness.js"
@@ -272,21 +273,37 @@ layer(gatewayLayer(), { excludeTestServices: true })("the CLI against DATABASE_U
       expect(same).not.toHaveProperty("moved_from")
     }))
 
-  it.effect("connections reseal: after a rotation, every connection sealed with the current key", () =>
+  it.effect("connections reseal: after a rotation, every connection sealed with the current key, delta's sessions of other keys deleted", () =>
     Effect.gen(function* () {
       const env = { ...(yield* envFor), GATEWAY_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY }
       const first = yield* runJson(["connections", "reseal"], env)
-      expect(first).toEqual({ resealed: expect.any(Number), unreadable: 0 })
+      expect(first).toEqual({ resealed: expect.any(Number), unreadable: 0, sessions_deleted: 0 })
       // nothing left to do the second time
-      expect(yield* runJson(["connections", "reseal"], env)).toEqual({ resealed: 0, unreadable: 0 })
+      expect(yield* runJson(["connections", "reseal"], env)).toEqual({ resealed: 0, unreadable: 0, sessions_deleted: 0 })
       // a key that did not seal them (and no old keys): the connections are unreadable, and the exit status says so
       const { orgId } = yield* givenOrg()
       yield* Effect.orDie(Effect.flatMap(Connections, (c) => c.connect(orgId, "lambda", CREDENTIALS.lambda, null)))
+      // and a Bluesky session kept with this key, found by a mac under it: the other key would never find it
+      yield* Effect.orDie(Effect.flatMap(Connections, (c) => c.connect(orgId, "delta", CREDENTIALS.delta, null)))
+      const far = (yield* Clock.currentTimeMillis) + 86_400_000
+      yield* Effect.flatMap(DeltaSessions, (sessions) =>
+        sessions.set(
+          { orgId, service: "https://bsky.social", identifier: CREDENTIALS.delta.identifier, appPassword: CREDENTIALS.delta.app_password },
+          { accessJwt: "a.b.c", refreshJwt: "d.e.f", did: "did:plc:alice", pds: null, accessUntil: far, refreshUntil: far }
+        ))
       const otherKey = Buffer.alloc(32, 9).toString("base64")
       const unreadable = yield* run(["connections", "reseal", "--json"], { ...env, GATEWAY_ENCRYPTION_KEY: otherKey })
       expect(unreadable.code, unreadable.stdout + unreadable.stderr).toBe(1)
-      expect(JSON.parse(unreadable.stdout)).toEqual({ resealed: 0, unreadable: expect.any(Number) })
+      expect(JSON.parse(unreadable.stdout)).toEqual({ resealed: 0, unreadable: expect.any(Number), sessions_deleted: expect.any(Number) })
       expect(JSON.parse(unreadable.stdout).unreadable).toBeGreaterThan(0)
+      expect(JSON.parse(unreadable.stdout).sessions_deleted).toBeGreaterThan(0)
+      const sql = yield* SqlClient.SqlClient
+      expect(yield* sql`SELECT 1 FROM delta_sessions`).toHaveLength(0)
+      // without --json, the same in words
+      const text = yield* run(["connections", "reseal"], { ...env, GATEWAY_ENCRYPTION_KEY: otherKey })
+      expect(text.code).toBe(1)
+      expect(text.stdout).toContain("Sealed 0 connection(s) again with the current key.")
+      expect(text.stdout).toContain("Deleted 0 delta session(s) sealed with another key")
       // and the process that builds the connections says so at start, in its log (stderr for a command: not in its answer)
       expect(unreadable.stderr).toContain("sealed with a key this process does not have")
       // with every log line on (DEBUG), a command's --json answer is still one JSON document

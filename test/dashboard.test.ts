@@ -5,14 +5,14 @@
  */
 import { SqlClient } from "@effect/sql"
 import { describe, expect, layer } from "@effect/vitest"
-import { Context, Effect, Exit, Fiber, Layer, Option, Redacted, Schema } from "effect"
+import { Clock, Context, Effect, Exit, Fiber, Layer, Option, Redacted, Schema } from "effect"
 import * as Crypto from "node:crypto"
 import { type AccountProvider, accountProviders } from "../src/domain/connections.js"
 import { OrgId } from "../src/domain/ids.js"
 import { type ToolName, tools } from "../src/domain/tools.js"
 import { Betas } from "../src/services/Betas.js"
 import { Connections, ConnectionsLive } from "../src/services/Connections.js"
-import { DeltaSessionsLive } from "../src/services/DeltaSessions.js"
+import { DeltaSessions, DeltaSessionsLive } from "../src/services/DeltaSessions.js"
 import { Encryption, type EncryptionKeyError, EncryptionLive, parseKey } from "../src/services/Encryption.js"
 import { IdentityConfig, ProvidersConfig, ServerConfig } from "../src/config.js"
 import { errorOf, expectEnvelope, expectOk } from "./support/assert.js"
@@ -816,27 +816,32 @@ layer(gatewayLayer(), { excludeTestServices: true })("encryption keys", (it) => 
   it.effect("rotation: rows sealed with an old key stay readable; an unknown key cannot read them", () =>
     Effect.gen(function* () {
       const u = yield* TestUpstreams
-      const { orgId, token } = yield* givenMember()
+      const { key, orgId, token } = yield* givenMember()
       yield* dashboard("POST", "/v1/connections", token, { provider: "nu", credentials: { token: "ghp_token" } })
+      // a Bluesky session, kept sealed with the key of the time
+      yield* dashboard("POST", "/v1/connections", token, { provider: "delta", credentials: { ...CREDENTIALS.delta } })
+      expectOk(yield* callTool("delta_post", { text: "before the rotation" }, { key }))
       const sql = yield* SqlClient.SqlClient
       const config = yield* IdentityConfig
       const server = yield* ServerConfig
       const providers = yield* ProvidersConfig
       const newKey = Buffer.alloc(32, 9).toString("base64")
+      const keysLayer = (current: string, old: ReadonlyArray<string>) =>
+        Layer.mergeAll(
+          Layer.succeed(IdentityConfig, {
+            ...config,
+            encryptionKey: Option.some(Redacted.make(current)),
+            encryptionOldKeys: old.map((k) => Redacted.make(k))
+          }),
+          Layer.succeed(ServerConfig, server),
+          Layer.succeed(ProvidersConfig, providers),
+          Layer.succeed(SqlClient.SqlClient, sql)
+        )
       const withKeys = (current: string, old: ReadonlyArray<string>) =>
         ConnectionsLive.pipe(
           Layer.provide(DeltaSessionsLive),
           Layer.provide(EncryptionLive),
-          Layer.provide(Layer.mergeAll(
-            Layer.succeed(IdentityConfig, {
-              ...config,
-              encryptionKey: Option.some(Redacted.make(current)),
-              encryptionOldKeys: old.map((k) => Redacted.make(k))
-            }),
-            Layer.succeed(ServerConfig, server),
-            Layer.succeed(ProvidersConfig, providers)
-          )),
-          Layer.provide(Layer.succeed(SqlClient.SqlClient, sql))
+          Layer.provide(keysLayer(current, old))
         )
       const read = (layer: Layer.Layer<Connections, EncryptionKeyError>) =>
         Effect.flatMap(Connections, (c) => c.credentials(OrgId.make(orgId), "nu", "nu_account")).pipe(Effect.provide(layer), Effect.exit)
@@ -854,17 +859,31 @@ layer(gatewayLayer(), { excludeTestServices: true })("encryption keys", (it) => 
       const ids = yield* sql<{ readonly provider: string; readonly key_id: string }>`
         SELECT provider, key_id FROM connections WHERE org_id = ${orgId} ORDER BY provider`
       expect(ids[0]?.key_id).not.toBe(ids[1]?.key_id)
+      // a session kept after the rotation: sealed with the new key, found by a mac under it
+      const account = { orgId: OrgId.make(orgId), service: u.bluesky.url, identifier: CREDENTIALS.delta.identifier, appPassword: CREDENTIALS.delta.app_password }
+      const far = (yield* Clock.currentTimeMillis) + 86_400_000
+      const fresh = { accessJwt: "new.access.jwt", refreshJwt: "new.refresh.jwt", did: "did:plc:alice", pds: null, accessUntil: far, refreshUntil: far }
+      const rotatedSessions = DeltaSessionsLive.pipe(Layer.provide(EncryptionLive), Layer.provide(keysLayer(newKey, [TEST_ENCRYPTION_KEY])))
+      yield* Effect.flatMap(DeltaSessions, (sessions) => sessions.set(account, fresh)).pipe(Effect.provide(rotatedSessions))
+      const sessionKeys = sql<{ readonly key_id: string }>`SELECT key_id FROM delta_sessions WHERE org_id = ${orgId} ORDER BY key_id`
+      expect(yield* sessionKeys).toHaveLength(2)
       // resealed: every row moves to the new key (the whole database: this is the file's last test), and the
-      // old key can then be dropped
-      const { resealed } = yield* Effect.flatMap(Connections, (c) => c.reseal).pipe(Effect.provide(rotated))
+      // old key can then be dropped; the sessions sealed with the old one are deleted (no call finds them again)
+      const { resealed, sessionsDeleted } = yield* Effect.flatMap(Connections, (c) => c.reseal).pipe(Effect.provide(rotated))
       expect(resealed).toBeGreaterThanOrEqual(1)
+      expect(sessionsDeleted).toBeGreaterThanOrEqual(1)
       const after = yield* sql<{ readonly key_id: string }>`SELECT DISTINCT key_id FROM connections WHERE org_id = ${orgId}`
       expect(after).toHaveLength(1)
+      expect((yield* sessionKeys).map((r) => r.key_id)).toEqual([after[0]?.key_id])
+      expect(yield* sql`SELECT 1 FROM delta_sessions WHERE key_id <> ${after[0]?.key_id ?? ""}`).toHaveLength(0)
       const dropped = yield* read(withKeys(newKey, []))
       expect(Exit.isSuccess(dropped) && dropped.value).toEqual({ token: "ghp_token" })
+      const kept = yield* Effect.flatMap(DeltaSessions, (sessions) => sessions.get(account)).pipe(
+        Effect.provide(DeltaSessionsLive.pipe(Layer.provide(EncryptionLive), Layer.provide(keysLayer(newKey, []))))
+      )
+      expect(kept?.accessJwt).toBe("new.access.jwt")
       // rows of other orgs sealed with a key nobody configured are counted, not touched
       const { unreadable } = yield* Effect.flatMap(Connections, (c) => c.reseal).pipe(Effect.provide(withKeys(Buffer.alloc(32, 3).toString("base64"), [])))
       expect(unreadable).toBeGreaterThanOrEqual(1)
-      void u
     }))
 })

@@ -389,12 +389,13 @@ const membersList = Command.make("list", { org: orgOption, json }, ({ json, org 
 const connectionsReseal = Command.make("reseal", { json }, ({ json }) =>
   admin(json, Effect.gen(function* () {
     const connections = yield* Connections
-    const { resealed, unreadable } = yield* connections.reseal
+    const { resealed, sessionsDeleted, unreadable } = yield* connections.reseal
     yield* print(
       json,
-      { resealed, unreadable },
+      { resealed, unreadable, sessions_deleted: sessionsDeleted },
       `Sealed ${resealed} connection(s) again with the current key.` +
-        (unreadable > 0 ? ` ${unreadable} are sealed with a key that is not configured (GATEWAY_ENCRYPTION_OLD_KEYS).` : "")
+        (unreadable > 0 ? ` ${unreadable} are sealed with a key that is not configured (GATEWAY_ENCRYPTION_OLD_KEYS).` : "") +
+        ` Deleted ${sessionsDeleted} delta session(s) sealed with another key (their orgs' next delta call logs in again).`
     )
     // connections no process can read: a script that runs this after a rotation must see it
     if (unreadable > 0) {
@@ -403,7 +404,9 @@ const connectionsReseal = Command.make("reseal", { json }, ({ json }) =>
       })
     }
   }).pipe(Effect.provide(ConnectionsLive.pipe(Layer.provide(DeltaSessionsLive), Layer.provide(EncryptionLive)))))).pipe(
-  Command.withDescription("Seal every connection with the current GATEWAY_ENCRYPTION_KEY (after a rotation)")
+  Command.withDescription(
+    "Seal every connection with the current GATEWAY_ENCRYPTION_KEY (after a rotation); delete delta's sessions sealed with another key"
+  )
 )
 
 const MAX_DEV_TTL_SECONDS = 7 * 24 * 3600

@@ -65,8 +65,10 @@ export class Connections extends Context.Tag("Connections")<Connections, {
   /**
    * Seal again, with the current key, every row sealed with an older one, so that the old key can then be
    * dropped from `GATEWAY_ENCRYPTION_OLD_KEYS`. `unreadable` rows are sealed with a key that is not configured.
+   * delta's sessions sealed with another key are deleted (`sessionsDeleted`): found by a mac under that key, no call
+   * would find them again (their orgs' next delta calls log in anew).
    */
-  readonly reseal: Effect.Effect<{ readonly resealed: number; readonly unreadable: number }>
+  readonly reseal: Effect.Effect<{ readonly resealed: number; readonly unreadable: number; readonly sessionsDeleted: number }>
 }>() {}
 
 const ConnectionRow = Schema.Struct({
@@ -303,7 +305,8 @@ export const make = Effect.gen(function* () {
          WHERE id = ${row.id} AND key_id = ${row.key_id} RETURNING id`
       resealed += updated.length
     }
-    return { resealed, unreadable }
+    const sessionsDeleted = yield* deltaSessions.purgeOtherKeys
+    return { resealed, unreadable, sessionsDeleted }
   }).pipe(Effect.orDie, traced("Connections.reseal"))
 
   return Connections.of({ connect, list, disconnect, credentials, markRejected, reseal })

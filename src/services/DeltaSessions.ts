@@ -52,6 +52,11 @@ export class DeltaSessions extends Context.Tag("DeltaSessions")<DeltaSessions, {
   readonly forget: (orgId: OrgId) => Effect.Effect<void>
   /** Delete the sessions whose refresh token has expired (run by the sweeper). */
   readonly purgeExpired: Effect.Effect<void>
+  /**
+   * Delete the sessions sealed with a key other than the current one (after a rotation, by `connections reseal`):
+   * their rows are found by a mac under that key's secret, which no call computes any more. How many.
+   */
+  readonly purgeOtherKeys: Effect.Effect<number>
 }>() {}
 
 const MAX_KEPT = 10_000
@@ -147,7 +152,13 @@ export const make = Effect.gen(function* () {
   const purgeExpired = Effect.flatMap(nowMillis, (now) =>
     sql`DELETE FROM delta_sessions WHERE refresh_until < ${toDate(now)}`).pipe(Effect.asVoid, Effect.orDie)
 
-  return DeltaSessions.of({ get, set, forget, purgeExpired })
+  const purgeOtherKeys = sql<{ readonly key: string }>`
+    DELETE FROM delta_sessions WHERE key_id <> ${encryption.currentKeyId} RETURNING key`.pipe(
+    Effect.map((rows) => rows.length),
+    Effect.orDie
+  )
+
+  return DeltaSessions.of({ get, set, forget, purgeExpired, purgeOtherKeys })
 })
 
 export const DeltaSessionsLive = Layer.effect(DeltaSessions, make)

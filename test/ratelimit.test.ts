@@ -109,6 +109,18 @@ layer(gatewayLayer(), { excludeTestServices: true })("rate limits across process
       return answers.filter((r) => r.status === 400).length
     }).pipe(Effect.scoped)
 
+  it.effect("with Redis away, the process's output stays its JSON lines: no client stack trace each second", () =>
+    Effect.gen(function* () {
+      const served = yield* serve([], { ...(yield* envFor("redis://127.0.0.1:1")), LOG_LEVEL: "warning" })
+      const key = yield* keyWithLimit(100, 100)
+      expect((yield* post(served.base, "/v1/mobile_app_search", key, { query: 5 })).status).toBe(400)
+      // the client reconnects every second or so; each failure was an "[ioredis] Unhandled error event" and its stack
+      yield* Effect.sleep("2500 millis")
+      const lines = served.output().split("\n").filter((l) => l.trim() !== "")
+      expect(served.output()).not.toContain("Unhandled error event")
+      for (const line of lines) expect(() => JSON.parse(line), line).not.toThrow()
+    }).pipe(Effect.scoped), 60_000)
+
   it.effect("without Redis, each process keeps its own buckets", () =>
     Effect.gen(function* () {
       expect(yield* burstThroughBoth(undefined)).toBe(10)

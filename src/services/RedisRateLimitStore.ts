@@ -74,6 +74,9 @@ export const make = Effect.fnUntraced(function* (options: RedisOptions & { reado
     ),
     (redis) => Effect.promise(() => redis.quit())
   )
+  // The client's own connection errors: each call that finds the store away says so (the rate limiter's WARN line),
+  // and without a listener the client wrote every reconnection's failure, stack and all, to stderr.
+  redis.on("error", () => undefined)
   return RateLimiterStore.of({
     // the gateway's limits are token buckets (src/services/RateLimit.ts): a fixed window asked of this store is a bug
     fixedWindow: () => Effect.dieMessage("the gateway's Redis rate-limit store keeps token buckets only"),

@@ -735,5 +735,8 @@ layer(gatewayLayer({ server: { headersTimeoutMs: 500, requestTimeoutMs: 1_000 } 
       const lines = requestLines().slice(before)
       expect(lines.map((l) => [l.annotations.status, l.annotations.code])).toContainEqual([408, "request_timeout"])
       expect(lines.some((l) => l.annotations.status === 500)).toBe(false)
+      // the answer's request id is the log line's
+      const id = /x-request-id: (\S+)/i.exec(answer)?.[1]
+      expect(lines.find((l) => l.annotations.status === 408)?.annotations.request_id).toBe(id)
     }))
 })

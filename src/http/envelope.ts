@@ -275,7 +275,11 @@ export const EnvelopeMiddlewareLive = HttpApiBuilder.middleware(
           // more and run an uninterruptible acquire/release around the app for each of the two.
           yield* FiberRef.set(CurrentRequest, state)
           yield* FiberRef.set(CurrentCallFacts, facts)
+          // the answer the server may write at the socket meanwhile (a request timeout) carries this request's id
+          const socket = NodeHttpServerRequest.toIncomingMessage(request).socket
+          if (socket !== null) socketRequests.set(socket, state.requestId)
           const exit = yield* Effect.exit(restore(app))
+          if (socket !== null) socketRequests.delete(socket)
           if (Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)) {
             // Nobody reads this answer: the client left, or the server answered at the socket (a request
             // timeout). The log line says how the request ended — a call that ran to its end, as what it was.
@@ -312,6 +316,9 @@ const CLIENT_CLOSED = { status: 499, code: "client_closed_request" } as const
  * request's log line says that answer rather than an interruption.
  */
 export const socketAnswers = new WeakMap<object, { readonly status: number; readonly code: string }>()
+
+/** The id of the request in progress on a socket, for an answer the server writes at the socket itself. */
+export const socketRequests = new WeakMap<object, string>()
 
 const endedAtSocket = (request: HttpServerRequest.HttpServerRequest) => {
   const socket = NodeHttpServerRequest.toIncomingMessage(request).socket

@@ -14,7 +14,7 @@ import type * as Net from "node:net"
 import { envelope, envelopeOf, HeadersTooLarge, InvalidRequest, RequestTimeout, responseHeaders } from "../domain/errors.js"
 import { ServerConfig } from "../config.js"
 import { Api } from "./Api.js"
-import { EnvelopeMiddlewareLive, newRequestId, socketAnswers } from "./envelope.js"
+import { EnvelopeMiddlewareLive, newRequestId, socketAnswers, socketRequests } from "./envelope.js"
 import { HandlersLive } from "./handlers.js"
 import { ServeNarrowed } from "./narrowContext.js"
 import { ArtifactsLive } from "./artifacts.js"
@@ -176,7 +176,8 @@ const answerClientError = (error: Error & { readonly code?: string }, socket: Ne
   socket.end(
     `HTTP/1.1 ${status} ${Http.STATUS_CODES[status] ?? ""}\r\n` +
       `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(json)}\r\n` +
-      `x-request-id: ${newRequestId()}\r\n` +
+      // the id the request's log line has, if a request was in progress; else a new one (nothing else is logged)
+      `x-request-id: ${socketRequests.get(socket) ?? newRequestId()}\r\n` +
       Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join("") +
       `\r\n${json}`
   )

@@ -289,7 +289,12 @@ const server = Config.all({
     })
   ),
   /** When set, `GET /metrics` requires `Authorization: Bearer <token>`. */
-  metricsToken: secret("METRICS_TOKEN"),
+  metricsToken: Config.option(Config.redacted(setting("METRICS_TOKEN")).pipe(Config.validate({
+    // a Bearer token is one word (RFC 6750's b64token): a space in it could never be sent and matched (checked
+    // outside `redacted`, which replaces a message with "<redacted>")
+    message: "METRICS_TOKEN must be one word of visible ASCII (it is sent as Authorization: Bearer <token>)",
+    validation: (token) => /^[\x21-\x7e]+$/.test(Redacted.value(token))
+  }))),
   /**
    * Where spans are exported over OTLP/HTTP (none: tracing is off, at no cost), the headers sent with each export
    * (a collector's API key), JSON or binary protobuf, and how long one export may take: `otlp` above.
@@ -403,14 +408,24 @@ const providers = Config.all({
 
 const identity = Config.all({
   /** Firebase project whose ID tokens sign users in to the dashboard; none: only dev tokens. */
-  firebaseProjectId: Config.option(setting("FIREBASE_PROJECT_ID")),
+  firebaseProjectId: Config.option(setting("FIREBASE_PROJECT_ID").pipe(Config.validate({
+    // Firebase's (Google Cloud's) project ids: 6 to 30 lower-case letters, digits and hyphens. The id is written
+    // into the dashboard's Content-Security-Policy (the default auth domain) and its sign-in page
+    message: "FIREBASE_PROJECT_ID must be a Firebase project id: 6 to 30 lower-case letters, digits and hyphens, starting with a letter",
+    validation: (s) => /^[a-z][a-z0-9-]{4,28}[a-z0-9]$/.test(s)
+  }))),
   firebaseJwksUrl: url("FIREBASE_JWKS_URL").pipe(
     Config.withDefault("https://www.googleapis.com/service_accounts/v1/jwk/securetoken@system.gserviceaccount.com")
   ),
   /** The Firebase web app's API key and auth domain, for the dashboard's sign-in page (public values). */
   firebaseWebApiKey: Config.option(setting("FIREBASE_WEB_API_KEY")),
   /** Default: `<FIREBASE_PROJECT_ID>.firebaseapp.com`. */
-  firebaseAuthDomain: Config.option(setting("FIREBASE_AUTH_DOMAIN")),
+  firebaseAuthDomain: Config.option(setting("FIREBASE_AUTH_DOMAIN").pipe(Config.validate({
+    // written into the dashboard's Content-Security-Policy header: a host name, nothing that header would read
+    // as more sources or directives (or a line break, which made every dashboard page a bare 500)
+    message: "FIREBASE_AUTH_DOMAIN must be a host name such as my-project.firebaseapp.com (an optional :port, nothing else)",
+    validation: (s) => /^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*(?::\d{1,5})?$/.test(s)
+  }))),
   /** A Firebase Auth emulator (`host:port`, the name Firebase's own tools use) the sign-in page talks to. */
   firebaseAuthEmulatorHost: Config.option(
     setting("FIREBASE_AUTH_EMULATOR_HOST").pipe(Config.validate({

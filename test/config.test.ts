@@ -73,6 +73,13 @@ describe("refused at start, naming the variable", () => {
     ["REDIS_URL", "http://127.0.0.1:6379", "redis://"],
     ["CORS_ORIGINS", "https://dash.example.com/app", "origins"],
     ["DEV_IDENTITY", "maybe", "true or false"],
+    // written into the dashboard's Content-Security-Policy: a line break made every dashboard page a bare 500
+    ["FIREBASE_AUTH_DOMAIN", "evil.example.com\r\nX-Injected: 1", "host name"],
+    ["FIREBASE_AUTH_DOMAIN", "x.firebaseapp.com https://evil.example.com", "host name"],
+    ["FIREBASE_AUTH_DOMAIN", "x.firebaseapp.com; script-src *", "host name"],
+    ["FIREBASE_PROJECT_ID", "demo project; script-src *", "Firebase project id"],
+    // a Bearer token is one word: with a space it could never match
+    ["METRICS_TOKEN", "two words", "one word"],
     ["AUTO_CREATE_ORGS", "2", "true or false"],
     ["GATEWAY_BOOTSTRAP", "nah", "true or false"],
     // OpenTelemetry's exporter variables (its specification's names and formats)

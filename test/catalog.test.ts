@@ -115,7 +115,10 @@ describe("PRICES_FILE", () => {
           [{ weather: { unit: "call", credits: -1 } }, "weather"],
           [{ search: { unit: "chars", credits: 1, per: 1000, min: 1 } }, "search cannot be priced per chars"],
           [{ weather: { unit: "results", credits: 1, per: 10, min: 1 } }, "weather cannot be priced per results"],
-          ["{not json", "PRICES_FILE"]
+          ["{not json", "PRICES_FILE"],
+          // a reservation past 2^53 − 1 was a 500 (and failed the other calls of its batch)
+          [{ read: { unit: "chars", credits: 9007199254740991, per: 1, min: 1 } }, "read would reserve up to"],
+          [{ weather: { unit: "call", credits: 9007199254740992 } }, "weather"]
         ] as const) {
           const file = yield* pricesFile(contents)
           const exit = yield* Effect.exit(

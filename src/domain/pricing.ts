@@ -28,6 +28,12 @@ export const describePrice = (price: Price): string =>
 const blocks = (price: Price, units: number): number =>
   price.unit === "call" ? price.credits : Math.max(price.min, Math.ceil(Math.max(0, units) / price.per) * price.credits)
 
+/**
+ * The most units any tool's input can ask for: `read`'s `max_chars` (at most 500,000); the tools priced per result
+ * take far fewer.
+ */
+export const LARGEST_UNITS = 500_000
+
 /** The hold placed before the provider is called. */
 export const reserveFor = (price: Price, maxUnits: number): number => blocks(price, maxUnits)
 

@@ -11,7 +11,7 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Fs from "node:fs/promises"
 import { formatPath } from "../domain/parse.js"
-import { Price } from "../domain/pricing.js"
+import { LARGEST_UNITS, Price, reserveFor } from "../domain/pricing.js"
 import { isToolName, type ToolName, tools } from "../domain/tools.js"
 import { LedgerConfig } from "../config.js"
 import * as ParseResult from "effect/ParseResult"
@@ -48,6 +48,14 @@ export const make = Effect.gen(function* () {
       if (price.unit !== "call" && price.unit !== own) {
         return yield* new PricingError({
           message: `PRICES_FILE ${file}: ${name} cannot be priced per ${price.unit}; use "call"${own === "call" ? "" : ` or "${own}"`}`
+        })
+      }
+      // the most the tool can ever reserve must be a number the ledger carries exactly (a read at such a price was a
+      // 500, and the other calls of its batch with it)
+      const largest = reserveFor(price, price.unit === "call" ? 1 : LARGEST_UNITS)
+      if (!Number.isSafeInteger(largest)) {
+        return yield* new PricingError({
+          message: `PRICES_FILE ${file}: ${name} would reserve up to ${largest} credits a call, past ${Number.MAX_SAFE_INTEGER}`
         })
       }
       overrides.set(name, price)

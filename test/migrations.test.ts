@@ -177,6 +177,23 @@ layer(TestDatabaseLive, { excludeTestServices: true })("a migrated database", (i
       expect(plan.flatMap((row) => Object.values(row)).join("\n")).toContain("holds_pending_request")
     }))
 
+  // a rolling upgrade: a process of the build before 0021 still running beside the newer one keeps its delta
+  // sessions with the statement it has (no org, its key the conflict target), rather than failing after its post
+  it.effect("takes a delta session as the build before 0021 writes it", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const bytes = new Uint8Array([1, 2, 3])
+      for (let i = 0; i < 2; i++) {
+        yield* sql`
+          INSERT INTO delta_sessions (key, key_id, iv, ciphertext, tag, refresh_until, updated_at)
+          VALUES (${"an-earlier-build-key"}, ${"k"}, ${bytes}, ${bytes}, ${bytes}, now(), now())
+          ON CONFLICT (key) DO UPDATE SET key_id = EXCLUDED.key_id, iv = EXCLUDED.iv, ciphertext = EXCLUDED.ciphertext,
+            tag = EXCLUDED.tag, refresh_until = EXCLUDED.refresh_until, updated_at = EXCLUDED.updated_at`
+      }
+      const rows = yield* sql<{ readonly n: number }>`SELECT count(*)::int AS n FROM delta_sessions WHERE key = 'an-earlier-build-key'`
+      expect(rows[0]?.n).toBe(1)
+    }))
+
   it.effect("started again, applies nothing", () =>
     Effect.gen(function* () {
       expect(yield* migrate).toEqual([])

@@ -135,7 +135,7 @@ export const make = Effect.gen(function* () {
         SELECT ${account.orgId}, ${key}, ${sealed.keyId}, ${sealed.iv}::bytea, ${sealed.ciphertext}::bytea, ${sealed.tag}::bytea,
                ${toDate(session.refreshUntil)}::timestamptz, ${toDate(now)}::timestamptz
          WHERE EXISTS (SELECT 1 FROM connections WHERE org_id = ${account.orgId} AND provider = 'delta')
-        ON CONFLICT (org_id, key) DO UPDATE SET key_id = EXCLUDED.key_id, iv = EXCLUDED.iv, ciphertext = EXCLUDED.ciphertext,
+        ON CONFLICT (key) DO UPDATE SET key_id = EXCLUDED.key_id, iv = EXCLUDED.iv, ciphertext = EXCLUDED.ciphertext,
           tag = EXCLUDED.tag, refresh_until = EXCLUDED.refresh_until, updated_at = EXCLUDED.updated_at
         RETURNING key`
       if (inserted.length > 0) keep(account.orgId, key, session)

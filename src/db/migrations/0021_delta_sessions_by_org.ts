@@ -13,7 +13,10 @@ import * as Effect from "effect/Effect"
 export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   yield* sql`DELETE FROM delta_sessions`
-  yield* sql`ALTER TABLE delta_sessions ADD COLUMN org_id text NOT NULL REFERENCES orgs (id)`
-  // by org first: an org's sessions are deleted together
-  yield* sql`ALTER TABLE delta_sessions DROP CONSTRAINT delta_sessions_pkey, ADD PRIMARY KEY (org_id, key)`
+  // Nullable, and `key` stays the primary key (a mac of the org and the account is one org's): a process of the
+  // earlier build, running beside the newer during a rolling upgrade, still keeps its sessions as it did (`ON
+  // CONFLICT (key)`, no org), rows no newer process finds and the sweeper deletes when their refresh token expires.
+  yield* sql`ALTER TABLE delta_sessions ADD COLUMN org_id text REFERENCES orgs (id)`
+  // an org's sessions are deleted together
+  yield* sql`CREATE INDEX delta_sessions_org ON delta_sessions (org_id)`
 })

@@ -5,7 +5,7 @@
  */
 import { describe, expect, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
-import { Effect, Exit, Layer, Metric, Redacted, TestClock } from "effect"
+import { Deferred, Effect, Exit, Fiber, Layer, Metric, Redacted, TestClock } from "effect"
 import { InsufficientCredits, KeySpendLimitExceeded, SpendCapExceeded } from "../src/domain/errors.js"
 import type { KeyId, OrgId } from "../src/domain/ids.js"
 import { defaults, LedgerConfig } from "../src/config.js"
@@ -191,6 +191,37 @@ layer(servicesLayer())("the ledger, in process, on TestClock", (it) => {
       expect([...refusals.keys()]).toEqual(["insufficient_credits"])
       expect(yield* books(org.orgId)).toMatchObject({ balance: 1, held: 0, pendingHolds: 0 })
     }), 20_000)
+
+  it.effect("two refusals of one org, each beside an Idempotency-Key claim of it, both answered: no deadlock", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const org = yield* givenOrg({ credits: 1 })
+      const month = monthOf(Date.now())
+      // as gateway_claim_reserve_batch does: the claim's insert (a key-share lock on the org, by its foreign key),
+      // then the reservation, refused (it asks for more than the org has)
+      const claimThenReserve = (key: string, inserted: Deferred.Deferred<void>, go: Deferred.Deferred<void>) =>
+        sql.withTransaction(Effect.gen(function* () {
+          yield* sql`INSERT INTO idempotency (org_id, key, fingerprint, status, request_id, lease_until, expires_at, created_at)
+                     VALUES (${org.orgId}, ${key}, 'f', 'running', ${`req_${key}`}, now(), now() + interval '1 day', now())`
+          yield* Deferred.succeed(inserted, undefined)
+          yield* Deferred.await(go)
+          const rows = yield* sql<{ readonly refusal: string | null }>`
+            SELECT refusal FROM gateway_reserve_batch(ARRAY[${org.orgId}], ARRAY[${org.keyId}], ARRAY['weather'],
+              ARRAY[${`req_${key}`}], ARRAY[10]::bigint[], ARRAY[now()], ARRAY[${month}]::integer[], ARRAY[now() + interval '1 minute'])`
+          return rows[0]?.refusal
+        }))
+      const [inserted1, go1, inserted2, go2] = yield* Effect.all([Deferred.make<void>(), Deferred.make<void>(), Deferred.make<void>(), Deferred.make<void>()])
+      const first = yield* Effect.fork(claimThenReserve("k1", inserted1, go1))
+      const second = yield* Effect.fork(claimThenReserve("k2", inserted2, go2))
+      yield* Deferred.await(inserted1)
+      yield* Deferred.await(inserted2)
+      yield* Deferred.succeed(go1, undefined)
+      // the first refusal, under FOR UPDATE, waited for the second claim's key-share lock; the second then closed the cycle
+      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 300)))
+      yield* Deferred.succeed(go2, undefined)
+      const answers = yield* Effect.all([Fiber.join(first), Fiber.join(second)]).pipe(Effect.orDie)
+      expect(answers).toEqual(["insufficient_credits", "insufficient_credits"])
+    }))
 
   it.effect("group commit: calls that arrive together share a statement, and each gets its own answer", () =>
     Effect.gen(function* () {

@@ -55,7 +55,7 @@ const functions: ReadonlyArray<SqlFunction> = [
  */
 const measured: Record<string, string> = {
   journal_append_only: "30f29dfdcdb2c74329296873506a9433026f2c043682f9f264ee64bf661dc29c",
-  gateway_reserve: "3ac0c20111221a05a9107f225a81cc6fd5f2224812a2607b9339e600ac541249",
+  gateway_reserve: "224699cc92f2041b414bc2756046249e19c0670d1e03e450ad3fcbb648795929",
   gateway_settle: "6920ea924a8e4606708649ebaf66048412d376187d2c32dae73700c60ea66562",
   gateway_void: "a697767a72c7b6f2823bb75a45c9721c6a5494632202dede4e22cc9fa19a7aa3",
   gateway_reserve_batch: "ec0eaa2833f7e3e1eb7b288c9ff8d19d13c15a84d019fbe4549256f8bdd5ea28",

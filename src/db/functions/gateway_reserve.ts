@@ -6,7 +6,9 @@
  * monthly limit), taking the row locks in the ledger's one order (org, key). It commits without waiting
  * for the WAL flush: a lost hold has nothing to settle.
  *
- * A refusal is decided again on the row under its lock: the conditional update that refused it read the row as it
+ * A refusal is decided again on the row under its lock (`FOR NO KEY UPDATE`, the lock the update takes: `FOR UPDATE`
+ * would also wait for the key-share locks other transactions' inserts take on the org through their foreign keys —
+ * an Idempotency-Key claim, a usage flush — and closed cycles with them): the conditional update that refused it read the row as it
  * stood, and a plain read after it sees another moment (a hold voided between the two made an org with no cap and
  * too few credits read as `spend_cap_exceeded`, "wait for the next month"). A reservation of 0 credits (a free
  * tool) fits under any cap or limit, one lowered below the month's spend included.
@@ -55,7 +57,7 @@ export const gatewayReserve = sqlFunction("gateway_reserve", `
         -- Refused as the row stood then; it is read again under its lock, so that the reason given is the one
         -- the row shows (a hold freed or credits added since would otherwise read as the cap, or a cap raised
         -- as the balance), and a call that fits by now is held.
-        SELECT * INTO o FROM orgs WHERE orgs.id = p_org FOR UPDATE;
+        SELECT * INTO o FROM orgs WHERE orgs.id = p_org FOR NO KEY UPDATE;
         IF o.balance - o.held < p_amount
            OR (p_amount > 0 AND (CASE WHEN o.spend_month >= p_month THEN o.month_spend ELSE 0 END) + o.held + p_amount
                                 > coalesce(o.spend_cap, 9007199254740991)) THEN
@@ -84,7 +86,7 @@ export const gatewayReserve = sqlFunction("gateway_reserve", `
       RETURNING * INTO k;
       IF NOT FOUND THEN
         -- as for the org: decided again on the row under its lock (its limit may have been raised meanwhile)
-        SELECT * INTO k FROM api_keys WHERE api_keys.id = p_key FOR UPDATE;
+        SELECT * INTO k FROM api_keys WHERE api_keys.id = p_key FOR NO KEY UPDATE;
         IF k.spend_limit IS NOT NULL AND p_amount > 0
            AND (CASE WHEN k.spend_month >= p_month THEN k.month_spend ELSE 0 END) + k.held + p_amount > k.spend_limit THEN
           UPDATE orgs SET held = orgs.held - p_amount WHERE orgs.id = p_org;

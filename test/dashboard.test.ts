@@ -408,6 +408,9 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.1"] } }), { excludeTestSe
           { text: escapedSlashes },
           { text: unicodeEscaped },
           { text: JSON.stringify({ message: `Invalid token: ${encodeURIComponent(secret)}` }) },
+          { text: JSON.stringify({ message: `Invalid token: ${encodeURIComponent(secret).replace(/%[0-9A-F]{2}/g, (hex) => hex.toLowerCase())}` }) },
+          // JSON too long to parse whole (past the 64 KiB a refusal reads), its slashes escaped
+          { text: JSON.stringify({ message: `Invalid token ${secret}`, trace: "x".repeat(100_000) }).replaceAll("/", "\\/") },
           // as UTF-16LE bytes (an ASCII text with a NUL after each letter), said so, and said to be JSON
           { text: utf16(`Invalid token: ${secret}`), headers: { "content-type": "text/plain; charset=utf-16le" } },
           { text: utf16(JSON.stringify({ message: `Invalid token: ${secret}` })), headers: { "content-type": "application/json; charset=utf-16le" } }
@@ -417,8 +420,8 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.1"] } }), { excludeTestSe
           const rejected = yield* callTool("epsilon_request", { path: "/items" }, { key })
           expectEnvelope(rejected, { status: 502, type: "provider", code: "provider_rejected", retryable: false, billable: false, message: "[redacted]" })
           const shown = rejected.text.replaceAll("\\u0000", "").replaceAll("\\/", "/")
-          expect(shown, answer.text).not.toContain("AbCdEf")
-          expect(shown, answer.text).not.toContain(encodeURIComponent(secret))
+          expect(shown, answer.text.slice(0, 200)).not.toContain("AbCdEf")
+          expect(shown.toLowerCase(), answer.text.slice(0, 200)).not.toContain(encodeURIComponent(secret).toLowerCase())
         }
       }))
 

@@ -279,7 +279,7 @@ const encoder = new TextEncoder()
 /**
  * The secrets a request sent: each header's value (and each word of it: `Bearer <token>`), the values of its
  * credential-like query parameters, and what the provider names in `secrets`; each also as a URL would carry it
- * (percent-encoded), where that differs.
+ * (percent-encoded, in either case) and as JSON with escaped slashes would, where those differ.
  */
 const sentSecrets = (request: UpstreamRequest, hop: Hop): ReadonlyArray<string> => {
   const found = new Set<string>(request.secrets ?? [])
@@ -291,7 +291,14 @@ const sentSecrets = (request: UpstreamRequest, hop: Hop): ReadonlyArray<string> 
   if (URL.canParse(hop.url)) {
     for (const [name, value] of new URL(hop.url).searchParams) if (SECRET_PARAMETER.test(name)) found.add(value)
   }
-  for (const secret of [...found]) found.add(encodeURIComponent(secret))
+  for (const secret of [...found]) {
+    const encoded = encodeURIComponent(secret)
+    found.add(encoded)
+    found.add(encoded.replace(/%[0-9A-F]{2}/g, (hex) => hex.toLowerCase()))
+    // as JSON writes it, slashes escaped (PHP's json_encode): looked for in the text too, for an answer too long to
+    // parse whole (its first 64 KiB) or not quite JSON
+    found.add(JSON.stringify(secret).slice(1, -1).replaceAll("/", "\\/"))
+  }
   // the longest first, so that a whole header value goes before a word of it
   return [...found].filter((s) => s.length >= MIN_SECRET_LENGTH).sort((a, b) => b.length - a.length).slice(0, MAX_SECRETS)
 }

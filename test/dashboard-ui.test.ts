@@ -279,7 +279,18 @@ layer(gatewayLayer(), { excludeTestServices: true })("the dashboard in Chromium"
           yield* nav(page, "Betas")
           const toggle = page.getByRole("switch").first()
           const beta = yield* step(() => toggle.getAttribute("name"))
-          yield* step(() => toggle.check())
+          // the org read again is held back 3 s: the switch shows the change's own answer meanwhile (it flicked back
+          // off while a reload was on its way, and Playwright's check() read it off on a loaded machine)
+          yield* step(() => page.route("**/v1/org", (route) => new Promise((resolve) => setTimeout(resolve, 3_000)).then(() => route.continue())))
+          const answered = yield* step(async () => {
+            const put = page.waitForResponse((r) => r.request().method() === "PUT" && r.url().includes("/v1/org/betas/"))
+            await toggle.click()
+            const response = await put
+            await page.waitForTimeout(300)
+            return { status: response.status(), checked: await toggle.isChecked() }
+          })
+          yield* step(() => page.unroute("**/v1/org"))
+          expect(answered).toEqual({ status: 200, checked: true })
           const token = yield* tokenOf(page)
           // the switch's change reaches the org (the page asks the gateway, then shows what it answers)
           const betas = dashboard("GET", "/v1/org", token).pipe(Effect.map((r) => Schema.decodeUnknownSync(Org)(r.body).betas))
@@ -430,6 +441,19 @@ layer(gatewayLayer(), { excludeTestServices: true })("the dashboard in Chromium"
         await page.getByRole("button", { name: "Try again" }).click()
         await page.getByRole("switch").first().waitFor()
       })
+      // a change that does not reach the gateway: said so, and the switch shows the org as it is
+      const refused = yield* step(async () => {
+        const toggle = page.getByRole("switch").first()
+        const before = await toggle.isChecked()
+        await page.route("**/v1/org/betas/**", (route) => route.abort())
+        await toggle.click()
+        await page.getByRole("alert").waitFor()
+        await page.locator("[role=switch][aria-busy=false]").first().waitFor()
+        await page.unroute("**/v1/org/betas/**")
+        return { before, after: await toggle.isChecked(), alert: await page.getByRole("alert").innerText() }
+      })
+      expect(refused.after).toBe(refused.before)
+      expect(refused.alert).toContain("network")
 
       // a path that is no page says so, rather than showing the overview under it
       yield* step(async () => {

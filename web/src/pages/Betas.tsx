@@ -4,19 +4,43 @@ import { useState } from "preact/hooks"
 import type { Api } from "../api.js"
 import { Card, Loading, Problem, useLoad } from "../ui.js"
 
+/**
+ * A switch shows what the user asked while the gateway has not answered, then the org as the gateway answers it
+ * (the change's own answer is the org: no second read, so the switch never shows the org as it was read before the
+ * change — it flicked back off, then on, while a reload was on its way).
+ */
 export const Betas = (props: { readonly api: Api }) => {
   const { state, reload } = useLoad(() =>
     props.api.run((c) => Effect.all({ org: c.dashboard.getOrg(), catalog: c.catalog.list() }, { concurrency: 2 })))
   const [error, setError] = useState<{ readonly code: string; readonly message: string } | null>(null)
+  // the org as the last change answered it (newer than the page's load), and the changes not yet answered
+  const [answered, setAnswered] = useState<{ readonly betas: ReadonlyArray<string> } | null>(null)
+  const [pending, setPending] = useState<ReadonlyMap<string, boolean>>(new Map())
   if (state === null) return <Loading />
   if (!state.ok) return <Problem error={state} onRetry={reload} />
   const betas = state.value.catalog.data.filter((t) => t.beta)
-  const enabled = new Set(state.value.org.betas)
-  const set = (tool: string, on: boolean) =>
-    void props.api.run((c) => c.dashboard.setBeta({ path: { tool }, payload: { enabled: on } })).then((outcome) => {
-      setError(outcome.ok ? null : outcome)
-      reload()
+  const enabled = new Set((answered ?? state.value.org).betas)
+  const settle = (tool: string) =>
+    setPending((current) => {
+      const next = new Map(current)
+      next.delete(tool)
+      return next
     })
+  const set = (tool: string, on: boolean) => {
+    setPending((current) => new Map(current).set(tool, on))
+    void props.api.run((c) => c.dashboard.setBeta({ path: { tool }, payload: { enabled: on } })).then((outcome) => {
+      settle(tool)
+      if (outcome.ok) {
+        setError(null)
+        setAnswered(outcome.value)
+      } else {
+        // refused: the switch shows the org as the gateway has it
+        setError(outcome)
+        setAnswered(null)
+        reload()
+      }
+    })
+  }
   return (
     <Card title="Beta tools" wide>
       <p class="muted">A beta tool answers <code>beta_unavailable</code> until it is turned on for the org.</p>
@@ -26,7 +50,14 @@ export const Betas = (props: { readonly api: Api }) => {
           {betas.map((t) => (
             <li key={t.name}>
               <label class="switch">
-                <input type="checkbox" role="switch" name={t.name} checked={enabled.has(t.name)} onChange={(e) => set(t.name, e.currentTarget.checked)} />
+                <input
+                  type="checkbox"
+                  role="switch"
+                  name={t.name}
+                  checked={pending.get(t.name) ?? enabled.has(t.name)}
+                  aria-busy={pending.has(t.name)}
+                  onChange={(e) => set(t.name, e.currentTarget.checked)}
+                />
                 <span><code>{t.name}</code> {t.summary}</span>
               </label>
             </li>

@@ -371,6 +371,10 @@ type FaultCase = (typeof faults)[number]
  * the fetch, not a credential of the gateway's.
  */
 const expectationFor = (c: Case, f: FaultCase): FaultCase => {
+  // nor may its message send the caller to POST /v1/run, which would send the write again
+  if (f.name === "a wrong shape" && tools[c.tool].effect === "write") {
+    return { ...f, expected: { ...f.expected, message: "probably been done; check before sending it again (POST /v1/run would send it again)" } }
+  }
   if (f.name === "malformed JSON" && tools[c.tool].effect === "write") {
     return { ...f, expected: { status: 502, type: "normalization", code: "normalization_failed", retryable: false, billable: true, message: "probably been done" }, settled: true }
   }

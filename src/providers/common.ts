@@ -14,7 +14,7 @@ import { InvalidRequest, NormalizationFailed, type ProviderError, ProviderUnavai
 import { describeParseError } from "../domain/parse.js"
 import { type ArtifactRef, ArtifactSink } from "../services/Artifacts.js"
 import type { Credentials } from "../domain/connections.js"
-import type { ToolInput, ToolName, ToolOutput } from "../domain/tools.js"
+import { catalog, type ToolInput, type ToolName, type ToolOutput } from "../domain/tools.js"
 import type { ProvidersConfig } from "../config.js"
 import type { DeltaSessions } from "../services/DeltaSessions.js"
 import type { HtmlConverter } from "../services/HtmlConverter.js"
@@ -101,19 +101,25 @@ export interface ProviderTool<I, C, O> {
 /**
  * Decode an upstream answer; a mismatch is a normalization failure (the provider was called and answered).
  * `step` names an answer the call needs before its main request (delta's session): `POST /v1/run` would stop at
- * the same step, so the message does not send the caller there.
+ * the same step, so the message does not send the caller there. Nor does a write's: the provider accepted it, and
+ * `POST /v1/run` would send it again.
  */
-export const decodeUpstream = <A, I>(provider: string, schema: Schema.Schema<A, I>, tool: string, step?: string) => {
+export const decodeUpstream = <A, I>(provider: string, schema: Schema.Schema<A, I>, tool: ToolName, step?: string) => {
   const decode = Schema.decodeUnknown(schema, { errors: "all" })
+  const write = catalog[tool].effect === "write"
   return (body: unknown): Effect.Effect<A, NormalizationFailed> =>
     decode(body).pipe(
       Effect.mapError((error) =>
         new NormalizationFailed({
-          message: step === undefined
-            ? `The ${provider} answer could not be mapped to the ${tool} output (${describeParseError(error)}). ` +
-              `POST /v1/run with {"tool":"${tool}","input":...} returns the provider's raw answer.`
-            : `The ${provider} ${step} answer, which ${tool} needs before its call, could not be read ` +
+          message: step !== undefined
+            ? `The ${provider} ${step} answer, which ${tool} needs before its call, could not be read ` +
               `(${describeParseError(error)}); ${tool}'s own request was not sent, and the call is billed for the ${step} the provider answered.`
+            : write
+            ? `${provider} accepted the write but its answer could not be mapped to the ${tool} output ` +
+              `(${describeParseError(error)}): it has probably been done; check before sending it again ` +
+              "(POST /v1/run would send it again)."
+            : `The ${provider} answer could not be mapped to the ${tool} output (${describeParseError(error)}). ` +
+              `POST /v1/run with {"tool":"${tool}","input":...} returns the provider's raw answer.`
         })
       )
     )

@@ -13,7 +13,7 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import { ProviderCredentialRejected, ProviderRateLimited, ProviderUnavailable } from "../domain/errors.js"
 import type { Credentials } from "../domain/connections.js"
-import type { ToolInput, ToolOutput } from "../domain/tools.js"
+import type { ToolInput, ToolName, ToolOutput } from "../domain/tools.js"
 import { ProvidersConfig } from "../config.js"
 import { CallOrg, resetSeconds, type UpstreamResponse } from "../services/ProviderClient.js"
 import { type DeltaAccount, type DeltaSession, DeltaSessions } from "../services/DeltaSessions.js"
@@ -82,7 +82,7 @@ interface Place {
 }
 
 /** A session from createSession's or refreshSession's answer, kept for every process. */
-const keepSession = (place: Place, tool: string, step: string, body: unknown) =>
+const keepSession = (place: Place, tool: ToolName, step: string, body: unknown) =>
   Effect.gen(function* () {
     const answer = yield* decodeUpstream(PROVIDER, Session, tool, step)(body)
     const now = yield* nowMillis
@@ -104,7 +104,7 @@ const hostOf = (place: Place, session: DeltaSession) =>
     ? { base: place.service, guarded: place.guarded }
     : { base: session.pds, guarded: true }
 
-const createSession = (place: Place, credentials: Credentials["delta"], tool: string) =>
+const createSession = (place: Place, credentials: Credentials["delta"], tool: ToolName) =>
   Effect.gen(function* () {
     const answer = yield* requestJson({
       provider: PROVIDER,
@@ -126,7 +126,7 @@ const createSession = (place: Place, credentials: Credentials["delta"], tool: st
  * provider unavailable, not a write whose outcome is unknown (the next call starts a new session if the refresh
  * token was spent).
  */
-const renew = (place: Place, session: DeltaSession, credentials: Credentials["delta"], tool: string) =>
+const renew = (place: Place, session: DeltaSession, credentials: Credentials["delta"], tool: ToolName) =>
   Effect.gen(function* () {
     const now = yield* nowMillis
     if (session.refreshUntil <= now) return yield* createSession(place, credentials, tool)
@@ -154,7 +154,7 @@ const createRecord = (
   credentials: Credentials["delta"],
   collection: string,
   record: Readonly<Record<string, unknown>>,
-  tool: string
+  tool: ToolName
 ) =>
   Effect.gen(function* () {
     const { guarded, service } = yield* serviceOf(credentials)
@@ -191,7 +191,7 @@ const createRecord = (
 
 const isoNow = Effect.map(nowMillis, (ms) => toDate(ms).toISOString())
 
-const toRecord = (tool: string) => (_input: unknown, raw: Raw) =>
+const toRecord = (tool: ToolName) => (_input: unknown, raw: Raw) =>
   Effect.map(decodeUpstream(PROVIDER, CreatedRecord, tool)(raw.body), (r) => ({ provider: PROVIDER, uri: r.uri, cid: r.cid }))
 
 export const post: ProviderTool<ToolInput<"delta_post">, Credentials["delta"], ToolOutput<"delta_post">> = {

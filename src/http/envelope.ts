@@ -276,10 +276,10 @@ export const EnvelopeMiddlewareLive = HttpApiBuilder.middleware(
           yield* FiberRef.set(CurrentRequest, state)
           yield* FiberRef.set(CurrentCallFacts, facts)
           // the answer the server may write at the socket meanwhile (a request timeout) carries this request's id
-          const socket = NodeHttpServerRequest.toIncomingMessage(request).socket
-          if (socket !== null) socketRequests.set(socket, state.requestId)
+          const at = socketOf(request)
+          if (at !== undefined) at.requestId = state.requestId
           const exit = yield* Effect.exit(restore(app))
-          if (socket !== null) socketRequests.delete(socket)
+          if (at !== undefined) at.requestId = undefined
           if (Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)) {
             // Nobody reads this answer: the client left, or the server answered at the socket (a request
             // timeout). The log line says how the request ended — a call that ran to its end, as what it was.
@@ -312,15 +312,29 @@ export const EnvelopeMiddlewareLive = HttpApiBuilder.middleware(
 const CLIENT_CLOSED = { status: 499, code: "client_closed_request" } as const
 
 /**
- * Answers the server wrote at the socket itself (a request timeout, headers too large), by socket: the
- * request's log line says that answer rather than an interruption.
+ * What a socket's requests and the server's own answers at the socket (a request timeout, headers too large) tell
+ * each other: the id of the request in progress, which that answer carries, and the answer, which the request's
+ * log line says rather than an interruption. One record a connection, made by its first request.
  */
-export const socketAnswers = new WeakMap<object, { readonly status: number; readonly code: string }>()
-
-/** The id of the request in progress on a socket, for an answer the server writes at the socket itself. */
-export const socketRequests = new WeakMap<object, string>()
-
-const endedAtSocket = (request: HttpServerRequest.HttpServerRequest) => {
-  const socket = NodeHttpServerRequest.toIncomingMessage(request).socket
-  return socket === null ? undefined : socketAnswers.get(socket)
+export interface AtSocket {
+  requestId: string | undefined
+  answered: { readonly status: number; readonly code: string } | undefined
 }
+
+const atSockets = new WeakMap<object, AtSocket>()
+
+/** The record of `socket` (made if it has none). */
+export const atSocket = (socket: object): AtSocket => {
+  const known = atSockets.get(socket)
+  if (known !== undefined) return known
+  const made: AtSocket = { requestId: undefined, answered: undefined }
+  atSockets.set(socket, made)
+  return made
+}
+
+const socketOf = (request: HttpServerRequest.HttpServerRequest) => {
+  const socket = NodeHttpServerRequest.toIncomingMessage(request).socket
+  return socket === null ? undefined : atSocket(socket)
+}
+
+const endedAtSocket = (request: HttpServerRequest.HttpServerRequest) => socketOf(request)?.answered

@@ -14,7 +14,7 @@ import type * as Net from "node:net"
 import { envelope, envelopeOf, HeadersTooLarge, InvalidRequest, RequestTimeout, responseHeaders } from "../domain/errors.js"
 import { ServerConfig } from "../config.js"
 import { Api } from "./Api.js"
-import { EnvelopeMiddlewareLive, newRequestId, socketAnswers, socketRequests } from "./envelope.js"
+import { atSocket, EnvelopeMiddlewareLive, newRequestId } from "./envelope.js"
 import { HandlersLive } from "./handlers.js"
 import { ServeNarrowed } from "./narrowContext.js"
 import { ArtifactsLive } from "./artifacts.js"
@@ -170,14 +170,15 @@ const answerClientError = (error: Error & { readonly code?: string }, socket: Ne
   const refusal = clientErrorOf(error.code)
   const { code, status } = envelopeOf[refusal._tag]
   // the request in progress on this socket (if any) is logged with this answer
-  socketAnswers.set(socket, { status, code })
+  const at = atSocket(socket)
+  at.answered = { status, code }
   const json = JSON.stringify(envelope(refusal))
   const headers = { ...responseHeaders(refusal), connection: "close" }
   socket.end(
     `HTTP/1.1 ${status} ${Http.STATUS_CODES[status] ?? ""}\r\n` +
       `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(json)}\r\n` +
       // the id the request's log line has, if a request was in progress; else a new one (nothing else is logged)
-      `x-request-id: ${socketRequests.get(socket) ?? newRequestId()}\r\n` +
+      `x-request-id: ${at.requestId ?? newRequestId()}\r\n` +
       Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join("") +
       `\r\n${json}`
   )

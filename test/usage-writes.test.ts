@@ -4,7 +4,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Context, Deferred, Effect, Fiber, Layer, Redacted } from "effect"
+import { Context, Deferred, Effect, Exit, Fiber, Layer, Logger, Redacted, Scope } from "effect"
 import { pgLayer } from "../src/db/Database.js"
 import type { OrgId } from "../src/domain/ids.js"
 import { Usage, type UsageEntry, UsageLive, USAGE_WRITE_LOCK } from "../src/services/Usage.js"
@@ -90,6 +90,42 @@ layer(servicesLayer(), { excludeTestServices: true })("usage records through dat
       const start = log.indexOf(page[0] ?? "")
       expect(log.slice(start, start + page.length)).toEqual(page)
     }).pipe(Effect.orDie))
+
+  it.scoped("the last flush, as the process stops, tries again while the database is away: written once it is back within seconds, said lost when it is not", () =>
+    Effect.gen(function* () {
+      const org = yield* givenOrg()
+      const { url } = yield* TestDatabaseUrl
+      const logged: Array<string> = []
+      const logger = Logger.make(({ logLevel, message }) => {
+        logged.push(`${logLevel.label} ${String(Array.isArray(message) ? message[0] : message)}`)
+      })
+      /** A process's usage records taken while the database is away, then the process stopped; `back` meanwhile. */
+      const stopping = (ids: ReadonlyArray<string>, back: Effect.Effect<void, never, TestDatabaseUrl>) =>
+        Effect.gen(function* () {
+          const scope = yield* Scope.make()
+          // the layer's finalizer runs with the loggers it was built with
+          const context = yield* Layer.buildWithScope(
+            UsageLive.pipe(Layer.provide(Layer.orDie(pgLayer(Redacted.make(url), { maxConnections: 2 })))),
+            scope
+          ).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, logger)))
+          const usage = Context.get(context, Usage)
+          yield* blockDatabase(false)
+          for (const id of ids) yield* usage.record(entry(org, id))
+          yield* Effect.all([Scope.close(scope, Exit.void), back], { concurrency: 2 })
+          yield* blockDatabase(true)
+        })
+      // away for a second
+      yield* stopping(["req_c1", "req_c2"], Effect.sleep("1 second").pipe(Effect.zipRight(blockDatabase(true))))
+      expect(yield* written(org.orgId)).toEqual({ req_c1: 1, req_c2: 1 })
+      expect(logged.filter((line) => line.startsWith("ERROR"))).toEqual([])
+      expect(logged.some((line) => line.includes("trying again before the process stops")), JSON.stringify(logged)).toBe(true)
+      // away for good
+      yield* stopping(["req_d1", "req_d2", "req_d3"], Effect.void)
+      expect(yield* written(org.orgId)).toEqual({ req_c1: 1, req_c2: 1 })
+      expect(logged.filter((line) => line.startsWith("ERROR"))).toEqual([
+        "ERROR 3 usage records could not be written before the process stopped (the database did not take them): they are lost"
+      ])
+    }), 30_000)
 
   it.scoped("a batch whose commit's answer was lost is not written again; the batch after it, refused, is", () =>
     Effect.gen(function* () {

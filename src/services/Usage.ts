@@ -10,7 +10,8 @@
  * never a credit (the journal is the ledger).
  *
  * A batch the database did not take (an error, a lost connection) goes back to the front of the buffer and is
- * written by the next flush, which a failure schedules `RETRY_INTERVAL` later. A batch is written once: each is
+ * written by the next flush, which a failure schedules `RETRY_INTERVAL` later; the last flush, as the process stops,
+ * tries again every `LAST_FLUSH_RETRY_INTERVAL` for `LAST_FLUSH_TRIES_FOR`, then says at ERROR how many are lost. A batch is written once: each is
  * one transaction whose id is read before its INSERT, and a batch whose answer was lost is written again only if
  * the database says that transaction did not commit (one it cannot yet tell about waits, unwritten, until it
  * can). While the database fails, at most `MAX_PENDING` records wait: past that the oldest are dropped, counted
@@ -181,6 +182,9 @@ const FLUSH_INTERVAL = Duration.millis(100)
 const FLUSH_SIZE = 500
 /** The wait before a flush that failed is tried again (while records wait, there is always a next flush). */
 const RETRY_INTERVAL = Duration.seconds(1)
+/** How long the last flush, as the process stops, tries again while the database does not take its records. */
+const LAST_FLUSH_TRIES_FOR = Duration.seconds(5)
+const LAST_FLUSH_RETRY_INTERVAL = Duration.millis(500)
 /** Records per INSERT: ten parameters each, well within PostgreSQL's 65,535 a statement. */
 const WRITE_SIZE = 1_000
 /** Records kept waiting while the database fails (about 10 MB); past it the oldest are dropped. */
@@ -219,6 +223,8 @@ export const make = Effect.gen(function* () {
   let unconfirmed: Array<Unconfirmed> = []
   // records dropped past MAX_PENDING since the last line that said so
   let dropped = 0
+  // the process is stopping: the last flush is the one running
+  let closing = false
 
   const matching = (q: typeof PageQuery.Type) => sql`
        WHERE org_id = ${q.orgId}
@@ -338,7 +344,10 @@ export const make = Effect.gen(function* () {
         yield* insert(batch)
       })))
       if (exit._tag === "Success") return true
-      yield* Effect.logWarning(`could not write ${batch.length} usage records; they wait for the next flush`, exit.cause)
+      yield* Effect.logWarning(
+        `could not write ${batch.length} usage records; ${closing ? "trying again before the process stops" : "they wait for the next flush"}`,
+        exit.cause
+      )
       if (xid === undefined) return false
       // the INSERT was sent: it may have committed though its answer was lost
       const done = yield* committed(xid)
@@ -380,7 +389,32 @@ export const make = Effect.gen(function* () {
     }
   })))
 
-  yield* Effect.addFinalizer(() => flush)
+  // The last flush, as the process stops: no flush comes after it, so it tries again for a few seconds (a blip of
+  // the database, a restart of it) and then says how many records are lost rather than that they wait.
+  const lastFlush = Effect.gen(function* () {
+    closing = true
+    const started = yield* Clock.currentTimeMillis
+    yield* flush
+    while (waiting() > 0 && (yield* Clock.currentTimeMillis) - started < Duration.toMillis(LAST_FLUSH_TRIES_FOR)) {
+      yield* Effect.sleep(LAST_FLUSH_RETRY_INTERVAL)
+      yield* flush
+    }
+    const lost = pending.length
+    const unknown = unconfirmed.reduce((n, u) => n + u.batch.length, 0)
+    if (lost > 0) {
+      yield* Effect.logError(
+        `${lost} usage records could not be written before the process stopped (the database did not take them): they are lost`
+      )
+    }
+    if (unknown > 0) {
+      yield* Effect.logError(
+        `${unknown} usage records may not have been written before the process stopped (the database could not say whether their batch committed)`
+      )
+    }
+  }).pipe(Effect.withClock(Clock.make()))
+  const waiting = () => pending.length + unconfirmed.length
+
+  yield* Effect.addFinalizer(() => lastFlush)
 
   // Owned by the layer: closing it (before the final flush above, finalizers run in reverse) interrupts a
   // flush still waiting for its time; the final flush writes what is left.

@@ -259,9 +259,21 @@ const server = Config.all({
   bootstrap: boolean("GATEWAY_BOOTSTRAP", true),
   /** Largest request body, in bytes. */
   maxBodyBytes: whole("MAX_BODY_BYTES", 1024 * 1024, 1),
-  /** A client sends its headers within this, the whole request within `requestTimeoutMs`. */
-  headersTimeoutMs: timer("HEADERS_TIMEOUT_MS", 10_000, 1),
-  requestTimeoutMs: timer("REQUEST_TIMEOUT_MS", 30_000, 1),
+  /**
+   * A client sends its headers within this, the whole request within `requestTimeoutMs`: unset, 30 s or the headers'
+   * timeout if that is longer; set, at least the headers' timeout (a request cannot end before its headers).
+   */
+  timeouts: Config.all({
+    headersTimeoutMs: timer("HEADERS_TIMEOUT_MS", 10_000, 1),
+    requestTimeoutMs: Config.option(setting("REQUEST_TIMEOUT_MS").pipe(
+      Config.mapOrFail((text) => parseWhole("REQUEST_TIMEOUT_MS", text, 1, MAX_TIMER_MS))
+    ))
+  }).pipe(Config.mapOrFail(({ headersTimeoutMs, requestTimeoutMs }) => {
+    const request = Option.getOrElse(requestTimeoutMs, () => Math.max(30_000, headersTimeoutMs))
+    return request < headersTimeoutMs
+      ? invalid(`REQUEST_TIMEOUT_MS (${request}) must be at least HEADERS_TIMEOUT_MS (${headersTimeoutMs}): a request cannot end before its headers`)
+      : Either.right({ headersTimeoutMs, requestTimeoutMs: request })
+  })),
   /** An idle keep-alive connection is closed after this (Node's timer for it runs 1 s longer). */
   keepAliveTimeoutMs: timer("KEEP_ALIVE_TIMEOUT_MS", 5_000, 1, MAX_TIMER_MS - 1_000),
   /** Per-key default rate: sustained requests per second and burst; 0 turns it off. */
@@ -301,7 +313,7 @@ const server = Config.all({
    */
   otlp,
   serviceName: setting("OTEL_SERVICE_NAME").pipe(Config.withDefault("tool-gateway"))
-}).pipe(Config.map(({ otlp, ...rest }) => ({ ...rest, ...otlp })))
+}).pipe(Config.map(({ otlp, timeouts, ...rest }) => ({ ...rest, ...timeouts, ...otlp })))
 
 // -- the ledger --------------------------------------------------------------------------------------
 

@@ -173,6 +173,20 @@ describe("refused at start, naming the variable", () => {
 describe("OpenTelemetry's exporter variables", () => {
   // https://opentelemetry.io/docs/specs/otel/protocol/exporter/ : the per-signal endpoint is used as written, the
   // general one gets the signal's path; per-signal settings win; headers are name=value pairs, percent-encoded
+  it.effect("a request's timeout is never shorter than its headers': set shorter, refused; unset, 30 s or the headers' if longer", () =>
+    Effect.gen(function* () {
+      expect(yield* refusal({ REQUEST_TIMEOUT_MS: "5000" })).toContain(
+        "REQUEST_TIMEOUT_MS (5000) must be at least HEADERS_TIMEOUT_MS (10000): a request cannot end before its headers"
+      )
+      expect(yield* refusal({ HEADERS_TIMEOUT_MS: "20000", REQUEST_TIMEOUT_MS: "15000" })).toContain("REQUEST_TIMEOUT_MS (15000)")
+      const timeouts = (env: Record<string, string>) =>
+        Effect.map(load(env), (c) => [c.server.headersTimeoutMs, c.server.requestTimeoutMs])
+      expect(yield* timeouts({})).toEqual([10_000, 30_000])
+      expect(yield* timeouts({ HEADERS_TIMEOUT_MS: "60000" })).toEqual([60_000, 60_000])
+      expect(yield* timeouts({ REQUEST_TIMEOUT_MS: "10000" })).toEqual([10_000, 10_000])
+      expect(yield* timeouts({ HEADERS_TIMEOUT_MS: "500", REQUEST_TIMEOUT_MS: "1000" })).toEqual([500, 1_000])
+    }))
+
   it.effect("where spans go: the traces endpoint as written, else the general one with /v1/traces; none when disabled", () =>
     Effect.gen(function* () {
       const url = (env: Record<string, string>) => Effect.map(load(env), (c) => Option.getOrUndefined(c.server.otlpTracesUrl))

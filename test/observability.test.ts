@@ -406,7 +406,9 @@ const keyedCollector = Http.createServer((req, res) => {
   req.on("end", () => {
     const apiKey = req.headers["x-api-key"]
     keyed.push({ path: req.url, apiKey: typeof apiKey === "string" ? apiKey : undefined, type: req.headers["content-type"], body: Buffer.concat(parts) })
-    if (apiKey !== "collector key") res.writeHead(401).end()
+    // a key the test below uses: the collector is busy (a transient refusal, which the exporter tries again)
+    if (apiKey === "busy collector key") res.writeHead(503).end()
+    else if (apiKey !== "collector key") res.writeHead(401).end()
     else res.writeHead(200, { "content-type": "application/x-protobuf" }).end()
   })
 })
@@ -439,6 +441,33 @@ layer(
       }
       expect(named()).toBe(true)
     }), 15_000)
+})
+
+layer(
+  gatewayLayer({
+    server: {
+      otlpTracesUrl: Option.some(`${keyedUrl}/otlp/traces?tenant=t1`),
+      otlpHeaders: Redacted.make<Readonly<Record<string, string>>>({ "x-api-key": "busy collector key" }),
+      otlpProtocol: "http/protobuf"
+    }
+  }),
+  { excludeTestServices: true }
+)("a collector that refuses the exports", (it) => {
+  it.effect("is said at WARN, once for the export and its retries, with where the spans went and not the key", () =>
+    Effect.gen(function* () {
+      const refused = () => keyed.filter((r) => r.apiKey === "busy collector key").length
+      const { key } = yield* givenOrg()
+      expectOk(yield* callTool("weather", { q: "Berlin" }, { key }))
+      // the exporter tries an export 4 times (3 retries), then pauses 60 s
+      for (let i = 0; i < 100 && refused() < 4; i++) yield* Effect.sleep("100 millis")
+      expect(refused()).toBe(4)
+      const warned = capturedLogs.filter((l) => l.includes("could not export spans"))
+      expect(warned).toHaveLength(1)
+      expect(warned[0]).toContain(`could not export spans to ${keyedUrl}/otlp/traces (HTTP 503): they are dropped while the collector does not take them`)
+      expect(warned[0]).toContain(`"logLevel":"WARN"`)
+      expect(warned[0]).not.toContain("busy collector key")
+      expect(warned[0]).not.toContain("tenant")
+    }), 20_000)
 })
 
 // A collector that takes each export and never answers it; it notes when the exporter gives a request up.

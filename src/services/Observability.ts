@@ -5,6 +5,7 @@
  */
 import * as Headers from "@effect/platform/Headers"
 import * as HttpMiddleware from "@effect/platform/HttpMiddleware"
+import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -76,6 +77,9 @@ export const REDACTED_HEADERS: ReadonlyArray<string | RegExp> = [
   /auth|token|secret|key|password|session|cookie|signature|credential/i
 ]
 
+/** The least time between two WARN lines that say spans could not be exported. */
+const EXPORT_WARNING_INTERVAL_MS = 60_000
+
 export const TracingLive = Layer.unwrapEffect(
   Effect.map(ServerConfig, (config) =>
     Option.match(config.otlpTracesUrl, {
@@ -102,6 +106,20 @@ export const TracingLive = Layer.unwrapEffect(
             // pause after a failed export never came. Now such an export fails in time (after its retries) and the
             // exporter pauses as for a collector that is down (Effect-TS/effect#5374 is the same growth for an
             // unreachable one).
+            //
+            // A failed export is said at WARN, at most once a minute (the exporter says it at DEBUG only: a collector
+            // that is down, or refuses the API key, went unnoticed), with where the spans went but not the headers.
+            const where = new URL(tracesUrl)
+            const shown = `${where.origin}${where.pathname}`
+            let warnedAt = Number.NEGATIVE_INFINITY
+            const warn = (reason: string) =>
+              Effect.flatMap(Clock.currentTimeMillis, (now) => {
+                if (now - warnedAt < EXPORT_WARNING_INTERVAL_MS) return Effect.void
+                warnedAt = now
+                return Effect.logWarning(
+                  `could not export spans to ${shown} (${reason}): they are dropped while the collector does not take them`
+                )
+              })
             const timedOut = Layer.effect(
               HttpClient.HttpClient,
               Effect.map(HttpClient.HttpClient, (client) =>
@@ -109,7 +127,10 @@ export const TracingLive = Layer.unwrapEffect(
                   Effect.timeoutFail(response, {
                     duration: Duration.millis(ms),
                     onTimeout: () => new HttpClientError.RequestError({ request, reason: "Transport", description: `no answer within ${ms} ms` })
-                  })))
+                  }).pipe(
+                    Effect.tap((answer) => answer.status >= 300 ? warn(`HTTP ${answer.status}`) : Effect.void),
+                    Effect.tapError((error) => warn(error.description ?? error.reason))
+                  )))
             )
             return Layer.merge(OtlpTracer.layer({
               url: tracesUrl,

@@ -669,6 +669,49 @@ layer(gatewayLayer(), { excludeTestServices: true })("the built server", (it) =>
       expect(served.child.exitCode).toBeNull()
     }).pipe(Effect.scoped), 60_000)
 
+  it.effect("serve --workers 2: /metrics answers for every worker, whichever takes the scrape, each sample labelled with it", () =>
+    Effect.gen(function* () {
+      const env = yield* envFor
+      const { key } = yield* givenOrg({ credits: 100 })
+      const served = yield* serve(["--workers", "2"], { ...env, LOG_LEVEL: "info" })
+      /** A GET on a connection of its own: the primary hands new connections to the workers in turn. */
+      const fresh = (path: string, body?: unknown) =>
+        Effect.promise(() =>
+          new Promise<{ readonly status: number; readonly text: string }>((done, fail) => {
+            const request = Http.request(`${served.base}${path}`, {
+              agent: false,
+              method: body === undefined ? "GET" : "POST",
+              headers: body === undefined ? {} : { "content-type": "application/json", "x-api-key": key }
+            }, (response) => {
+              let text = ""
+              response.on("data", (d: Buffer) => (text += d.toString()))
+              response.on("end", () => done({ status: response.statusCode ?? 0, text }))
+            })
+            request.on("error", fail)
+            request.end(body === undefined ? undefined : JSON.stringify(body))
+          }))
+      for (let i = 0; i < 6; i++) expect((yield* fresh("/v1/weather", { q: "Berlin" })).status).toBe(200)
+      for (let scrape = 0; scrape < 4; scrape++) {
+        const { status, text } = yield* fresh("/metrics")
+        expect(status).toBe(200)
+        const samples = text.split("\n").filter((l) => l.startsWith("tool_gateway_tool_calls_total{") && l.includes(`tool="weather"`))
+        // both workers, whichever answered the scrape, and the calls of both
+        const workers = new Set(samples.map((l) => /worker="(\d+)"/.exec(l)?.[1]))
+        expect(workers.size).toBe(2)
+        expect(samples.reduce((sum, l) => sum + Number(l.split(" ").at(-1)), 0)).toBe(6)
+        // each family once, its samples together
+        expect(text.split("\n").filter((l) => l.startsWith("# TYPE tool_gateway_tool_calls_total ")).length).toBe(1)
+        // read from the database: once, unlabelled
+        const holds = text.split("\n").filter((l) => l.startsWith("tool_gateway_holds_outstanding"))
+        expect(holds).toHaveLength(1)
+        expect(holds[0]).not.toContain("worker=")
+      }
+      // the primary's lines are log lines as the workers' are: one JSON object each
+      const lines = served.output().split("\n").filter((l) => l !== "")
+      expect(lines.filter((l) => Option.isNone(Schema.decodeUnknownOption(Schema.parseJson())(l)))).toEqual([])
+      expect(served.output()).toContain(`"message":"Started 2 workers on ${served.base}"`)
+    }).pipe(Effect.scoped), 60_000)
+
   it.effect("serve --workers 2: two processes share the port and the database, and stop together", () =>
     Effect.gen(function* () {
       const env = yield* envFor

@@ -17,8 +17,10 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
+import * as Runtime from "effect/Runtime"
 import Cluster from "node:cluster"
 import { databaseUrl, MigrationsLive, pgLayer } from "../db/Database.js"
+import { serveClusterMetrics } from "../http/clusterMetrics.js"
 import { HttpServerLive } from "../http/server.js"
 import { GatewayLive } from "../layers.js"
 import { currentKeyText } from "../services/Encryption.js"
@@ -120,14 +122,18 @@ const primary = (count: number) =>
     const env = { DATABASE_URL: Redacted.value(url), GATEWAY_BOOTSTRAP: "false", GATEWAY_ENCRYPTION_KEY: encryptionKey }
     let stopping = false
     const fork = () => Cluster.fork(env)
+    // a scrape of /metrics, whichever worker takes it, answers for every worker
+    serveClusterMetrics()
     // A worker that cannot start (exit code 2) before any has started: its configuration, which would only fail
     // again, and everything stops. Once one has served, a worker that exits 2 could not start for a reason of the
     // moment (the database away while it started): it is started again, later each time, and the others serve on.
     const unstartable = yield* Deferred.make<never, WorkerStartError>()
     let served = false
     let failedStarts = 0
+    // said through the log, as the workers' lines are (one JSON object a line, unless LOG_FORMAT=pretty)
+    const log = Runtime.runFork(yield* Effect.runtime<never>())
     Cluster.on("listening", (_worker, address) => {
-      if (!served) console.error(`Started ${count} workers on http://${config.host}:${address.port}`)
+      if (!served) log(Effect.logInfo(`Started ${count} workers on http://${config.host}:${address.port}`))
       served = true
       failedStarts = 0
     })
@@ -139,11 +145,11 @@ const primary = (count: number) =>
       }
       failedStarts = code === 2 ? failedStarts + 1 : 0
       const delay = Math.min(Duration.toMillis(RESTART_DELAY) * 2 ** failedStarts, Duration.toMillis(RESTART_DELAY_MAX))
-      console.error(
+      log(Effect.logWarning(
         code === 2
           ? `worker ${worker.process.pid} could not start; starting another in ${delay / 1000} s`
           : `worker ${worker.process.pid} exited (${signal ?? code}); starting another`
-      )
+      ))
       setTimeout(() => {
         if (!stopping) fork()
       }, delay)

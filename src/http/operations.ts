@@ -22,6 +22,7 @@ import { InvalidToken, NotReady } from "../domain/errors.js"
 import { ServerConfig } from "../config.js"
 import { Ledger } from "../services/Ledger.js"
 import { MetricsExporter } from "../services/Observability.js"
+import { clusterScrape } from "./clusterMetrics.js"
 import { creditsHeld, holdsOutstanding, poolConnections, processMemory, unlabelledCounters } from "../services/Telemetry.js"
 
 const READY_TIMEOUT = Duration.seconds(2)
@@ -111,12 +112,13 @@ export const OperationsLive = HttpApiBuilder.Router.use((router) =>
       }
     })
 
+    // under `serve --workers N`, every worker's metrics, each sample labelled with its worker (clusterMetrics.ts)
+    const scrape = yield* clusterScrape(Effect.zipRight(refreshGauges, exporter.scrape))
     yield* router.get(
       "/metrics",
       Effect.gen(function* () {
         yield* authorized
-        yield* refreshGauges
-        const text = yield* exporter.scrape
+        const text = yield* scrape
         return HttpServerResponse.text(text, { contentType: "text/plain; version=0.0.4; charset=utf-8" })
       })
     )

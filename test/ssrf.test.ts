@@ -7,6 +7,8 @@ import { expect, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import * as Dns from "node:dns/promises"
 import * as Os from "node:os"
+import { isToolName, tools } from "../src/domain/tools.js"
+import { Betas } from "../src/services/Betas.js"
 import { Connections } from "../src/services/Connections.js"
 import { EPSILON_TOKEN } from "./upstreams/accounts.js"
 import { errorOf, expectEnvelope, expectOk } from "./support/assert.js"
@@ -35,6 +37,9 @@ layer(gatewayLayer(), { excludeTestServices: true })("SSRF guard", (it) => {
         "http://[2002:7f00:1::]/",
         "http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/",
         "http://[64:ff9b::7f00:1]/",
+        // NAT64 of 0.0.0.1 (the URL parser writes it [64:ff9b::1]), IPv4-compatible 0.0.0.10
+        "http://[64:ff9b::0.0.0.1]/",
+        "http://[::a]/",
         "http://[fd00:ec2::254]/",
         "http://[fe80::1]/",
         "http://2130706433/",
@@ -52,6 +57,16 @@ layer(gatewayLayer(), { excludeTestServices: true })("SSRF guard", (it) => {
       }
       expect(yield* books(orgId)).toEqual(expect.objectContaining({ balance: 50, held: 0, holdsByStatus: {} }))
       expect(u.pages.hits()).toBe(0)
+    }))
+
+  it.effect("an address of this machine's own interfaces is refused as such (a public one reaches what listens on every address)", () =>
+    Effect.gen(function* () {
+      const { key } = yield* givenOrg()
+      for (const address of Object.values(Os.networkInterfaces()).flat()) {
+        if (address === undefined || address.family !== "IPv4") continue
+        const result = yield* callTool("read", { url: `http://${address.address}:5432/` }, { key })
+        expectEnvelope(result, { ...refused, message: `${address.address} is an address of this machine` })
+      }
     }))
 
   it.effect("a refused URL is refused before the reservation: an empty balance still gets url_not_allowed, not 402", () =>
@@ -73,7 +88,9 @@ layer(gatewayLayer(), { excludeTestServices: true })("SSRF guard", (it) => {
       }
       const { key } = yield* givenOrg()
       const result = yield* callTool("read", { url: `http://${host}:${new URL(u.pages.url).port}/article` }, { key })
-      expectEnvelope(result, { ...refused, message: `${host} resolves to an address refused here: 127.` })
+      expectEnvelope(result, { ...refused, message: `${host} resolves to a private, loopback, link-local or reserved address.` })
+      // which address it is, is not said: the gateway's resolver is no map of a network's private names
+      expect(errorOf(result)?.message).not.toContain("127.")
     }))
 
   it.effect("refuses a redirect to a private address; the hold is voided", () =>
@@ -187,6 +204,25 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.0/8"] } }), { excludeTest
 layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.0/8"] } }), { excludeTestServices: true })("redirects", (it) => {
   const connectTo = (baseUrl: string, orgId: Parameters<typeof connectionFor>[0]) => connectionFor(orgId, { base_url: baseUrl, token: EPSILON_TOKEN })
 
+  it.effect("the generic REST provider: an API that echoes its request's headers does not give a key holder the connection's token", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      const member = yield* givenMember({ credits: 10 })
+      const connected = yield* dashboard("POST", "/v1/connections", member.token, {
+        provider: "epsilon",
+        credentials: { base_url: `${u.rest.url}/api`, token: EPSILON_TOKEN }
+      })
+      expect(connected.status).toBe(201)
+      for (const tool of ["epsilon_request", "run"] as const) {
+        const result = tool === "run"
+          ? yield* callTool("run", { tool: "epsilon_request", input: { path: "/headers" } }, { key: member.key })
+          : yield* callTool(tool, { path: "/headers" }, { key: member.key })
+        expectOk(result)
+        expect(result.text).not.toContain(EPSILON_TOKEN)
+        expect(result.text).toContain(`"authorization":"Bearer [redacted]"`)
+      }
+    }))
+
   it.effect("an account tool's cross-origin redirect is not followed: the token and the body stay home, the answer says where", () =>
     Effect.gen(function* () {
       const u = yield* TestUpstreams
@@ -282,3 +318,39 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.0/8"] } }), { excludeTest
 
 const connectionFor = (orgId: import("../src/domain/ids.js").OrgId, credentials: Record<string, unknown>) =>
   Effect.orDie(Effect.flatMap(Connections, (c) => c.connect(orgId, "epsilon", credentials, null)))
+
+// The readers (Jina, Firecrawl) fetch the caller's URL themselves, and may be the operator's own, inside its network:
+// `beta_read`, `gamma_scrape`, and `read` on them alone hand them no URL the guard refuses — by its text, or by
+// where its name resolves — or cannot resolve.
+layer(gatewayLayer({ providers: { readProviders: ["beta", "gamma"] } }), { excludeTestServices: true })("the readers' URLs", (it) => {
+  it.effect("beta_read, gamma_scrape and read on beta and gamma: a URL the guard refuses or cannot resolve reaches no reader, at no cost", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      const { key, orgId } = yield* givenOrg({ credits: 50 })
+      yield* Effect.orDie(Effect.flatMap(Betas, (b) => Effect.all(["beta_read", "gamma_scrape"].filter(isToolName).filter((t) => tools[t].beta).map((t) => b.enable(orgId, t)))))
+      const host = Os.hostname()
+      const loopback = (yield* Effect.promise(() => Dns.lookup(host, { all: true }).catch(() => []))).some((a) => a.address.startsWith("127."))
+      const dns = yield* Effect.promise(() =>
+        Dns.lookup("page.example.invalid").then(() => "resolved", (e: NodeJS.ErrnoException) => e.code ?? "failed"))
+      const unresolved = dns === "ENOTFOUND"
+        ? { ...refused, message: "page.example.invalid does not resolve" }
+        : { status: 502, type: "provider", code: "provider_unavailable", retryable: true, billable: false, message: "could not be resolved" } as const
+      for (const tool of ["beta_read", "gamma_scrape", "read"] as const) {
+        expectEnvelope(yield* callTool(tool, { url: "http://169.254.169.254/latest/meta-data/iam/" }, { key }), refused)
+        expectEnvelope(yield* callTool(tool, { url: "http://page.example.invalid/admin" }, { key }), unresolved)
+        // a name that resolves to a loopback address (this machine's own name, where it does)
+        if (loopback) {
+          expectEnvelope(yield* callTool(tool, { url: `http://${host}:5432/` }, { key }), {
+            ...refused,
+            message: `${host} resolves to a private, loopback, link-local or reserved address`
+          })
+        }
+      }
+      expect({ jina: u.jina.hits(), firecrawl: u.firecrawl.hits() }).toEqual({ jina: 0, firecrawl: 0 })
+      expect(yield* books(orgId)).toMatchObject({ balance: 50, held: 0 })
+      // a public page is read by them as before
+      expectOk(yield* callTool("beta_read", { url: "https://example.com/page" }, { key }))
+      expectOk(yield* callTool("read", { url: "https://example.com/page" }, { key }))
+    }))
+})

@@ -23,7 +23,7 @@ import * as Schema from "effect/Schema"
 import { ProviderNotConfigured } from "../domain/errors.js"
 import { DEFAULT_MAX_CHARS, DEFAULT_MAX_RESULTS, type ToolInput, type ToolOutput } from "../domain/tools.js"
 import { type ProviderEndpoint, ProvidersConfig } from "../config.js"
-import { bodyText, type UpstreamResponse } from "../services/ProviderClient.js"
+import { bodyText, ProviderClient, type UpstreamResponse } from "../services/ProviderClient.js"
 import { decodeUpstream, keepFile, NullableString, PageWithoutContent, type ProviderTool, requestJson } from "./common.js"
 import { truncate } from "./text.js"
 
@@ -132,6 +132,8 @@ const search = (body: Readonly<Record<string, unknown>>, withContent: boolean) =
 /** The Reader with the target URL in the body, byte for byte (its query string and fragment included). */
 const read = (url: string, format: string | undefined) =>
   Effect.gen(function* () {
+    // the Reader fetches the caller's URL: the guard's word on it first (the Reader may be the operator's own)
+    yield* Effect.flatMap(ProviderClient, (client) => client.vouch(url))
     const config = yield* ProvidersConfig
     const endpoint = config.endpoints.betaRead
     const key = yield* keyOf(endpoint)

@@ -6,7 +6,7 @@ import * as Effect from "effect/Effect"
 import type { Credentials } from "../domain/connections.js"
 import type { ToolInput, ToolOutput } from "../domain/tools.js"
 import { EPSILON_METHODS } from "../domain/schemas.js"
-import { idempotencyHeader, ProviderClient } from "../services/ProviderClient.js"
+import { idempotencyHeader, ProviderClient, withoutSecrets } from "../services/ProviderClient.js"
 import { parseUpstreamJson } from "../domain/json.js"
 import { invalid, type ProviderTool, requestText, urlUnder } from "./common.js"
 
@@ -64,9 +64,11 @@ export const request: ProviderTool<ToolInput<"epsilon_request">, Credentials["ep
         // a redirect may not take the token out of the base URL's path either
         scope: credentials.base_url
       })
-      // Any REST API: JSON when it parses as JSON, whatever its media type says.
+      // Any REST API: JSON when it parses as JSON, whatever its media type says. The connection's token is never in
+      // what the call answers (an API that echoes its request's headers would give it to any holder of an API key).
+      const secrets = credentials.token === undefined ? [] : [credentials.token]
       const text = raw.body
-      if (typeof text !== "string") return raw
+      if (typeof text !== "string") return { ...raw, body: withoutSecrets(text, secrets) }
       if (text.trim() === "") return { ...raw, body: null }
       // a large answer is parsed in its turn, as requestText read it
       return yield* (yield* ProviderClient).digest(
@@ -75,9 +77,9 @@ export const request: ProviderTool<ToolInput<"epsilon_request">, Credentials["ep
           try {
             // JSON nested too deep to read further is kept as its text
             const parsed = parseUpstreamJson(text)
-            return { ...raw, body: parsed === undefined ? text : parsed.value }
+            return { ...raw, body: withoutSecrets(parsed === undefined ? text : parsed.value, secrets) }
           } catch {
-            return raw
+            return { ...raw, body: withoutSecrets(text, secrets) }
           }
         })
       )

@@ -12,7 +12,7 @@ import * as Schema from "effect/Schema"
 import { ProviderNotConfigured, ProviderRejected, ProviderTimeout } from "../domain/errors.js"
 import { DEFAULT_MAX_CHARS, DEFAULT_MAX_RESULTS, type ToolInput, type ToolOutput } from "../domain/tools.js"
 import { ProvidersConfig } from "../config.js"
-import { upstreamMessage, type UpstreamResponse } from "../services/ProviderClient.js"
+import { ProviderClient, upstreamMessage, type UpstreamResponse } from "../services/ProviderClient.js"
 import { decodeUpstream, JsonObject, keepFile, NullableString, type ProviderTool, requestJson } from "./common.js"
 import { truncate } from "./text.js"
 
@@ -128,6 +128,8 @@ export const gammaScrape: ProviderTool<ToolInput<"gamma_scrape">, undefined, Too
   configured: isConfigured,
   fetch: (input) =>
     Effect.gen(function* () {
+      // Firecrawl fetches the caller's URL: the guard's word on it first (Firecrawl may be the operator's own)
+      yield* Effect.flatMap(ProviderClient, (client) => client.vouch(input.url))
       const raw = yield* post("/v2/scrape", v2Formats(input))
       const shot = Schema.decodeUnknownOption(Screenshot)(raw.body)
       if (Option.isNone(shot)) return raw
@@ -198,7 +200,11 @@ const ScrapedMarkdown = Schema.Struct({
 
 export const curatedRead: ProviderTool<ToolInput<"read">, undefined, ToolOutput<"read">> = {
   configured: isConfigured,
-  fetch: (input) => post("/v2/scrape", { url: input.url, formats: ["markdown"], onlyMainContent: true }),
+  fetch: (input) =>
+    Effect.zipRight(
+      Effect.flatMap(ProviderClient, (client) => client.vouch(input.url)),
+      post("/v2/scrape", { url: input.url, formats: ["markdown"], onlyMainContent: true })
+    ),
   normalize: (input, raw) =>
     Effect.map(decodeUpstream(PROVIDER, ScrapedMarkdown, "read")(raw.body), ({ data }) => {
       const { text, truncated } = truncate(data.markdown, input.max_chars ?? DEFAULT_MAX_CHARS)

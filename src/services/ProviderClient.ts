@@ -19,7 +19,7 @@ import * as Scheduler from "effect/Scheduler"
 import * as Http from "node:http"
 import * as Https from "node:https"
 import { TextDecoder } from "node:util"
-import type * as Net from "node:net"
+import * as Net from "node:net"
 import {
   type ProviderError,
   ProviderRateLimited,
@@ -33,7 +33,7 @@ import {
 } from "../domain/errors.js"
 import { ProvidersConfig } from "../config.js"
 import type { OrgId } from "../domain/ids.js"
-import { guardedLookup, HostUnresolved, makePolicy, refusedUrl } from "./Ssrf.js"
+import { guardedLookup, HostUnresolved, hostOf, makePolicy, refusedUrl } from "./Ssrf.js"
 import { nowMillis } from "./time.js"
 import { traced } from "./tracing.js"
 import { charsetOf, isJsonMediaType } from "../domain/contentType.js"
@@ -156,6 +156,14 @@ export class ProviderClient extends Context.Tag("ProviderClient")<ProviderClient
    * every other request waiting for seconds (an account tool's upstream is the org's choice).
    */
   readonly digest: <A, E, R>(bytes: number, read: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  /**
+   * The SSRF guard's word on a caller's URL that another service fetches (a reader: Jina, Firecrawl, which may be
+   * the operator's own, inside its network): refused as the guard refuses what the gateway fetches itself — by its
+   * text, and by where its host name resolves now (a name that does not resolve is refused too, one that cannot be
+   * resolved for now is `provider_unavailable`, retryable). The reader's own fetch is out of the gateway's sight
+   * (its redirects, a page that answers it otherwise): a self-hosted reader needs egress rules of its own.
+   */
+  readonly vouch: (url: string) => Effect.Effect<void, UrlNotAllowed | ProviderUnavailable>
 }>() {}
 
 /** From this size on, an answer is read in its turn (`ProviderClient.digest`): parsing 1 MiB of JSON takes ~10 ms. */
@@ -291,6 +299,12 @@ const sentSecrets = (request: UpstreamRequest, hop: Hop): ReadonlyArray<string> 
   if (URL.canParse(hop.url)) {
     for (const [name, value] of new URL(hop.url).searchParams) if (SECRET_PARAMETER.test(name)) found.add(value)
   }
+  return spelled(found)
+}
+
+/** Each secret, and each as a URL would carry it and as JSON with escaped slashes would; the longest first. */
+const spelled = (secrets: Iterable<string>): ReadonlyArray<string> => {
+  const found = new Set(secrets)
   for (const secret of [...found]) {
     const encoded = encodeURIComponent(secret)
     found.add(encoded)
@@ -301,6 +315,15 @@ const sentSecrets = (request: UpstreamRequest, hop: Hop): ReadonlyArray<string> 
   }
   // the longest first, so that a whole header value goes before a word of it
   return [...found].filter((s) => s.length >= MIN_SECRET_LENGTH).sort((a, b) => b.length - a.length).slice(0, MAX_SECRETS)
+}
+
+/**
+ * A 2xx answer's body (its text, or the JSON read from it) with none of `secrets` in it, in any of the spellings an
+ * error answer is searched for: an API that echoes the request (its headers, say) gives the connection's token back.
+ */
+export const withoutSecrets = (body: unknown, secrets: ReadonlyArray<string>): unknown => {
+  const spellings = spelled(secrets)
+  return spellings.length === 0 ? body : redactedJson(body, spellings)?.value ?? body
 }
 
 /** `text` with every secret replaced by `[redacted]`. */
@@ -829,7 +852,23 @@ export const make = Effect.gen(function* () {
   const digest = <A, E, R>(bytes: number, read: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
     bytes < LARGE_ANSWER_BYTES ? read : turn.withPermits(1)(Effect.zipRight(yieldToEventLoop, read))
 
-  return ProviderClient.of({ request, digest })
+  const vouch = (url: string): Effect.Effect<void, UrlNotAllowed | ProviderUnavailable> => {
+    const parsed = URL.canParse(url) ? new URL(url) : undefined
+    const reason = parsed === undefined ? "it is not a valid URL" : refusedUrl(policy, parsed)
+    if (reason !== undefined) return Effect.fail(new UrlNotAllowed({ message: `The URL is not allowed: ${reason}.` }))
+    const host = parsed === undefined ? "" : hostOf(parsed)
+    if (Net.isIP(host) !== 0 || policy.allowHosts.has(host)) return Effect.void
+    return Effect.async<void, UrlNotAllowed | ProviderUnavailable>((resume) => {
+      guardedLookup(policy)(host, { all: true }, (error) => {
+        if (error === null) return resume(Effect.void)
+        resume(Effect.fail(
+          error instanceof HostUnresolved ? unresolvedFailure(error) : new UrlNotAllowed({ message: `The URL is not allowed: ${error.message}.` })
+        ))
+      })
+    })
+  }
+
+  return ProviderClient.of({ request, digest, vouch })
 })
 
 const connectionMessage = (cause: unknown): string => {

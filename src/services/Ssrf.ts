@@ -8,6 +8,7 @@
  */
 import * as Dns from "node:dns"
 import * as Net from "node:net"
+import * as Os from "node:os"
 
 const blocked = new Net.BlockList()
 for (const [net, prefix] of [
@@ -45,18 +46,36 @@ for (const [net, prefix] of [
   ["2002::", 16]
 ] as const) blocked.addSubnet(net, prefix, "ipv6")
 
-/** The IPv4 address embedded in an IPv4-mapped, IPv4-compatible or NAT64 IPv6 address. */
+/** An IPv6 address's eight 16-bit groups (a dotted IPv4 tail read as two), or undefined if it is not one. */
+const groupsOf = (address: string): ReadonlyArray<number> | undefined => {
+  if (Net.isIPv6(address) === false) return undefined
+  const dotted = /^(.*:)(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(address)
+  const hex = dotted === null
+    ? address
+    : `${dotted[1]}${((Number(dotted[2]) << 8) | Number(dotted[3])).toString(16)}:${((Number(dotted[4]) << 8) | Number(dotted[5])).toString(16)}`
+  const [head = "", tail] = hex.split("::")
+  const part = (text: string | undefined) => (text === undefined || text === "" ? [] : text.split(":").map((g) => parseInt(g, 16)))
+  const front = part(head)
+  const back = part(tail)
+  const zeros = tail === undefined ? [] : Array.from({ length: 8 - front.length - back.length }, () => 0)
+  const groups = [...front, ...zeros, ...back]
+  return groups.length === 8 ? groups : undefined
+}
+
+/** The prefixes (their first six groups) whose addresses carry an IPv4 address in their last 32 bits. */
+const CARRIERS: ReadonlyArray<ReadonlyArray<number>> = [
+  [0, 0, 0, 0, 0, 0xffff], // IPv4-mapped
+  [0, 0, 0, 0, 0, 0], // IPv4-compatible (deprecated)
+  [0x64, 0xff9b, 0, 0, 0, 0] // NAT64 (RFC 6052)
+]
+
+/** The IPv4 address embedded in an IPv4-mapped, IPv4-compatible or NAT64 IPv6 address, in any spelling. */
 const embeddedIpv4 = (address: string): string | undefined => {
-  const lower = address.toLowerCase()
-  const dotted = /^(?:::ffff:|::|64:ff9b::)(\d+\.\d+\.\d+\.\d+)$/.exec(lower)
-  if (dotted?.[1] !== undefined) return dotted[1]
-  const hex = /^(?:::ffff:|::|64:ff9b::)([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(lower)
-  if (hex?.[1] !== undefined && hex[2] !== undefined) {
-    const hi = parseInt(hex[1], 16)
-    const lo = parseInt(hex[2], 16)
-    return `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`
-  }
-  return undefined
+  const groups = groupsOf(address)
+  if (groups === undefined || !CARRIERS.some((prefix) => prefix.every((g, i) => groups[i] === g))) return undefined
+  const hi = groups[6] ?? 0
+  const lo = groups[7] ?? 0
+  return `${hi >> 8}.${hi & 255}.${lo >> 8}.${lo & 255}`
 }
 
 export interface SsrfPolicy {
@@ -107,17 +126,31 @@ export const makePolicy = (entries: ReadonlyArray<string>): SsrfPolicy => {
   return { allowHosts, allowList }
 }
 
+const REFUSED_KIND = "a private, loopback, link-local or reserved address"
+
+/**
+ * This machine's own addresses, as its interfaces have them now: a public one (a server's own IP) reaches the
+ * services listening on every address (a database, this gateway) as loopback does.
+ */
+const ownAddresses = (): Net.BlockList => {
+  const list = new Net.BlockList()
+  for (const addresses of Object.values(Os.networkInterfaces())) {
+    for (const a of addresses ?? []) list.addAddress(a.address.replace(/%.*$/, ""), a.family === "IPv4" ? "ipv4" : "ipv6")
+  }
+  return list
+}
+
 /** Why an address may not be connected to, or undefined when it may. */
 export const refusedAddress = (policy: SsrfPolicy, address: string): string | undefined => {
   const family = Net.isIP(address)
   if (family === 0) return `${address} is not an IP address`
   const type = family === 4 ? "ipv4" : "ipv6"
   if (policy.allowList.check(address, type)) return undefined
-  if (family === 6) {
-    const v4 = embeddedIpv4(address)
-    if (v4 !== undefined) return refusedAddress(policy, v4)
-  }
-  return blocked.check(address, type) ? `${address} is a private, loopback, link-local or reserved address` : undefined
+  if (ownAddresses().check(address, type)) return `${address} is an address of this machine`
+  if (blocked.check(address, type)) return `${address} is ${REFUSED_KIND}`
+  // an IPv6 address that carries an IPv4 one is refused as that one is (and let through where it is allow-listed)
+  const v4 = family === 6 ? embeddedIpv4(address) : undefined
+  return v4 === undefined ? undefined : refusedAddress(policy, v4)
 }
 
 /** The hostname of a URL without IPv6 brackets, lower-cased. */
@@ -170,7 +203,8 @@ export const guardedLookup = (policy: SsrfPolicy) =>
     if (!policy.allowHosts.has(host)) {
       for (const { address } of addresses) {
         const reason = refusedAddress(policy, address)
-        if (reason !== undefined) return callback(new SsrfRefused(`${hostname} resolves to an address refused here: ${reason}`), [])
+        // the address is not said: the gateway's resolver is no oracle of a network's private names
+        if (reason !== undefined) return callback(new SsrfRefused(`${hostname} resolves to ${REFUSED_KIND}`), [])
       }
     }
     if (options.all === true) return callback(null, addresses)
@@ -192,7 +226,7 @@ export const refusedDestination = async (policy: SsrfPolicy, url: URL): Promise<
   const addresses = await Dns.promises.lookup(host, { all: true }).catch(() => [])
   for (const { address } of addresses) {
     const refused = refusedAddress(policy, address)
-    if (refused !== undefined) return `${host} resolves to an address refused here: ${refused}`
+    if (refused !== undefined) return `${host} resolves to ${REFUSED_KIND}`
   }
   return undefined
 }

@@ -16,7 +16,7 @@ import { type ConfigOverrides, configLayer, type GatewayConfigs } from "../../sr
 import { KeyStore } from "../../src/services/KeyStore.js"
 import { Orgs } from "../../src/services/Orgs.js"
 import { exa, EXA_KEY } from "../upstreams/exa.js"
-import { firecrawl, FIRECRAWL_KEY } from "../upstreams/firecrawl.js"
+import { firecrawl, FIRECRAWL_BLOCKLISTED_HOST, FIRECRAWL_KEY } from "../upstreams/firecrawl.js"
 import type { Upstream } from "../../src/testing/harness.js"
 import { itunes } from "../../src/testing/itunes.js"
 import { jina, JINA_KEY } from "../upstreams/jina.js"
@@ -109,6 +109,9 @@ export const TestUpstreamsLive = Layer.scoped(
   })
 )
 
+/** Public names the tests send to the readers (never fetched: the readers are fakes). */
+const PUBLIC_TEST_HOSTS: ReadonlyArray<string> = ["example.com", FIRECRAWL_BLOCKLISTED_HOST]
+
 const some = (key: string) => Option.some(Redacted.make(key))
 const at = (url: string) => ({ baseUrl: url, apiKey: Option.none() })
 
@@ -118,8 +121,10 @@ export const testConfig = (u: Upstreams, overrides: ConfigOverrides = {}): Confi
   ledger: { sweepIntervalMs: 0, ...overrides.ledger },
   providers: {
     timeoutMs: 1_500,
-    ssrfAllow: [PAGES_HOST],
     ...overrides.providers,
+    // the public names the tests give the readers (Jina, Firecrawl), which the guard resolves before a reader is
+    // asked: a test machine may have no DNS at all
+    ssrfAllow: [...(overrides.providers?.ssrfAllow ?? [PAGES_HOST]), ...PUBLIC_TEST_HOSTS],
     endpoints: {
       alpha: { baseUrl: u.exa.url, apiKey: some(EXA_KEY) },
       betaRead: { baseUrl: u.jina.url, apiKey: some(JINA_KEY) },

@@ -152,6 +152,8 @@ export const EPSILON_TOKEN = "rest-token"
 const EPSILON_TOKENS = [`Bearer ${EPSILON_TOKEN}`, "Bearer demo-token"]
 export const handleRest = (req: RecordedRequest): Reply => {
   if (!EPSILON_TOKENS.includes(req.headers["authorization"] ?? "")) return json(401, { message: "unauthorized" })
+  // httpbin's GET /headers (https://httpbin.org/#/Request_inspection): the request's headers, as received
+  if (req.path.endsWith("/headers")) return json(200, { headers: req.headers })
   return json(200, { method: req.method, path: req.path, query: Object.fromEntries(req.query), body: req.json ?? null })
 }
 

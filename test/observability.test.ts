@@ -459,15 +459,15 @@ layer(
       const { key } = yield* givenOrg()
       expectOk(yield* callTool("weather", { q: "Berlin" }, { key }))
       // the exporter tries an export 4 times (3 retries), then pauses 60 s
-      for (let i = 0; i < 100 && refused() < 4; i++) yield* Effect.sleep("100 millis")
+      for (let i = 0; i < 250 && refused() < 4; i++) yield* Effect.sleep("100 millis")
       expect(refused()).toBe(4)
-      const warned = capturedLogs.filter((l) => l.includes("could not export spans"))
+      const warned = capturedLogs.filter((l) => l.includes(`could not export spans to ${keyedUrl}`))
       expect(warned).toHaveLength(1)
       expect(warned[0]).toContain(`could not export spans to ${keyedUrl}/otlp/traces (HTTP 503): they are dropped while the collector does not take them`)
       expect(warned[0]).toContain(`"logLevel":"WARN"`)
       expect(warned[0]).not.toContain("busy collector key")
       expect(warned[0]).not.toContain("tenant")
-    }), 20_000)
+    }), 40_000)
 })
 
 // A collector that takes each export and never answers it; it notes when the exporter gives a request up.
@@ -805,7 +805,7 @@ layer(gatewayLayer({ server: { headersTimeoutMs: 500, requestTimeoutMs: 1_000 } 
         socket.on("close", () => resume(Effect.void))
       })
       let lines = requestLines().slice(before)
-      for (let tries = 0; lines.length === 0 && tries < 20; tries++) {
+      for (let tries = 0; lines.length === 0 && tries < 200; tries++) {
         yield* Effect.sleep("50 millis")
         lines = requestLines().slice(before)
       }

@@ -691,13 +691,15 @@ layer(gatewayLayer(), { excludeTestServices: true })("the built server", (it) =>
             request.end(body === undefined ? undefined : JSON.stringify(body))
           }))
       for (let i = 0; i < 6; i++) expect((yield* fresh("/v1/weather", { q: "Berlin" })).status).toBe(200)
+      // the first scrape loads each worker's exporter
+      expect((yield* fresh("/metrics")).status).toBe(200)
       for (let scrape = 0; scrape < 4; scrape++) {
         const { status, text } = yield* fresh("/metrics")
         expect(status).toBe(200)
         const samples = text.split("\n").filter((l) => l.startsWith("tool_gateway_tool_calls_total{") && l.includes(`tool="weather"`))
         // both workers, whichever answered the scrape, and the calls of both
-        const workers = new Set(samples.map((l) => /worker="(\d+)"/.exec(l)?.[1]))
-        expect(workers.size).toBe(2)
+        const memory = text.split("\n").filter((l) => l.startsWith("tool_gateway_process_memory_bytes{") && l.includes(`kind="rss"`))
+        expect(new Set(memory.map((l) => /worker="(\d+)"/.exec(l)?.[1]))).toHaveProperty("size", 2)
         expect(samples.reduce((sum, l) => sum + Number(l.split(" ").at(-1)), 0)).toBe(6)
         // each family once, its samples together
         expect(text.split("\n").filter((l) => l.startsWith("# TYPE tool_gateway_tool_calls_total ")).length).toBe(1)

@@ -14,7 +14,7 @@ import * as Runtime from "effect/Runtime"
 import * as Schema from "effect/Schema"
 
 /** How long the primary waits for the workers' scrapes, and a worker for the primary's answer (a bit longer). */
-export const COLLECT_TIMEOUT_MS = 2_000
+export const COLLECT_TIMEOUT_MS = 5_000
 
 /** Families read from the database at scrape time: the same whichever worker reads them. */
 const DATABASE_WIDE: ReadonlySet<string> = new Set(["tool_gateway_holds_outstanding", "tool_gateway_credits_held"])

@@ -394,6 +394,29 @@ layer(gatewayLayer({ server: { otlpTracesUrl: Option.some(`${collectorUrl}/v1/tr
       })
       expect(JSON.stringify(collected)).not.toMatch(/-secret|cHJveHkt/)
     }), 15_000)
+
+  it.effect("a valid W3C traceparent is continued; an all-zero one, and B3 ids of any text, are not (a collector refuses ids it cannot read, and every span of their batch)", () =>
+    Effect.gen(function* () {
+      const { key } = yield* givenOrg()
+      const probes = {
+        valid: { traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" },
+        zeros: { traceparent: "00-00000000000000000000000000000000-0000000000000000-01" },
+        b3: { b3: "not-a-trace-id-1" },
+        xb3: { "x-b3-traceid": "abc", "x-b3-spanid": "def" }
+      }
+      for (const [probe, headers] of Object.entries(probes)) {
+        expectOk(yield* callTool("weather", { q: "Berlin" }, { key, headers: { ...headers, "x-probe": probe } }))
+      }
+      const serverSpan = (probe: string) => collected.find((s) => s.attributes?.["http.request.header.x-probe"] === probe)
+      for (let i = 0; i < 50 && Object.keys(probes).some((p) => serverSpan(p) === undefined); i++) yield* Effect.sleep("100 millis")
+      expect(serverSpan("valid")).toMatchObject({ traceId: "4bf92f3577b34da6a3ce929d0e0e4736", parent: "00f067aa0ba902b7" })
+      for (const probe of ["zeros", "b3", "xb3"]) {
+        const span = serverSpan(probe)
+        expect(span?.traceId).toMatch(/^[0-9a-f]{32}$/)
+        expect(span?.traceId).not.toBe("00000000000000000000000000000000")
+        expect(span?.parent).toBeUndefined()
+      }
+    }), 15_000)
 })
 
 // A collector that wants an API key and takes binary protobuf at a path of its own (OTLP/HTTP as specified:

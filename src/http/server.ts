@@ -78,6 +78,22 @@ class GatewayServer extends Http.Server {
   }
 }
 
+/** A W3C `traceparent` of version 00 (lowercase hex), whose trace and parent ids are not all zeros (invalid, §3.2.2.3). */
+const TRACEPARENT = /^00-(?!0{32})[0-9a-f]{32}-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$/
+/** Zipkin's B3 headers, which the platform would also read: their ids are taken as sent, hex or not, 64-bit or not. */
+const B3_HEADERS = ["b3", "x-b3-traceid", "x-b3-spanid", "x-b3-sampled", "x-b3-parentspanid", "x-b3-flags"] as const
+
+/**
+ * The trace context a request may continue: a valid W3C `traceparent`, and nothing else. An id the exporter cannot
+ * write (a B3 id of any text, an all-zero trace id) made every span of its batch refused by a collector, and the
+ * exporter then pause for a minute — any client, a key or not, could keep the gateway's traces from being kept.
+ */
+export const keepValidTraceContext = (headers: Http.IncomingHttpHeaders): void => {
+  const parent = headers.traceparent
+  if (parent !== undefined && (typeof parent !== "string" || !TRACEPARENT.test(parent))) Reflect.deleteProperty(headers, "traceparent")
+  for (const name of B3_HEADERS) if (headers[name] !== undefined) Reflect.deleteProperty(headers, name)
+}
+
 /**
  * Node's http server with timeouts that keep slow or idle clients from holding sockets forever: headers
  * within `headersTimeoutMs`, the whole request within `requestTimeoutMs` (Node answers 408 and closes),
@@ -93,6 +109,8 @@ export const makeNodeServer = (timeouts: {
     IncomingMessage: GatewayIncomingMessage,
     connectionsCheckingInterval: Math.min(1_000, timeouts.headersTimeoutMs)
   })
+  // before the platform's own listener reads the request
+  server.prependListener("request", (request: Http.IncomingMessage) => keepValidTraceContext(request.headers))
   server.headersTimeout = timeouts.headersTimeoutMs
   server.requestTimeout = Math.max(timeouts.requestTimeoutMs, timeouts.headersTimeoutMs)
   server.keepAliveTimeout = timeouts.keepAliveTimeoutMs

@@ -384,6 +384,26 @@ layer(gatewayLayer(), { excludeTestServices: true })("the dashboard in Chromium"
       yield* step(() => page.locator("li.key", { hasText: "brief" }).getByText("expired").waitFor())
       yield* editKey(page, "brief", { label: "Monthly spend limit", value: "7" }, "/ 7")
 
+      // an edit opened, then the key changed elsewhere and the list read again (another key revoked): saving the
+      // name alone keeps the limit set meanwhile (the page compared the form with the key as read again, and sent
+      // the limit the form opened with — none — taking the new one away)
+      const timedKey = page.locator("li.key", { hasText: "timed again" })
+      yield* step(() => timedKey.getByRole("button", { name: "Edit limits" }).click())
+      const timedId = yield* step(() => timedKey.getAttribute("data-key-id"))
+      expect((yield* dashboard("PATCH", `/v1/keys/${timedId ?? ""}`, token, { monthly_spend_limit: 50 })).status).toBe(200)
+      yield* step(async () => {
+        await page.locator("li.key", { hasText: "brief" }).getByRole("button", { name: "Revoke" }).click()
+        await page.locator("li.key", { hasText: "brief" }).getByRole("button", { name: "Yes, revoke" }).click()
+        await page.locator("li.key", { hasText: "brief" }).getByText("revoked").waitFor()
+        await timedKey.getByText("/ 50").waitFor()
+        await timedKey.getByLabel("Name").fill("timed thrice")
+        await timedKey.getByRole("button", { name: "Save" }).click()
+        await page.locator("li.key", { hasText: "timed thrice" }).getByRole("button", { name: "Edit limits" }).waitFor()
+      })
+      const Limits = Schema.Struct({ data: Schema.Array(Schema.Struct({ name: Schema.String, monthly_spend_limit: Schema.NullOr(Schema.Number) })) })
+      const limits = Schema.decodeUnknownSync(Limits)((yield* dashboard("GET", "/v1/keys", token)).body).data
+      expect(limits.find((k) => k.name === "timed thrice")?.monthly_spend_limit).toBe(50)
+
       // a name of spaces, refused before it is sent: said as the gateway says it, not as a network failure
       yield* step(async () => {
         await page.locator("form").first().getByLabel("Name").fill("   ")
@@ -415,11 +435,19 @@ layer(gatewayLayer(), { excludeTestServices: true })("the dashboard in Chromium"
         await nu.getByRole("alertdialog").getByRole("button", { name: "Cancel" }).click()
       })
       expect(yield* step(() => nu.getByText("active").isVisible())).toBe(true)
+      // a double click on its yes removes it once: no second DELETE, no error for the removal that worked
+      const removals: Array<string> = []
+      page.on("request", (r) => {
+        if (r.method() === "DELETE" && r.url().includes("/v1/connections/")) removals.push(r.url())
+      })
       yield* step(async () => {
         await nu.getByRole("button", { name: "Remove" }).click()
-        await nu.getByRole("alertdialog").getByRole("button", { name: "Yes, remove" }).click()
+        await nu.getByRole("alertdialog").getByRole("button", { name: "Yes, remove" }).dblclick()
         await nu.getByText("not connected").waitFor()
+        await page.waitForTimeout(300)
       })
+      expect(removals).toHaveLength(1)
+      expect(yield* step(() => page.getByRole("alert").count())).toBe(0)
 
       // Ctrl-click opens the page in a new tab, and this one stays where it is
       const opened = yield* step(async () => {
@@ -454,6 +482,54 @@ layer(gatewayLayer(), { excludeTestServices: true })("the dashboard in Chromium"
       })
       expect(refused.after).toBe(refused.before)
       expect(refused.alert).toContain("network")
+
+      // two changes in flight whose answers cross (the first answered 1.5 s late): each switch ends as asked —
+      // the later answer, shown first, was overwritten by the earlier one, the org as it stood before the second
+      const crossed = yield* step(async () => {
+        const switches = page.getByRole("switch")
+        const [a, b] = [switches.nth(0), switches.nth(1)]
+        const names = [await a.getAttribute("name"), await b.getAttribute("name")]
+        const before = [await a.isChecked(), await b.isChecked()]
+        let first = true
+        await page.route("**/v1/org/betas/**", async (route) => {
+          const late = first
+          first = false
+          const response = await route.fetch()
+          if (late) await new Promise((resolve) => setTimeout(resolve, 1_500))
+          await route.fulfill({ response })
+        })
+        await a.click()
+        await page.waitForTimeout(200)
+        await b.click()
+        await page.waitForTimeout(2_500)
+        await page.unroute("**/v1/org/betas/**")
+        return { names, before, after: [await a.isChecked(), await b.isChecked()] }
+      })
+      expect(crossed.after).toEqual(crossed.before.map((on) => !on))
+      const org = Schema.decodeUnknownSync(Org)((yield* dashboard("GET", "/v1/org", token)).body)
+      expect(crossed.names.map((name) => org.betas.includes(name ?? ""))).toEqual(crossed.after)
+      // one switch turned and turned back, each answer 600 ms late: it shows the user's last choice throughout (the
+      // first answer showed the first choice again while the second was on its way)
+      const shown = yield* step(async () => {
+        await page.route("**/v1/org/betas/**", async (route) => {
+          const response = await route.fetch()
+          await new Promise((resolve) => setTimeout(resolve, 600))
+          await route.fulfill({ response })
+        })
+        const c = page.getByRole("switch").nth(2)
+        const start = await c.isChecked()
+        await c.click()
+        await page.waitForTimeout(200)
+        await c.click()
+        const seen: Array<boolean> = []
+        for (let i = 0; i < 15; i++) {
+          seen.push(await c.isChecked())
+          await page.waitForTimeout(100)
+        }
+        await page.unroute("**/v1/org/betas/**")
+        return { start, seen }
+      })
+      expect(shown.seen).toEqual(shown.seen.map(() => shown.start))
 
       // a path that is no page says so, rather than showing the overview under it
       yield* step(async () => {

@@ -56,7 +56,7 @@ export const Loading = () => <p class="muted">Loading…</p>
 
 /**
  * A question before something that cannot be undone: it takes the focus (on its safer answer), and Escape answers
- * no.
+ * no. Its yes is taken once (a double click sent the removal twice, and the second's 404 read as a failure).
  */
 export const Confirm = (props: {
   readonly label: string
@@ -66,6 +66,7 @@ export const Confirm = (props: {
   readonly children: ComponentChildren
 }) => {
   const no = useRef<HTMLButtonElement>(null)
+  const [answered, setAnswered] = useState(false)
   useEffect(() => no.current?.focus(), [])
   return (
     <div
@@ -78,7 +79,18 @@ export const Confirm = (props: {
     >
       <p>{props.children}</p>
       <div class="actions">
-        <button type="button" class="danger" onClick={props.onYes}>{props.yes}</button>
+        <button
+          type="button"
+          class="danger"
+          disabled={answered}
+          onClick={() => {
+            if (answered) return
+            setAnswered(true)
+            props.onYes()
+          }}
+        >
+          {props.yes}
+        </button>
         <button type="button" ref={no} onClick={props.onNo}>Cancel</button>
       </div>
     </div>

@@ -79,9 +79,11 @@ const KeyForm = (props: {
   readonly initial: KeyFields
   readonly tools: ReadonlyArray<string>
   readonly submitLabel: string
-  readonly onSubmit: (fields: KeyFields) => Promise<boolean>
+  /** The fields as submitted, and as the form opened with them (an edit sends what changed since). */
+  readonly onSubmit: (fields: KeyFields, opened: KeyFields) => Promise<boolean>
   readonly onCancel?: () => void
 }) => {
+  const [opened] = useState<KeyFields>(props.initial)
   const [f, setF] = useState<KeyFields>(props.initial)
   const [busy, setBusy] = useState(false)
   const set = (patch: Partial<KeyFields>) => setF({ ...f, ...patch })
@@ -92,7 +94,7 @@ const KeyForm = (props: {
       onSubmit={(e) => {
         e.preventDefault()
         setBusy(true)
-        void props.onSubmit(f).then((done) => {
+        void props.onSubmit(f, opened).then((done) => {
           setBusy(false)
           if (done) setF(props.initial)
         })
@@ -188,6 +190,8 @@ export const Keys = (props: { readonly api: Api }) => {
     const outcome = await props.api.run((c) => c.dashboard.createKey({ payload: p }))
     if (!outcome.ok) {
       setError(outcome)
+      // an answer lost on its way back may be of a key made: the list shows whether it was
+      if (outcome.code === "network") reload()
       return false
     }
     setError(null)
@@ -195,8 +199,10 @@ export const Keys = (props: { readonly api: Api }) => {
     reload()
     return true
   }
-  const update = async (k: KeyRow, f: KeyFields) => {
-    const changes = changesOf(fieldsOf(k), f)
+  // what the user changed since the form opened: a change made meanwhile elsewhere (the list reloaded under the
+  // form) is not undone by fields the user did not touch
+  const update = async (k: KeyRow, f: KeyFields, opened: KeyFields) => {
+    const changes = changesOf(opened, f)
     if (Object.keys(changes).length === 0) {
       setEditing(null)
       return true
@@ -204,6 +210,7 @@ export const Keys = (props: { readonly api: Api }) => {
     const outcome = await props.api.run((c) => c.dashboard.updateKey({ path: { id: k.id }, payload: changes }))
     if (!outcome.ok) {
       setError(outcome)
+      if (outcome.code === "network") reload()
       return false
     }
     setError(null)
@@ -254,7 +261,7 @@ export const Keys = (props: { readonly api: Api }) => {
                   </div>
                 )}
                 {editing === k.id && (
-                  <KeyForm initial={fieldsOf(k)} tools={tools} submitLabel="Save" onSubmit={(f) => update(k, f)} onCancel={() => setEditing(null)} />
+                  <KeyForm initial={fieldsOf(k)} tools={tools} submitLabel="Save" onSubmit={(f, opened) => update(k, f, opened)} onCancel={() => setEditing(null)} />
                 )}
                 {revoking === k.id && (
                   <Confirm label={`Revoke ${k.name}`} yes="Yes, revoke" onYes={() => void revoke(k.id)} onNo={() => setRevoking(null)}>

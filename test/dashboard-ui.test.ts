@@ -558,6 +558,27 @@ layer(gatewayLayer(), { excludeTestServices: true })("the dashboard in Chromium"
         await page.locator("table.usage tbody tr").first().waitFor()
       })
       expect(yield* step(() => page.getByRole("alert").count())).toBe(0)
+      // other filters applied, their page 1.5 s late: the rows shown meanwhile are the old filters', marked so, and
+      // not paged from (Older took the old page's cursor with the new filters, skipping records)
+      const meanwhile = yield* step(async () => {
+        await page.route("**/v1/usage?*", async (route) => {
+          const response = await route.fetch()
+          await new Promise((resolve) => setTimeout(resolve, 1_500))
+          await route.fulfill({ response })
+        })
+        await page.getByLabel("Status").selectOption("ok")
+        await page.getByRole("button", { name: "Apply" }).click()
+        await page.waitForTimeout(300)
+        const seen = {
+          busy: await page.locator("table.usage").getAttribute("aria-busy"),
+          older: await page.getByRole("button", { name: "Older" }).isDisabled(),
+          newer: await page.getByRole("button", { name: "Newer" }).isDisabled()
+        }
+        await page.locator("table.usage[aria-busy=false]").waitFor()
+        await page.unroute("**/v1/usage?*")
+        return seen
+      })
+      expect(meanwhile).toEqual({ busy: "true", older: true, newer: true })
 
       // taken out of the org while signed in: the next page's call signs the tab out, with the gateway's reason
       yield* Effect.orDie(Effect.flatMap(Members, (m) => m.remove(member.orgId, member.uid)))

@@ -39,17 +39,22 @@ export const Field = (props: { readonly label: string; readonly hint?: string; r
 /** Load something when the page opens (and again when `deps` change); `reload` loads it again. */
 export const useLoad = <A,>(load: () => Promise<Outcome<A>>, deps: ReadonlyArray<unknown> = []) => {
   const [state, setState] = useState<Outcome<A> | null>(null)
+  // while a load (again, or for other `deps`) is on its way, `state` is the one before: `loading` says so
+  const [loading, setLoading] = useState(true)
   const [round, setRound] = useState(0)
   useEffect(() => {
     let live = true
+    setLoading(true)
     void load().then((outcome) => {
-      if (live) setState(outcome)
+      if (!live) return
+      setState(outcome)
+      setLoading(false)
     })
     return () => {
       live = false
     }
   }, [...deps, round])
-  return { state, reload: () => setRound((n) => n + 1) }
+  return { state, loading, reload: () => setRound((n) => n + 1) }
 }
 
 export const Loading = () => <p class="muted">Loading…</p>

@@ -141,7 +141,8 @@ export const Usage = (props: { readonly api: Api }) => {
         <>
           {records.data.length === 0 ? <p class="muted">No calls match.</p> : (
             <div class="scroll">
-              <table class="usage">
+              {/* the rows of the filters or page before, until the new ones come: marked, and not paged from */}
+              <table class={page.loading ? "usage stale" : "usage"} aria-busy={page.loading}>
                 <thead>
                   <tr><th>Time</th><th>Tool</th><th>Outcome</th><th class="num">Credits</th><th class="num">ms</th><th>Key</th><th>Request</th></tr>
                 </thead>
@@ -162,8 +163,8 @@ export const Usage = (props: { readonly api: Api }) => {
             </div>
           )}
           <div class="actions pager">
-            <button type="button" disabled={cursors.length <= 1} onClick={() => setCursors(cursors.slice(0, -1))}>Newer</button>
-            <button type="button" disabled={records.next_cursor === null} onClick={() => {
+            <button type="button" disabled={page.loading || cursors.length <= 1} onClick={() => setCursors(cursors.slice(0, -1))}>Newer</button>
+            <button type="button" disabled={page.loading || records.next_cursor === null} onClick={() => {
               const next = records.next_cursor
               if (next !== null) setCursors([...cursors, next])
             }}>Older</button>

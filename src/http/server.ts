@@ -178,11 +178,12 @@ export const clientErrorOf = (code: string | undefined): RequestTimeout | Header
 }
 
 const answerClientError = (error: Error & { readonly code?: string }, socket: Net.Socket) => {
-  // a connection the client reset or ended before its request's end (it hung up in the middle of the body), or one
-  // whose answer already began, can only be closed (the request in progress, if any, is logged as the hang-up)
+  // a connection the client reset, or one whose answer already began, can only be closed. One the client ended in
+  // the middle of its body (`HPE_INVALID_EOF_STATE`) is answered: a client that only half-closed reads the 400, and
+  // the request's log line says `client_closed` either way
   const answering: unknown = Reflect.get(socket, "_httpMessage")
   const started = typeof answering === "object" && answering !== null && Reflect.get(answering, "headersSent") === true
-  if (error.code === "ECONNRESET" || error.code === "HPE_INVALID_EOF_STATE" || !socket.writable || started) {
+  if (error.code === "ECONNRESET" || !socket.writable || started) {
     socket.destroy()
     return
   }

@@ -731,6 +731,9 @@ layer(gatewayLayer(), { excludeTestServices: true })("the built server", (it) =>
         expect(holds).toHaveLength(1)
         expect(holds[0]).not.toContain("worker=")
       }
+      // scrapes at once: each answered whole, and the primary warns of no listener leak (one listener for them all)
+      const many = yield* Effect.all(Array.from({ length: 12 }, () => fresh("/metrics")), { concurrency: "unbounded" })
+      for (const scrape of many) expect(scrape.text).toContain(`tool_gateway_process_memory_bytes{worker=`)
       // the primary's lines are log lines as the workers' are: one JSON object each
       const lines = served.output().split("\n").filter((l) => l !== "")
       expect(lines.filter((l) => Option.isNone(Schema.decodeUnknownOption(Schema.parseJson())(l)))).toEqual([])

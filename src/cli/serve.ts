@@ -20,7 +20,7 @@ import * as Redacted from "effect/Redacted"
 import * as Runtime from "effect/Runtime"
 import Cluster from "node:cluster"
 import { databaseUrl, MigrationsLive, pgLayer } from "../db/Database.js"
-import { serveClusterMetrics } from "../http/clusterMetrics.js"
+import { CLUSTER_METRICS_ENV, serveClusterMetrics } from "../http/clusterMetrics.js"
 import { HttpServerLive } from "../http/server.js"
 import { GatewayLive } from "../layers.js"
 import { currentKeyText } from "../services/Encryption.js"
@@ -119,7 +119,12 @@ const primary = (count: number) =>
         Layer.mergeAll(OrgsLive, KeyStoreLive).pipe(Layer.provideMerge(MigrationsLive), Layer.provideMerge(pgLayer(url, { maxConnections: 2 })))
       )
     )
-    const env = { DATABASE_URL: Redacted.value(url), GATEWAY_BOOTSTRAP: "false", GATEWAY_ENCRYPTION_KEY: encryptionKey }
+    const env = {
+      DATABASE_URL: Redacted.value(url),
+      GATEWAY_BOOTSTRAP: "false",
+      GATEWAY_ENCRYPTION_KEY: encryptionKey,
+      [CLUSTER_METRICS_ENV]: "1"
+    }
     let stopping = false
     const fork = () => Cluster.fork(env)
     // a scrape of /metrics, whichever worker takes it, answers for every worker

@@ -87,15 +87,19 @@ export const mergeScrapes = (parts: ReadonlyArray<{ readonly worker: string; rea
   return [...families.values()].map((f) => [...f.head, ...f.samples].join("\n")).join("\n") + "\n"
 }
 
+/** Set in the environment of the workers `serve --workers N` starts: their primary answers for every worker. */
+export const CLUSTER_METRICS_ENV = "TOOL_GATEWAY_CLUSTER_METRICS"
+
 /**
  * In a worker of `serve --workers N`: `local` answers collections the primary asks for, and what a scrape of this
- * worker answers is every worker's, merged by the primary (`local` alone if it does not answer in time). Elsewhere
- * (one process, or an in-process gateway): `local`.
+ * worker answers is every worker's, merged by the primary (`local` alone if it does not answer in time, or had no
+ * worker's). Elsewhere (one process, an in-process gateway, a worker of another primary — PM2's cluster mode, say,
+ * which would never answer): `local`.
  */
 export const clusterScrape = (local: Effect.Effect<string>) =>
   Effect.gen(function* () {
     const send = process.send?.bind(process)
-    if (!Cluster.isWorker || send === undefined) return local
+    if (!Cluster.isWorker || send === undefined || process.env[CLUSTER_METRICS_ENV] !== "1") return local
     const runtime = yield* Effect.runtime<never>()
     const waiting = new Map<number, (text: string) => void>()
     let next = 0
@@ -120,39 +124,56 @@ export const clusterScrape = (local: Effect.Effect<string>) =>
     })
     return merged.pipe(
       Effect.timeout(COLLECT_TIMEOUT_MS + 1_000),
+      // no worker's scrape came in time (the primary answers "" then): this worker's own is better than nothing
+      Effect.flatMap((text) => (text === "" ? local : Effect.succeed(text))),
       Effect.catchTag("TimeoutException", () => local)
     )
   })
 
+interface Collection {
+  readonly requester: Worker
+  readonly requestId: number
+  readonly left: Set<number>
+  readonly parts: Array<{ readonly worker: number; readonly text: string }>
+  readonly timer: ReturnType<typeof setTimeout>
+}
+
 /**
  * In the primary of `serve --workers N`: answers a worker's request for every worker's metrics (see the module's
- * comment). Installed once, before the workers start.
+ * comment), with one listener for every collection in flight. Installed once, before the workers start.
  */
 export const serveClusterMetrics = () => {
   let next = 0
-  Cluster.on("message", (requester, raw: unknown) => {
+  const collections = new Map<number, Collection>()
+  const finish = (id: number) => {
+    const c = collections.get(id)
+    if (c === undefined) return
+    collections.delete(id)
+    clearTimeout(c.timer)
+    if (!c.requester.isConnected()) return
+    const parts = [...c.parts].sort((a, b) => a.worker - b.worker).map((p) => ({ worker: String(p.worker), text: p.text }))
+    const text = parts.length === 0 ? "" : mergeScrapes(parts)
+    c.requester.send({ toolGatewayMetrics: "merged", id: c.requestId, text } satisfies Message)
+  }
+  Cluster.on("message", (worker: Worker, raw: unknown) => {
     const message = Option.getOrUndefined(decodeMessage(raw))
+    if (message?.toolGatewayMetrics === "snapshot") {
+      const c = collections.get(message.id)
+      if (c === undefined || !c.left.delete(worker.id)) return
+      c.parts.push({ worker: worker.id, text: message.text })
+      if (c.left.size === 0) finish(message.id)
+      return
+    }
     if (message?.toolGatewayMetrics !== "request") return
     const id = next++
-    const asked = Object.values(Cluster.workers ?? {}).filter((w) => w !== undefined && w.isConnected())
-    const parts: Array<{ readonly worker: number; readonly text: string }> = []
-    const left = new Set(asked.map((w) => w?.id))
-    const finish = () => {
-      clearTimeout(timer)
-      Cluster.off("message", onSnapshot)
-      if (!requester.isConnected()) return
-      const sorted = parts.sort((a, b) => a.worker - b.worker).map((p) => ({ worker: String(p.worker), text: p.text }))
-      requester.send({ toolGatewayMetrics: "merged", id: message.id, text: mergeScrapes(sorted) } satisfies Message)
-    }
-    const onSnapshot = (worker: Worker, answer: unknown) => {
-      const snapshot = Option.getOrUndefined(decodeMessage(answer))
-      if (snapshot?.toolGatewayMetrics !== "snapshot" || snapshot.id !== id || !left.has(worker.id)) return
-      left.delete(worker.id)
-      parts.push({ worker: worker.id, text: snapshot.text })
-      if (left.size === 0) finish()
-    }
-    const timer = setTimeout(finish, COLLECT_TIMEOUT_MS)
-    Cluster.on("message", onSnapshot)
-    for (const worker of asked) worker?.send({ toolGatewayMetrics: "collect", id } satisfies Message)
+    const asked = Object.values(Cluster.workers ?? {}).flatMap((w) => (w !== undefined && w.isConnected() ? [w] : []))
+    collections.set(id, {
+      requester: worker,
+      requestId: message.id,
+      left: new Set(asked.map((w) => w.id)),
+      parts: [],
+      timer: setTimeout(() => finish(id), COLLECT_TIMEOUT_MS)
+    })
+    for (const w of asked) w.send({ toolGatewayMetrics: "collect", id } satisfies Message)
   })
 }

@@ -472,11 +472,12 @@ layer(gatewayLayer(), { excludeTestServices: true })("the dashboard in Chromium"
       // a change that does not reach the gateway: said so, and the switch shows the org as it is
       const refused = yield* step(async () => {
         const toggle = page.getByRole("switch").first()
+        const name = await toggle.getAttribute("name")
         const before = await toggle.isChecked()
         await page.route("**/v1/org/betas/**", (route) => route.abort())
         await toggle.click()
         await page.getByRole("alert").waitFor()
-        await page.locator("[role=switch][aria-busy=false]").first().waitFor()
+        await page.locator(`[role=switch][name="${name ?? ""}"][aria-busy=false]`).waitFor()
         await page.unroute("**/v1/org/betas/**")
         return { before, after: await toggle.isChecked(), alert: await page.getByRole("alert").innerText() }
       })

@@ -493,6 +493,28 @@ layer(
     }), 40_000)
 })
 
+// A port nothing listens on (taken, then let go).
+const closedPort = await new Promise<number>((done) => {
+  const probe = Net.createServer().listen(0, "127.0.0.1", () => {
+    const address = probe.address()
+    probe.close(() => done(typeof address === "object" && address !== null ? address.port : 0))
+  })
+})
+
+layer(gatewayLayer({ server: { otlpTracesUrl: Option.some(`http://127.0.0.1:${closedPort}/v1/traces`) } }), { excludeTestServices: true })(
+  "a collector that is down",
+  (it) => {
+    it.effect("is said at WARN with why: the connection refused", () =>
+      Effect.gen(function* () {
+        const { key } = yield* givenOrg()
+        expectOk(yield* callTool("weather", { q: "Berlin" }, { key }))
+        const warned = () => capturedLogs.filter((l) => l.includes(`could not export spans to http://127.0.0.1:${closedPort}/v1/traces`))
+        for (let i = 0; i < 250 && warned().length === 0; i++) yield* Effect.sleep("100 millis")
+        expect(warned()[0]).toContain("(ECONNREFUSED)")
+      }), 40_000)
+  }
+)
+
 // A collector that takes each export and never answers it; it notes when the exporter gives a request up.
 const hanging = { received: 0, givenUp: 0 }
 const hangingCollector = Http.createServer((req) => {

@@ -221,6 +221,10 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.0/8"] } }), { excludeTest
         expect(result.text).not.toContain(EPSILON_TOKEN)
         expect(result.text).toContain(`"authorization":"Bearer [redacted]"`)
       }
+      // an answer searched for it loses nothing else: a `__proto__` member stays (an assignment dropped it)
+      const entries = yield* callTool("epsilon_request", { path: "/entries" }, { key: member.key })
+      expectOk(entries)
+      expect(entries.text).toContain(`"body":{"__proto__":{"kept":1},"asked_by":"Bearer [redacted]"}`)
     }))
 
   it.effect("an account tool's cross-origin redirect is not followed: the token and the body stay home, the answer says where", () =>

@@ -68,7 +68,10 @@ export const request: ProviderTool<ToolInput<"epsilon_request">, Credentials["ep
       // what the call answers (an API that echoes its request's headers would give it to any holder of an API key).
       const secrets = credentials.token === undefined ? [] : [credentials.token]
       const text = raw.body
-      if (typeof text !== "string") return { ...raw, body: withoutSecrets(text, secrets) }
+      // already read as JSON (its media type said so): searched in its turn, as a large answer is read
+      if (typeof text !== "string") {
+        return yield* (yield* ProviderClient).digest(raw.bytes ?? 0, Effect.sync(() => ({ ...raw, body: withoutSecrets(text, secrets) })))
+      }
       if (text.trim() === "") return { ...raw, body: null }
       // a large answer is parsed in its turn, as requestText read it
       return yield* (yield* ProviderClient).digest(

@@ -77,6 +77,16 @@ export const REDACTED_HEADERS: ReadonlyArray<string | RegExp> = [
   /auth|token|secret|key|password|session|cookie|signature|credential/i
 ]
 
+/** What a failed export's transport error says: its code (`ECONNREFUSED`) or message, through its causes. */
+const causeOf = (cause: unknown): string | undefined => {
+  for (let c = cause, depth = 0; c instanceof Error && depth < 5; c = c.cause, depth++) {
+    const code: unknown = Reflect.get(c, "code")
+    if (typeof code === "string") return code
+    if (!(c.cause instanceof Error) && c.message !== "") return c.message
+  }
+  return undefined
+}
+
 /** The least time between two WARN lines that say spans could not be exported. */
 const EXPORT_WARNING_INTERVAL_MS = 60_000
 
@@ -129,7 +139,7 @@ export const TracingLive = Layer.unwrapEffect(
                     onTimeout: () => new HttpClientError.RequestError({ request, reason: "Transport", description: `no answer within ${ms} ms` })
                   }).pipe(
                     Effect.tap((answer) => answer.status >= 300 ? warn(`HTTP ${answer.status}`) : Effect.void),
-                    Effect.tapError((error) => warn(error.description ?? error.reason))
+                    Effect.tapError((error) => warn(error.description ?? causeOf(error.cause) ?? error.reason))
                   )))
             )
             return Layer.merge(OtlpTracer.layer({

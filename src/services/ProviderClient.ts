@@ -352,14 +352,15 @@ const redactedJson = (value: unknown, secrets: ReadonlyArray<string>): { readonl
     return changed ? { value: out } : undefined
   }
   let changed = false
-  const out: Record<string, unknown> = {}
+  const out: Array<readonly [string, unknown]> = []
   for (const [name, item] of Object.entries(value)) {
     const shownName = redactedText(name, secrets)
     const r = redactedJson(item, secrets)
     if (shownName !== name || r !== undefined) changed = true
-    out[shownName] = r === undefined ? item : r.value
+    out.push([shownName, r === undefined ? item : r.value])
   }
-  return changed ? { value: out } : undefined
+  // fromEntries defines each name as the object's own: a `__proto__` member too (an assignment would drop it)
+  return changed ? { value: Object.fromEntries(out) } : undefined
 }
 
 /**
@@ -865,7 +866,10 @@ export const make = Effect.gen(function* () {
           error instanceof HostUnresolved ? unresolvedFailure(error) : new UrlNotAllowed({ message: `The URL is not allowed: ${error.message}.` })
         ))
       })
-    })
+    }).pipe(
+      // a lookup that failed for now is tried twice more, as a fetch's own is
+      Effect.retry({ times: 2, while: (error) => error._tag === "ProviderUnavailable" })
+    )
   }
 
   return ProviderClient.of({ request, digest, vouch })

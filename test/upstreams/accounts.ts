@@ -154,6 +154,11 @@ export const handleRest = (req: RecordedRequest): Reply => {
   if (!EPSILON_TOKENS.includes(req.headers["authorization"] ?? "")) return json(401, { message: "unauthorized" })
   // httpbin's GET /headers (https://httpbin.org/#/Request_inspection): the request's headers, as received
   if (req.path.endsWith("/headers")) return json(200, { headers: req.headers })
+  // a key-value store's entries, whatever they are named (a member named __proto__ too), and who asked
+  if (req.path.endsWith("/entries")) {
+    const entries: unknown = JSON.parse(`{"__proto__":{"kept":1},"asked_by":${JSON.stringify(req.headers["authorization"] ?? "")}}`)
+    return json(200, entries)
+  }
   return json(200, { method: req.method, path: req.path, query: Object.fromEntries(req.query), body: req.json ?? null })
 }
 

@@ -416,6 +416,45 @@ layer(gatewayLayer(), { excludeTestServices: true })("the dashboard in Chromium"
       expect(alert).not.toContain("network")
       expect(alert).not.toContain("transformation")
 
+      // a burst with no rate limit is said, not dropped without a word; the tools' list stays open under the user
+      const createForm = page.locator("form").first()
+      const keyForm = yield* step(async () => {
+        await createForm.getByLabel("Name").fill("bursty")
+        await createForm.getByLabel("Burst").fill("50")
+        await createForm.getByRole("button", { name: "Create key" }).click()
+        await page.getByRole("alert").getByText("a burst needs a rate limit").waitFor()
+        await createForm.getByLabel("Burst").fill("")
+        await createForm.locator("details.tools summary").click()
+        const box = createForm.locator("details.tools input[type=checkbox]").first()
+        await box.check()
+        await box.uncheck()
+        await page.waitForTimeout(100)
+        return { open: await createForm.locator("details.tools").getAttribute("open") }
+      })
+      expect(keyForm.open).not.toBeNull()
+      const Named = Schema.Struct({ data: Schema.Array(Schema.Struct({ name: Schema.String })) })
+      expect(Schema.decodeUnknownSync(Named)((yield* dashboard("GET", "/v1/keys", token)).body).data.map((k) => k.name)).not.toContain("bursty")
+
+      // the spend cap, set on a slow link while the user types the next value: one change at a time, and what was
+      // typed meanwhile is kept (the answer emptied the field)
+      yield* nav(page, "Spend cap")
+      const typed = yield* step(async () => {
+        await page.route("**/v1/org/spend-cap", async (route) => {
+          await new Promise((resolve) => setTimeout(resolve, 1_000))
+          await route.continue()
+        })
+        await page.getByLabel("New cap").fill("100")
+        await page.getByRole("button", { name: "Set cap" }).click()
+        await page.waitForTimeout(200)
+        const disabled = await page.getByRole("button", { name: "Set cap" }).isDisabled()
+        await page.getByLabel("New cap").fill("20")
+        await page.getByTestId("current-cap").getByText("100").waitFor()
+        await page.unroute("**/v1/org/spend-cap")
+        return { disabled, value: await page.getByLabel("New cap").inputValue() }
+      })
+      expect(typed).toEqual({ disabled: true, value: "20" })
+      yield* nav(page, "Keys")
+
       // revoking asks first, its Cancel focused; Escape answers no
       const longKey = page.locator("li.key", { hasText: long })
       yield* step(async () => {

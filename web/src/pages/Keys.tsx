@@ -41,6 +41,12 @@ const fieldsOf = (k: KeyRow): KeyFields => ({
   expires: k.expires_at === null ? "" : k.expires_at.slice(0, 10)
 })
 
+/** A form the API would take otherwise than it reads: a burst with no rate limit is dropped (the rate is the limit). */
+const mistakeOf = (f: KeyFields): { readonly code: string; readonly message: string } | null =>
+  f.burst.trim() !== "" && f.perSecond.trim() === ""
+    ? { code: "invalid_request", message: "Invalid request: rate_limit: a burst needs a rate limit (requests per second) beside it." }
+    : null
+
 /** What the API takes, from the form: an empty field is no limit. */
 const payloadOf = (f: KeyFields) => {
   const perSecond = Number(f.perSecond)
@@ -85,6 +91,9 @@ const KeyForm = (props: {
 }) => {
   const [opened] = useState<KeyFields>(props.initial)
   const [f, setF] = useState<KeyFields>(props.initial)
+  // the tools' list opens by itself where the key names tools; after that it is the user's to open and close (bound
+  // to the choice, it closed under the user when the last tool was unticked, and the focus fell out of the page)
+  const [toolsOpen] = useState(props.initial.tools.length > 0)
   const [busy, setBusy] = useState(false)
   const set = (patch: Partial<KeyFields>) => setF({ ...f, ...patch })
   const toggle = (tool: string) => set({ tools: f.tools.includes(tool) ? f.tools.filter((t) => t !== tool) : [...f.tools, tool] })
@@ -120,7 +129,7 @@ const KeyForm = (props: {
           <input name="burst" type="number" min={1} step={1} inputMode="numeric" value={f.burst} onInput={(e) => set({ burst: e.currentTarget.value })} />
         </Field>
       </div>
-      <details class="tools" open={f.tools.length > 0}>
+      <details class="tools" open={toolsOpen}>
         <summary>Allowed tools: {f.tools.length === 0 ? "all" : f.tools.length}</summary>
         <div class="checks">
           {props.tools.map((tool) => (
@@ -186,6 +195,11 @@ export const Keys = (props: { readonly api: Api }) => {
   const keys = state.value.keys.data
 
   const create = async (f: KeyFields) => {
+    const mistake = mistakeOf(f)
+    if (mistake !== null) {
+      setError(mistake)
+      return false
+    }
     const p = payloadOf(f)
     const outcome = await props.api.run((c) => c.dashboard.createKey({ payload: p }))
     if (!outcome.ok) {
@@ -202,6 +216,11 @@ export const Keys = (props: { readonly api: Api }) => {
   // what the user changed since the form opened: a change made meanwhile elsewhere (the list reloaded under the
   // form) is not undone by fields the user did not touch
   const update = async (k: KeyRow, f: KeyFields, opened: KeyFields) => {
+    const mistake = mistakeOf(f)
+    if (mistake !== null) {
+      setError(mistake)
+      return false
+    }
     const changes = changesOf(opened, f)
     if (Object.keys(changes).length === 0) {
       setEditing(null)

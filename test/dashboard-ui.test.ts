@@ -403,6 +403,18 @@ layer(gatewayLayer(), { excludeTestServices: true })("the dashboard in Chromium"
       const Limits = Schema.Struct({ data: Schema.Array(Schema.Struct({ name: Schema.String, monthly_spend_limit: Schema.NullOr(Schema.Number) })) })
       const limits = Schema.decodeUnknownSync(Limits)((yield* dashboard("GET", "/v1/keys", token)).body).data
       expect(limits.find((k) => k.name === "timed thrice")?.monthly_spend_limit).toBe(50)
+      // an edit's mistake is said beside its form, not at the top of the list (out of view at 375 px)
+      const thrice = page.locator("li.key", { hasText: "timed thrice" })
+      const beside = yield* step(async () => {
+        await thrice.getByRole("button", { name: "Edit limits" }).click()
+        await thrice.getByLabel("Name").fill("   ")
+        await thrice.getByRole("button", { name: "Save" }).click()
+        await page.getByRole("alert").first().waitFor()
+        const text = await thrice.getByRole("alert").innerText().catch(() => "")
+        await thrice.getByRole("button", { name: "Cancel" }).click()
+        return text
+      })
+      expect(beside).toContain("invalid_request")
 
       // a name of spaces, refused before it is sent: said as the gateway says it, not as a network failure
       yield* step(async () => {

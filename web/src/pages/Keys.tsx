@@ -188,6 +188,8 @@ export const Keys = (props: { readonly api: Api }) => {
   const [error, setError] = useState<{ readonly code: string; readonly message: string } | null>(null)
   const [created, setCreated] = useState<{ readonly name: string; readonly secret: string } | null>(null)
   const [editing, setEditing] = useState<string | null>(null)
+  // an edit's mistake is said beside its form (at the top of a long list it was out of view)
+  const [editError, setEditError] = useState<{ readonly code: string; readonly message: string } | null>(null)
   const [revoking, setRevoking] = useState<string | null>(null)
   if (state === null) return <Loading />
   if (!state.ok) return <Problem error={state} onRetry={reload} />
@@ -218,7 +220,7 @@ export const Keys = (props: { readonly api: Api }) => {
   const update = async (k: KeyRow, f: KeyFields, opened: KeyFields) => {
     const mistake = mistakeOf(f)
     if (mistake !== null) {
-      setError(mistake)
+      setEditError(mistake)
       return false
     }
     const changes = changesOf(opened, f)
@@ -228,11 +230,11 @@ export const Keys = (props: { readonly api: Api }) => {
     }
     const outcome = await props.api.run((c) => c.dashboard.updateKey({ path: { id: k.id }, payload: changes }))
     if (!outcome.ok) {
-      setError(outcome)
+      setEditError(outcome)
       if (outcome.code === "network") reload()
       return false
     }
-    setError(null)
+    setEditError(null)
     setEditing(null)
     reload()
     return true
@@ -275,12 +277,18 @@ export const Keys = (props: { readonly api: Api }) => {
                 </dl>
                 {k.revoked_at === null && editing !== k.id && revoking !== k.id && (
                   <div class="actions">
-                    <button type="button" onClick={() => setEditing(k.id)}>Edit limits</button>
+                    <button type="button" onClick={() => {
+                      setEditError(null)
+                      setEditing(k.id)
+                    }}>Edit limits</button>
                     <button type="button" class="danger" onClick={() => setRevoking(k.id)}>Revoke</button>
                   </div>
                 )}
                 {editing === k.id && (
-                  <KeyForm initial={fieldsOf(k)} tools={tools} submitLabel="Save" onSubmit={(f, opened) => update(k, f, opened)} onCancel={() => setEditing(null)} />
+                  <>
+                    <KeyForm initial={fieldsOf(k)} tools={tools} submitLabel="Save" onSubmit={(f, opened) => update(k, f, opened)} onCancel={() => setEditing(null)} />
+                    <Problem error={editError} />
+                  </>
                 )}
                 {revoking === k.id && (
                   <Confirm label={`Revoke ${k.name}`} yes="Yes, revoke" onYes={() => void revoke(k.id)} onNo={() => setRevoking(null)}>

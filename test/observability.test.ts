@@ -440,16 +440,17 @@ const keyedAddress = keyedCollector.address()
 const keyedUrl = `http://127.0.0.1:${typeof keyedAddress === "object" && keyedAddress !== null ? keyedAddress.port : 0}`
 afterAll(() => new Promise<void>((done) => keyedCollector.close(() => done())))
 
-layer(
+/** A gateway exporting protobuf to the keyed collector at `path`, with `apiKey`. */
+const keyedGateway = (path: string, apiKey: string) =>
   gatewayLayer({
     server: {
-      otlpTracesUrl: Option.some(`${keyedUrl}/otlp/traces`),
-      otlpHeaders: Redacted.make<Readonly<Record<string, string>>>({ "x-api-key": "collector key" }),
+      otlpTracesUrl: Option.some(`${keyedUrl}${path}`),
+      otlpHeaders: Redacted.make<Readonly<Record<string, string>>>({ "x-api-key": apiKey }),
       otlpProtocol: "http/protobuf"
     }
-  }),
-  { excludeTestServices: true }
-)("traces over OTLP/HTTP protobuf, with headers", (it) => {
+  })
+
+layer(keyedGateway("/otlp/traces", "collector key"), { excludeTestServices: true })("traces over OTLP/HTTP protobuf, with headers", (it) => {
   it.effect("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, _HEADERS and _PROTOCOL: protobuf at that URL, with the key", () =>
     Effect.gen(function* () {
       const { key } = yield* givenOrg()
@@ -466,16 +467,7 @@ layer(
     }), 15_000)
 })
 
-layer(
-  gatewayLayer({
-    server: {
-      otlpTracesUrl: Option.some(`${keyedUrl}/otlp/traces?tenant=t1`),
-      otlpHeaders: Redacted.make<Readonly<Record<string, string>>>({ "x-api-key": "busy collector key" }),
-      otlpProtocol: "http/protobuf"
-    }
-  }),
-  { excludeTestServices: true }
-)("a collector that refuses the exports", (it) => {
+layer(keyedGateway("/otlp/traces?tenant=t1", "busy collector key"), { excludeTestServices: true })("a collector that refuses the exports", (it) => {
   it.effect("is said at WARN, once for the export and its retries, with where the spans went and not the key", () =>
     Effect.gen(function* () {
       const refused = () => keyed.filter((r) => r.apiKey === "busy collector key").length

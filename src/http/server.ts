@@ -8,6 +8,7 @@ import * as HttpServer from "@effect/platform/HttpServer"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
 import * as Http from "node:http"
 import type * as Net from "node:net"
@@ -104,13 +105,17 @@ export const makeNodeServer = (timeouts: {
   readonly headersTimeoutMs: number
   readonly requestTimeoutMs: number
   readonly keepAliveTimeoutMs: number
+  /** Whether requests are traced: if not, no request's trace context is read, nor checked. */
+  readonly traced: boolean
 }) => {
   const server = new GatewayServer({
     IncomingMessage: GatewayIncomingMessage,
     connectionsCheckingInterval: Math.min(1_000, timeouts.headersTimeoutMs)
   })
-  // before the platform's own listener reads the request
-  server.prependListener("request", (request: Http.IncomingMessage) => keepValidTraceContext(request.headers))
+  // before the platform's own listener reads the request; with tracing off, not on any request's path
+  if (timeouts.traced) {
+    server.prependListener("request", (request: Http.IncomingMessage) => keepValidTraceContext(request.headers))
+  }
   server.headersTimeout = timeouts.headersTimeoutMs
   server.requestTimeout = Math.max(timeouts.requestTimeoutMs, timeouts.headersTimeoutMs)
   server.keepAliveTimeout = timeouts.keepAliveTimeoutMs
@@ -224,7 +229,11 @@ export const HttpServerLive = ServeNarrowed.pipe(
   HttpServer.withLogAddress,
   Layer.provideMerge(
     Layer.unwrapEffect(
-      Effect.map(ServerConfig, (config) => NodeHttpServer.layer(() => makeNodeServer(config), { port: config.port, host: config.host }))
+      // traced as the layers the server is built on say (the configured exporter's, or an in-process caller's own)
+      Effect.map(
+        Effect.zip(ServerConfig, FiberRef.get(FiberRef.currentTracerEnabled)),
+        ([config, traced]) => NodeHttpServer.layer(() => makeNodeServer({ ...config, traced }), { port: config.port, host: config.host })
+      )
     )
   )
 )

@@ -45,18 +45,31 @@ const NoSuchPage = (_props: { readonly api: Api }) => (
 
 const Shell = (props: { readonly session: Session; readonly api: Api; readonly onSignOut: (notice: string | null) => void }) => {
   const [route, setRoute] = useState(routeOf(location.pathname))
+  // each visit to a page opens it afresh from its address (a link to the page already shown, Back and Forward):
+  // the Usage link on a filtered usage page shows all usage, as its address says, not the filters kept
+  const [visit, setVisit] = useState(0)
+  const go = (pathname: string) => {
+    setRoute(routeOf(pathname))
+    setVisit((n) => n + 1)
+  }
   const [orgName, setOrgName] = useState<string | null>(null)
   useEffect(() => {
-    const onPop = () => setRoute(routeOf(location.pathname))
+    const onPop = () => go(location.pathname)
     addEventListener("popstate", onPop)
     return () => removeEventListener("popstate", onPop)
   }, [])
-  // the org's name; a token refused here, or by any page's call later, signs out with the gateway's reason (makeApi)
+  // the org's name; a token refused here, or by any page's call later, signs out with the gateway's reason (makeApi).
+  // Not read yet (the gateway could not be reached): read again at each visit until it is.
   useEffect(() => {
+    if (orgName !== null) return
+    let live = true
     void props.api.run((c) => c.dashboard.getOrg()).then((outcome) => {
-      if (outcome.ok) setOrgName(outcome.value.name)
+      if (live && outcome.ok) setOrgName(outcome.value.name)
     })
-  }, [props.api])
+    return () => {
+      live = false
+    }
+  }, [props.api, orgName === null ? visit : -1])
   // links inside the app change the route without loading the page again
   const onClick = (e: MouseEvent) => {
     const target = e.target
@@ -66,7 +79,7 @@ const Shell = (props: { readonly session: Session; readonly api: Api; readonly o
     if (e.ctrlKey || e.metaKey || e.shiftKey || e.altKey || e.button !== 0) return
     e.preventDefault()
     history.pushState(null, "", link.pathname)
-    setRoute(routeOf(link.pathname))
+    go(link.pathname)
     scrollTo(0, 0)
   }
   // a path under /dashboard that is no page says so (and the navigation marks none)
@@ -90,7 +103,7 @@ const Shell = (props: { readonly session: Session; readonly api: Api; readonly o
       </nav>
       <main class="content">
         <h1>{page.title}</h1>
-        <View key={page.path} api={props.api} />
+        <View key={`${page.path}#${visit}`} api={props.api} />
       </main>
     </div>
   )

@@ -28,6 +28,16 @@ export const Problem = (props: {
     </p>
   )
 
+/**
+ * A change whose answer never came (the gateway could not be reached, or the connection broke on its way back) may
+ * have been made: the page reads its list again, and the message says where to look — true still after a Try again.
+ */
+export const lostAnswer = (
+  error: { readonly code: string; readonly message: string },
+  shows: string
+): { readonly code: string; readonly message: string } =>
+  error.code === "network" ? { code: error.code, message: `No answer came back from the gateway: ${shows}` } : error
+
 export const Field = (props: { readonly label: string; readonly hint?: string; readonly children: ComponentChildren }) => (
   <label class="field">
     <span class="label">{props.label}</span>
@@ -62,19 +72,40 @@ export const Loading = () => <p class="muted">Loading…</p>
 /**
  * A question before something that cannot be undone: it takes the focus (on its safer answer), and Escape answers
  * no. Its yes is taken once (a double click sent the removal twice, and the second's 404 read as a failure).
+ * Answered no, it gives the focus back to the button that asked it (`opener`, the text of a button beside it); answered
+ * yes, to the item it was about (whose buttons change with what was done) — not to the top of the page, where a
+ * keyboard's next Tab starts over.
  */
 export const Confirm = (props: {
   readonly label: string
   readonly yes: string
+  readonly opener: string
   readonly onYes: () => void
   readonly onNo: () => void
   readonly children: ComponentChildren
 }) => {
   const no = useRef<HTMLButtonElement>(null)
+  const box = useRef<HTMLDivElement>(null)
   const [answered, setAnswered] = useState(false)
-  useEffect(() => no.current?.focus(), [])
+  const yes = useRef(false)
+  useEffect(() => {
+    no.current?.focus()
+    const around = box.current?.parentElement ?? null
+    return () => {
+      // once the page has drawn what replaces the question, and only if the focus went with it
+      setTimeout(() => {
+        const lost = document.activeElement === null || document.activeElement === document.body
+        if (around === null || !around.isConnected || !lost) return
+        const opener = yes.current ? undefined : Array.from(around.querySelectorAll("button")).find((b) => b.textContent === props.opener)
+        if (opener !== undefined) return opener.focus()
+        around.tabIndex = -1
+        around.focus()
+      }, 0)
+    }
+  }, [])
   return (
     <div
+      ref={box}
       class="confirm"
       role="alertdialog"
       aria-label={props.label}
@@ -91,6 +122,7 @@ export const Confirm = (props: {
           onClick={() => {
             if (answered) return
             setAnswered(true)
+            yes.current = true
             props.onYes()
           }}
         >

@@ -6,7 +6,7 @@ import { SchemaAST } from "effect"
 import { useState } from "preact/hooks"
 import { type AccountProvider, accountProviders, credentialSchemas } from "../../../src/domain/connections.js"
 import type { Api } from "../api.js"
-import { Card, Confirm, Field, formatTime, Loading, Problem, useLoad } from "../ui.js"
+import { Card, Confirm, Field, formatTime, Loading, lostAnswer, Problem, useLoad } from "../ui.js"
 
 interface CredentialField {
   readonly name: string
@@ -31,7 +31,13 @@ const fieldsOf = (provider: AccountProvider): ReadonlyArray<CredentialField> =>
 
 const summaryOf = (provider: AccountProvider) => describe(credentialSchemas[provider].ast)?.replace(/^\w+: /, "") ?? ""
 
-const ConnectForm = (props: { readonly provider: AccountProvider; readonly api: Api; readonly onDone: () => void }) => {
+const ConnectForm = (props: {
+  readonly provider: AccountProvider
+  readonly api: Api
+  readonly onDone: () => void
+  /** The answer did not come: the account may be connected, and the list above is read again to show it. */
+  readonly onLost: () => void
+}) => {
   const fields = fieldsOf(props.provider)
   const [values, setValues] = useState<Record<string, string>>({})
   const [label, setLabel] = useState("")
@@ -48,7 +54,11 @@ const ConnectForm = (props: { readonly provider: AccountProvider; readonly api: 
           c.dashboard.connect({ payload: { provider: props.provider, credentials, ...(label.trim() === "" ? {} : { label: label.trim() }) } })
         ).then((outcome) => {
           setBusy(false)
-          if (!outcome.ok) return setError(outcome)
+          if (!outcome.ok) {
+            setError(lostAnswer(outcome, "the list is read again and shows whether the account was connected."))
+            if (outcome.code === "network") props.onLost()
+            return
+          }
           setValues({})
           props.onDone()
         })
@@ -87,7 +97,7 @@ export const Connections = (props: { readonly api: Api }) => {
   const byProvider = new Map(state.value.data.map((c) => [c.provider, c]))
   const remove = (provider: AccountProvider) =>
     void props.api.run((c) => c.dashboard.disconnect({ path: { provider } })).then((outcome) => {
-      setError(outcome.ok ? null : outcome)
+      setError(outcome.ok ? null : lostAnswer(outcome, "the list below is read again and shows whether the connection was removed."))
       setRemoving(null)
       reload()
     })
@@ -119,12 +129,12 @@ export const Connections = (props: { readonly api: Api }) => {
                   {connection !== undefined && removing !== p && <button type="button" class="danger" onClick={() => setRemoving(p)}>Remove</button>}
                 </div>
                 {connection !== undefined && removing === p && (
-                  <Confirm label={`Remove the ${p} connection`} yes="Yes, remove" onYes={() => remove(p)} onNo={() => setRemoving(null)}>
+                  <Confirm label={`Remove the ${p} connection`} yes="Yes, remove" opener="Remove" onYes={() => remove(p)} onNo={() => setRemoving(null)}>
                     Remove the <strong>{p}</strong> connection? Its credentials are deleted, and its tools answer
                     credential_required until it is connected again.
                   </Confirm>
                 )}
-                {open === p && <ConnectForm provider={p} api={props.api} onDone={() => {
+                {open === p && <ConnectForm provider={p} api={props.api} onLost={reload} onDone={() => {
                   setOpen(null)
                   reload()
                 }} />}

@@ -5,7 +5,7 @@
 import { Effect } from "effect"
 import { useEffect, useRef, useState } from "preact/hooks"
 import type { Api } from "../api.js"
-import { Card, Confirm, Field, formatTime, Loading, Problem, useLoad } from "../ui.js"
+import { Card, Confirm, Field, formatTime, Loading, lostAnswer, Problem, useLoad } from "../ui.js"
 
 interface KeyFields {
   readonly name: string
@@ -205,8 +205,8 @@ export const Keys = (props: { readonly api: Api }) => {
     const p = payloadOf(f)
     const outcome = await props.api.run((c) => c.dashboard.createKey({ payload: p }))
     if (!outcome.ok) {
-      setError(outcome)
       // an answer lost on its way back may be of a key made: the list shows whether it was
+      setError(lostAnswer(outcome, "the list below is read again and shows whether the key was made (if it was, its secret cannot be shown again: revoke it and create another)."))
       if (outcome.code === "network") reload()
       return false
     }
@@ -230,7 +230,7 @@ export const Keys = (props: { readonly api: Api }) => {
     }
     const outcome = await props.api.run((c) => c.dashboard.updateKey({ path: { id: k.id }, payload: changes }))
     if (!outcome.ok) {
-      setEditError(outcome)
+      setEditError(lostAnswer(outcome, "the list is read again and shows whether the change was made."))
       if (outcome.code === "network") reload()
       return false
     }
@@ -241,7 +241,7 @@ export const Keys = (props: { readonly api: Api }) => {
   }
   const revoke = async (id: string) => {
     const outcome = await props.api.run((c) => c.dashboard.revokeKey({ path: { id } }))
-    setError(outcome.ok ? null : outcome)
+    setError(outcome.ok ? null : lostAnswer(outcome, "the list below is read again and shows whether the key was revoked."))
     setRevoking(null)
     reload()
   }
@@ -291,7 +291,7 @@ export const Keys = (props: { readonly api: Api }) => {
                   </>
                 )}
                 {revoking === k.id && (
-                  <Confirm label={`Revoke ${k.name}`} yes="Yes, revoke" onYes={() => void revoke(k.id)} onNo={() => setRevoking(null)}>
+                  <Confirm label={`Revoke ${k.name}`} yes="Yes, revoke" opener="Revoke" onYes={() => void revoke(k.id)} onNo={() => setRevoking(null)}>
                     Revoke <strong>{k.name}</strong>? Every request with it fails from now on. This cannot be undone.
                   </Confirm>
                 )}

@@ -45,6 +45,18 @@ const showInAddress = (f: Filters) => {
   history.replaceState(history.state, "", `${location.pathname}${search}`)
 }
 
+const sameFilters = (a: Filters, b: Filters) =>
+  a.key_id === b.key_id && a.tool === b.tool && a.status === b.status && a.from === b.from && a.to === b.to
+
+/**
+ * A filter's value that is none of the list's (a link's `?tool=` of a tool since removed, a typing mistake): shown as
+ * it is, so the list does not read "All tools" while the rows are filtered by it; said so once the list is read.
+ */
+const unlisted = (value: string, listed: ReadonlyArray<string> | null, note: string) =>
+  value === "" || listed?.includes(value) === true ? null : (
+    <option value={value}>{listed === null ? value : `${value} (${note})`}</option>
+  )
+
 export const Usage = (props: { readonly api: Api }) => {
   const [draft, setDraft] = useState<Filters>(filtersOfAddress)
   const [filters, setFilters] = useState<Filters>(filtersOfAddress)
@@ -60,9 +72,18 @@ export const Usage = (props: { readonly api: Api }) => {
     [filters, cursor]
   )
   const set = (patch: Partial<Filters>) => setDraft({ ...draft, ...patch })
+  // the filters on screen are the ones applied: the rows below, the address and a download all follow them
+  const apply = (f: Filters) => {
+    if (sameFilters(f, filters)) return
+    setFilters(f)
+    showInAddress(f)
+    setCursors([undefined])
+  }
 
-  const download = () =>
-    void props.api.run((c) => c.dashboard.usage({ urlParams: { ...paramsOf(filters), format: "csv" } })).then((outcome) => {
+  // the file holds what the filters on screen match (applied first, so the rows below are the same calls)
+  const download = () => {
+    apply(draft)
+    void props.api.run((c) => c.dashboard.usage({ urlParams: { ...paramsOf(draft), format: "csv" } })).then((outcome) => {
       if (!outcome.ok) return setError(outcome)
       if (typeof outcome.value !== "string") return setError({ code: "internal_error", message: "The export was not CSV." })
       setError(null)
@@ -76,6 +97,7 @@ export const Usage = (props: { readonly api: Api }) => {
       link.remove()
       setTimeout(() => URL.revokeObjectURL(link.href), 10_000)
     })
+  }
 
   const keys = lists.state?.ok === true ? lists.state.value.keys.data : []
   const tools = lists.state?.ok === true ? lists.state.value.catalog.data.map((t) => t.name) : []
@@ -88,21 +110,21 @@ export const Usage = (props: { readonly api: Api }) => {
         class="form filters"
         onSubmit={(e) => {
           e.preventDefault()
-          setFilters(draft)
-          showInAddress(draft)
-          setCursors([undefined])
+          apply(draft)
         }}
       >
         <Field label="Key">
           <select name="key_id" value={draft.key_id} onChange={(e) => set({ key_id: e.currentTarget.value })}>
             <option value="">All keys</option>
             {keys.map((k) => <option key={k.id} value={k.id}>{k.name} ({k.prefix}…)</option>)}
+            {unlisted(draft.key_id, lists.state?.ok === true ? keys.map((k) => k.id) : null, "no such key")}
           </select>
         </Field>
         <Field label="Tool">
           <select name="tool" value={draft.tool} onChange={(e) => set({ tool: e.currentTarget.value })}>
             <option value="">All tools</option>
             {tools.map((t) => <option key={t} value={t}>{t}</option>)}
+            {unlisted(draft.tool, lists.state?.ok === true ? tools : null, "not in the catalog")}
           </select>
         </Field>
         <Field label="Status">

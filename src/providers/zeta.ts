@@ -15,7 +15,7 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import { type ProviderError, ProviderCredentialRejected, ProviderRateLimited, ProviderUnavailable } from "../domain/errors.js"
 import { ProvidersConfig } from "../config.js"
-import { bodyText, retryAfterSeconds, type UpstreamResponse } from "../services/ProviderClient.js"
+import { bodyText, retryAfterSeconds, type UpstreamResponse, withoutSecrets } from "../services/ProviderClient.js"
 import type { ToolInput } from "../domain/tools.js"
 import { type AccountTool, decodeUpstream, invalid, JsonObject, requestJson, urlUnder } from "./common.js"
 
@@ -142,24 +142,21 @@ const withoutSecretParameters = (url: string): string => {
  * for the pages around this one (https://developers.facebook.com/docs/graph-api/results), which repeat the call's
  * access token as `access_token` (and an `appsecret_proof` with it): those parameters are taken out, wherever a
  * `paging` is in the answer (an edge nested in a field has its own), and the page is asked for with the rest of the
- * URL's query (`after`/`before` and the others) in `params`. Any other place the org's token itself appears is
- * `[redacted]`.
+ * URL's query (`after`/`before` and the others) in `params`. Any other place the org's token appears, in any spelling
+ * an error answer is searched for (an app token's `|` percent-encoded in a URL, say), is `[redacted]`
+ * (ProviderClient's `withoutSecrets`).
  */
-const withoutSecrets = (body: unknown, token: string): unknown => {
-  const redact = (s: string) => (token.length > 0 && s.includes(token) ? s.split(token).join("[redacted]") : s)
+const withoutGraphSecrets = (body: unknown, token: string): unknown => {
   const walk = (value: unknown, paging: boolean): unknown => {
-    if (typeof value === "string") return redact(value)
     if (Array.isArray(value)) return value.map((v) => walk(v, false))
     if (typeof value !== "object" || value === null) return value
     // fromEntries defines each key as the object's own, a `__proto__` too
     return Object.fromEntries(Object.entries(value).map(([k, v]) => [
       k,
-      paging && (k === "next" || k === "previous") && typeof v === "string"
-        ? redact(withoutSecretParameters(v))
-        : walk(v, k === "paging")
+      paging && (k === "next" || k === "previous") && typeof v === "string" ? withoutSecretParameters(v) : walk(v, k === "paging")
     ]))
   }
-  return walk(body, false)
+  return withoutSecrets(walk(body, false), [token])
 }
 
 /**
@@ -190,7 +187,7 @@ export const zetaRequest: AccountTool<"zeta_request", "zeta"> = {
         classify: graphError
       })
       // the raw answer (`POST /v1/run`) and the tool's alike: neither shows the org's token
-      return { ...raw, body: withoutSecrets(raw.body, credentials.access_token) }
+      return { ...raw, body: withoutGraphSecrets(raw.body, credentials.access_token) }
     }),
   normalize: (_input, raw) =>
     Effect.map(decodeUpstream("zeta", JsonObject, "zeta_request")(raw.body), (data) => ({ provider: "zeta", data }))

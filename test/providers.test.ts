@@ -1180,6 +1180,27 @@ layer(warmGateway, { excludeTestServices: true })("providers", (it) => {
         expect(raw.text).not.toContain(token)
         expect(raw.text).not.toContain("access_token")
       }))
+
+    it.effect("the org's token anywhere else in Graph's answer is [redacted]: in a string, in a URL, in a member's name", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        u.resetAll()
+        const zeta = caseOf("zeta_request")
+        const { key } = yield* prepare(zeta)
+        const token = CREDENTIALS.zeta.access_token
+        // an answer that echoes what the call carried (a debugging proxy in front of Graph, say), in three spellings
+        u.graph.fault({
+          text: JSON.stringify({ note: `sent with ${token}`, [token]: true, link: `https://example.com/?t=${encodeURIComponent(`${token}|x`)}` }),
+          times: 2
+        })
+        for (const path of ["/v1/zeta_request", "/v1/run"]) {
+          const body = path === "/v1/run" ? { tool: "zeta_request", input: { path: "me" } } : { path: "me" }
+          const result = yield* request(path, { body: JSON.stringify(body), headers: { "content-type": "application/json", "x-api-key": key } })
+          expectOk(result)
+          expect(result.text).not.toContain(token)
+          expect(result.text).toContain("[redacted]")
+        }
+      }))
   })
 
   describe("POST /v1/run", () => {

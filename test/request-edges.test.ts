@@ -8,8 +8,9 @@ import { SqlClient } from "@effect/sql"
 import { Effect, Redacted } from "effect"
 import * as Net from "node:net"
 import { KeyStore } from "../src/services/KeyStore.js"
+import { forecastBody } from "../src/testing/openMeteo.js"
 import { expectEnvelope } from "./support/assert.js"
-import { baseUrl, dashboard, devToken, gatewayLayer, givenMember, givenOrg, request, requestChunked } from "./support/gateway.js"
+import { baseUrl, dashboard, devToken, gatewayLayer, givenMember, givenOrg, request, requestChunked, TestUpstreams } from "./support/gateway.js"
 
 const invalidRequest = { status: 400, type: "validation", code: "invalid_request", retryable: false, billable: false } as const
 const invalidKey = { status: 401, type: "auth", code: "invalid_key", retryable: false, billable: false } as const
@@ -205,6 +206,24 @@ layer(gatewayLayer({ server: { headersTimeoutMs: 500, requestTimeoutMs: 1_000, k
         expect(answer.text.length).toBeLessThan(2_000)
       }
       for (const answer of answers.slice(0, 2)) expectEnvelope(answer, { ...invalidRequest, message: "lat" })
+      // through /v1/run (the input decoded by the tool's schema in the pipeline, not by the route's), the same
+      const run = yield* request("/v1/run", { body: JSON.stringify({ tool: "weather", input: { q: "x", lat: "y".repeat(60_000) } }), headers })
+      expectEnvelope(run, { ...invalidRequest, message: "input.lat: Expected number, actual \"yyy" })
+      expect(run.text.length).toBeLessThan(2_000)
+    }))
+
+  it.effect("a provider's answer that cannot be read is quoted only in part in normalization_failed", () =>
+    Effect.gen(function* () {
+      const { key } = yield* givenOrg()
+      const u = yield* TestUpstreams
+      // Open-Meteo's forecast with 60,000 characters where the temperature's number goes
+      const forecast = forecastBody(52.52, 13.41)
+      u.openMeteo.fault({ text: JSON.stringify({ ...forecast, current: { ...forecast.current, temperature_2m: "9".repeat(60_000) } }), times: 1 })
+      const answer = yield* request("/v1/weather", { body: JSON.stringify({ lat: 52.52, lon: 13.41 }), headers: { "content-type": "application/json", "x-api-key": key } })
+      u.openMeteo.fault()
+      expectEnvelope(answer, { status: 502, type: "normalization", code: "normalization_failed", retryable: false, billable: true, message: "current.temperature_2m: Expected number, actual \"999" })
+      expectEnvelope(answer, { status: 502, type: "normalization", code: "normalization_failed", retryable: false, billable: true, message: "…" })
+      expect(answer.text.length).toBeLessThan(2_000)
     }))
 
   it.effect("a key revoked elsewhere while cached here is refused without its rate limit", () =>

@@ -26,6 +26,15 @@ export const meaningfulIssues = <I extends { readonly path: ReadonlyArray<Proper
   return issues.filter((issue) => !isNullBranch(issue) || !issues.some((other) => other !== issue && !isNullBranch(other) && key(other) === key(issue)))
 }
 
+/** `s` cut after `max` characters, with an ellipsis to say so. */
+export const clip = (s: string, max: number): string => (s.length > max ? `${s.slice(0, max)}…` : s)
+
+/**
+ * The longest part of a message about one issue: a value sent (a caller's input, a provider's answer) is quoted
+ * only in part — "Expected number, actual" and the value's first characters, not the 60 KB string it was.
+ */
+export const MAX_QUOTED_ISSUE = 300
+
 /** The first problem of a parse error, as `field: message` (without the value sent, when it is a secret). */
 export const describeParseError = (error: ParseResult.ParseError, options: { readonly secret?: boolean } = {}): string => {
   const issues = meaningfulIssues(ParseResult.ArrayFormatter.formatErrorSync(error))
@@ -34,6 +43,6 @@ export const describeParseError = (error: ParseResult.ParseError, options: { rea
   const more = issues.length > 1 ? ` (and ${issues.length - 1} more)` : ""
   const field = formatPath(first.path)
   const message = options.secret === true ? withoutValue(first.message) : first.message
-  return `${field === "" ? "" : `${field}: `}${message}${more}`
+  return `${clip(`${field === "" ? "" : `${field}: `}${message}`, MAX_QUOTED_ISSUE)}${more}`
 }
 

@@ -32,7 +32,7 @@ import {
   rateLimitHeaders,
   responseHeaders
 } from "../domain/errors.js"
-import { formatPath, meaningfulIssues, withoutValue } from "../domain/parse.js"
+import { clip, formatPath, MAX_QUOTED_ISSUE, meaningfulIssues, withoutValue } from "../domain/parse.js"
 import { ServerConfig } from "../config.js"
 import { KeyStore } from "../services/KeyStore.js"
 import type { RateLimitState } from "../services/RateLimit.js"
@@ -62,7 +62,6 @@ export const currentRequest: Effect.Effect<RequestState> = Effect.withFiberRunti
 export const newRequestId = () => `req_${base62(20)}`
 
 /** A caller's value as a message quotes it: at most `max` characters, then an ellipsis. */
-export const clip = (s: string, max: number): string => (s.length > max ? `${s.slice(0, max)}…` : s)
 
 /** The longest path an error message quotes. */
 const MAX_QUOTED_PATH = 200
@@ -75,9 +74,6 @@ export const methodNotAllowed = (method: string, path: string, allowed: Readonly
   })
 
 const fieldOf = (path: ReadonlyArray<PropertyKey>) => (path.length === 0 ? "" : `${formatPath(path)}: `)
-
-/** The longest part of a decode message about one issue: a value sent is quoted only in part. */
-const MAX_QUOTED_ISSUE = 300
 
 const decodeMessage = (error: HttpApiError.HttpApiDecodeError, secret: boolean): string => {
   const all = meaningfulIssues(error.issues)

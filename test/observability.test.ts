@@ -574,7 +574,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("the built server", (it) =>
     Effect.gen(function* () {
       const { base } = yield* serve([], { ...(yield* envFor), LOG_LEVEL: "warning" })
       const text = yield* Effect.promise(() => fetch(`${base}/metrics`).then((r) => r.text()))
-      for (const name of ["idempotency_replays", "rate_limit_rejections", "settlements_lost"]) {
+      for (const name of ["idempotency_replays", "rate_limit_rejections", "rate_limit_store_failures", "settlements_lost"]) {
         expect(text).toMatch(new RegExp(`^tool_gateway_${name}_total(\\{[^}]*\\})? 0$`, "m"))
       }
       expect(text).toMatch(/^tool_gateway_lease_renewals_total(\{[^}]*\})? \d+$/m)

@@ -4,17 +4,34 @@
  * `Retry-After` past it; kept in memory per process, or in Redis (`REDIS_URL`) and then shared by every
  * process.
  */
-import { describe, expect, layer } from "@effect/vitest"
+import { describe, expect, it, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { expectEnvelope, expectOk } from "./support/assert.js"
 import { TestDatabaseUrl } from "./support/database.js"
-import { callTool, capturedLogs, dashboard, gatewayLayer, givenMember, givenOrg, TEST_ENCRYPTION_KEY, TestUpstreams } from "./support/gateway.js"
+import { callTool, capturedLogs, dashboard, gatewayLayer, givenMember, givenOrg, request, TEST_ENCRYPTION_KEY, TestUpstreams } from "./support/gateway.js"
 import { KeyStore } from "../src/services/KeyStore.js"
 import { post, serve } from "./support/processes.js"
-import { Option, Redacted, Schema } from "effect"
+import { Duration, Option, Redacted, Schema } from "effect"
+import * as MemoryRateLimitStore from "../src/services/MemoryRateLimitStore.js"
 import { Redis } from "ioredis"
 
 const limited = { status: 429, type: "rate_limited", code: "rate_limit_exceeded", retryable: true, billable: false } as const
+
+/**
+ * A key of 1 a second with a burst of 1: a call, then one 1.5 s later and one 0.6 s after that. A bucket that counted
+ * its time full as refills owed (its last refill at 1 s, not 1.5) gave the third a token 0.6 s after the second.
+ */
+const earlyToken = (key: string) =>
+  Effect.gen(function* () {
+    const statuses: Array<number> = []
+    const call = Effect.map(callTool("weather", { q: 5 }, { key }), (r) => statuses.push(r.status))
+    yield* call
+    yield* Effect.sleep("1500 millis")
+    yield* call
+    yield* Effect.sleep("600 millis")
+    yield* call
+    return statuses
+  })
 
 /** A key of a fresh org with its own rate limit. */
 const keyWithLimit = (perSecond: number, burst: number) =>
@@ -63,6 +80,11 @@ layer(gatewayLayer({ server: { rateLimitPerSecond: 5, rateLimitBurst: 5 } }), { 
       const generousAnswers = []
       for (let i = 0; i < 20; i++) generousAnswers.push((yield* callTool("weather", { q: 5 }, { key: generous })).status)
       expect(generousAnswers.every((s) => s === 400)).toBe(true)
+    }))
+
+  it.effect("a bucket that was full owes no refills: one token, then the next a whole refill after it (it came early)", () =>
+    Effect.gen(function* () {
+      expect(yield* earlyToken(yield* keyWithLimit(1, 1))).toEqual([400, 400, 429])
     }))
 
   it.effect("the dashboard creates a key with its own limit, shows it, and refuses nonsense", () =>
@@ -115,7 +137,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("rate limits across process
       const key = yield* keyWithLimit(100, 100)
       expect((yield* post(served.base, "/v1/mobile_app_search", key, { query: 5 })).status).toBe(400)
       // the client reconnects every second or so; each failure was an "[ioredis] Unhandled error event" and its stack
-      yield* Effect.sleep("2500 millis")
+      yield* Effect.sleep("1500 millis")
       const lines = served.output().split("\n").filter((l) => l.trim() !== "")
       expect(served.output()).not.toContain("Unhandled error event")
       for (const line of lines) expect(() => JSON.parse(line), line).not.toThrow()
@@ -167,6 +189,13 @@ layer(gatewayLayer({ server: { redisUrl: redisUrl === "" ? Option.none() : Optio
       expect(yield* statuses(5)).toEqual([400, 400, 400, 429, 429])
     }).pipe(Effect.scoped), 30_000)
 
+  it.effect.skipIf(redisUrl === "")("a bucket that was full owes no refills: the next token a whole refill after the bucket filled", () =>
+    Effect.gen(function* () {
+      const { orgId } = yield* givenOrg({ credits: 1000 })
+      const created = yield* Effect.orDie((yield* KeyStore).create(orgId, { name: "paced", rateLimit: { perSecond: 1, burst: 1 } }))
+      expect(yield* earlyToken(Redacted.value(created.key))).toEqual([400, 400, 429])
+    }), 30_000)
+
   it.effect.skipIf(redisUrl === "")("of any rate, a refill a fraction of a millisecond included (3 a second, 333.3… ms), is a limit", () =>
     Effect.gen(function* () {
       const { orgId } = yield* givenOrg({ credits: 1000 })
@@ -180,22 +209,47 @@ layer(gatewayLayer({ server: { redisUrl: redisUrl === "" ? Option.none() : Optio
 
 const LogLine = Schema.Struct({ message: Schema.Unknown, logLevel: Schema.String })
 
-// Redis that cannot be reached (nothing listens on port 1): calls are let through, and the log says why, in one line.
+// Redis that cannot be reached (nothing listens on port 1): each process limits its keys on its own, and the log says
+// why, in one line.
 layer(gatewayLayer({ server: { rateLimitPerSecond: 5, rateLimitBurst: 5, redisUrl: Option.some(Redacted.make("redis://127.0.0.1:1")) } }), {
   excludeTestServices: true
 })(
   "rate limits with Redis away",
   (it) => {
-    it.effect("calls are let through; one WARN line, a string that names the store's error", () =>
+    it.effect("calls are limited by the process's own buckets (they were let through, every one); one WARN line, a string that names the store's error", () =>
       Effect.gen(function* () {
         const { key } = yield* givenOrg({ credits: 10 })
         expectOk(yield* callTool("mobile_app_search", { query: "no redis" }, { key }), 1)
+        // the default of 5 a second with a burst of 5: four more pass, then 429 with the same policy
+        const statuses = yield* Effect.forEach(Array.from({ length: 6 }), () =>
+          Effect.map(callTool("mobile_app_search", { query: 5 }, { key }), (r) => r.status))
+        expect(statuses).toEqual([400, 400, 400, 400, 429, 429])
+        // each counted: the seven calls Redis did not decide
+        const metrics = yield* request("/metrics", { method: "GET" })
+        expect(Number(/^tool_gateway_rate_limit_store_failures_total(?:\{[^}]*\})? (\d+)$/m.exec(metrics.text)?.[1] ?? "0")).toBeGreaterThanOrEqual(7)
         const warnings = capturedLogs
           .map((line) => Schema.decodeUnknownSync(LogLine)(JSON.parse(line)))
           .filter((l) => l.logLevel === "WARN" && JSON.stringify(l.message).includes("rate limit store unavailable"))
         expect(warnings.length).toBeGreaterThanOrEqual(1)
         expect(typeof warnings[0]?.message).toBe("string")
-        expect(String(warnings[0]?.message)).toMatch(/^rate limit store unavailable \(.+\); requests are let through$/)
+        expect(String(warnings[0]?.message)).toMatch(/^rate limit store unavailable \(.+\); each process limits its keys on its own meanwhile$/)
       }))
   }
 )
+
+describe("the process's own buckets", () => {
+  // (a member who makes key after key, or changes a key's limit again and again, made one bucket each, kept for good)
+  it.effect("are at most so many, the least recently used dropped first (a dropped bucket starts full)", () =>
+    Effect.gen(function* () {
+      const store = yield* MemoryRateLimitStore.make(3)
+      const take = (key: string) => store.tokenBucket({ key, tokens: 1, limit: 1, refillRate: Duration.hours(1), allowOverflow: false })
+      expect(yield* Effect.forEach(["a", "b", "c"], take)).toEqual([0, 0, 0])
+      expect(yield* take("a")).toBe(-1)
+      // a fourth bucket: b, used least recently, is dropped; a and c are kept, and still empty
+      expect(yield* take("d")).toBe(0)
+      expect(yield* take("b")).toBe(0)
+      expect(yield* take("a")).toBe(-1)
+      // b came back, so c (used before a and d) went
+      expect(yield* take("c")).toBe(0)
+    }))
+})

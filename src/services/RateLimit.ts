@@ -2,7 +2,9 @@
  * Per-key request rate: a token bucket (sustained rate plus burst) on `@effect/experimental`'s
  * RateLimiter. A key may have its own rate (`KeyRateLimit`); otherwise the gateway's default applies.
  * The buckets live in memory (one per process), or in Redis when `REDIS_URL` is set, so that every
- * process sharing the Redis shares each key's limit.
+ * process sharing the Redis shares each key's limit. A call Redis does not decide in time (Redis away, or this
+ * process too busy to read its answer within 200 ms) is decided by the process's own buckets of the same policy: a
+ * limit per process meanwhile, never none (it was none: a client hammering a busy process went through unlimited).
  */
 import * as RateLimiter from "@effect/experimental/RateLimiter"
 import * as Context from "effect/Context"
@@ -10,12 +12,15 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
+import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Scope from "effect/Scope"
 import { RateLimitExceeded, type RateLimitState } from "../domain/errors.js"
 import { ServerConfig } from "../config.js"
 import type { Caller, KeyRateLimit } from "./KeyStore.js"
+import * as MemoryRateLimitStore from "./MemoryRateLimitStore.js"
+import { rateLimitStoreFailures } from "./Telemetry.js"
 import { nowMillis } from "./time.js"
 
 /** A key's policy and where its bucket stands, for the `RateLimit-Policy` and `RateLimit` headers. */
@@ -41,9 +46,14 @@ const exceeded = (perSecond: number, burst: number, windowSeconds: number, retry
     windowSeconds
   })
 
+/** What a consumption of the shared store asks, and what the process's own buckets are asked the same. */
+type ConsumeOptions = Parameters<RateLimiter.RateLimiter["consume"]>[0]
+
 export const make = Effect.gen(function* () {
   const config = yield* ServerConfig
   const limiter = yield* RateLimiter.RateLimiter
+  // the process's own buckets, for the calls a shared store (Redis) could not decide
+  const local = Option.isSome(config.redisUrl) ? yield* Effect.provide(RateLimiter.make, MemoryRateLimitStore.layerStore()) : limiter
   const defaults: KeyRateLimit | null = config.rateLimitPerSecond > 0
     ? { perSecond: config.rateLimitPerSecond, burst: Math.max(config.rateLimitBurst, config.rateLimitPerSecond, 1) }
     : null
@@ -56,33 +66,43 @@ export const make = Effect.gen(function* () {
     // A bucket of `burst` tokens refilled at `perSecond`: the window is the time to refill it entirely.
     const windowMs = (burst / policy.perSecond) * 1000
     const windowSeconds = Math.max(1, Math.ceil(windowMs / 1000))
-    return limiter.consume({
+    const options: ConsumeOptions = {
       algorithm: "token-bucket",
       onExceeded: "fail",
       // the policy is part of the bucket's name: a key whose limit changes starts a new bucket
       key: `rate:${caller.keyId}:${policy.perSecond}:${burst}`,
       limit: burst,
       window: Duration.millis(windowMs)
-    }).pipe(
-      Effect.map((result): RateLimitState => ({
-        limit: burst,
-        windowSeconds,
-        remaining: result.remaining,
-        resetSeconds: Math.ceil(Duration.toSeconds(result.resetAfter))
-      })),
-      Effect.catchAll((e) =>
-        e.reason === "Exceeded"
-          ? Effect.fail(exceeded(policy.perSecond, burst, windowSeconds, Math.max(1, Math.ceil(Duration.toSeconds(e.retryAfter)))))
-          // the store is unreachable (Redis down): let the request through rather than fail every call,
-          // and say so at most once every 10 s, not once per request
-          : Effect.flatMap(nowMillis, (now) => {
-            if (now - lastWarned < STORE_WARNING_INTERVAL_MS) return Effect.succeed(undefined)
+    }
+    const decided = (from: RateLimiter.RateLimiter) =>
+      from.consume(options).pipe(
+        Effect.map((result): RateLimitState => ({
+          limit: burst,
+          windowSeconds,
+          remaining: result.remaining,
+          resetSeconds: Math.ceil(Duration.toSeconds(result.resetAfter))
+        })),
+        Effect.catchAll((e): Effect.Effect<never, RateLimitExceeded | RateLimiter.RateLimitStoreError> =>
+          e.reason === "Exceeded"
+            ? Effect.fail(exceeded(policy.perSecond, burst, windowSeconds, Math.max(1, Math.ceil(Duration.toSeconds(e.retryAfter)))))
+            : Effect.fail(e))
+      )
+    return decided(limiter).pipe(
+      // the shared store did not answer in time (Redis away, or this process too busy to read its answer): the
+      // process's own bucket decides, and the log says so at most once every 10 s, not once per request
+      Effect.catchTag("RateLimiterError", (e) =>
+        Metric.increment(rateLimitStoreFailures).pipe(
+          Effect.zipRight(nowMillis),
+          Effect.flatMap((now) => {
+            if (now - lastWarned < STORE_WARNING_INTERVAL_MS) return Effect.void
             lastWarned = now
             // one line, its reason in it (the error as a second argument made the message an array, its cause `{}`)
             const why = e.cause instanceof Error ? `${e.message}: ${e.cause.message}` : e.message
-            return Effect.as(Effect.logWarning(`rate limit store unavailable (${why}); requests are let through`), undefined)
-          })
-      )
+            return Effect.logWarning(`rate limit store unavailable (${why}); each process limits its keys on its own meanwhile`)
+          }),
+          // the process's memory does not fail: a failure there is a bug
+          Effect.zipRight(Effect.catchTag(decided(local), "RateLimiterError", Effect.die))
+        ))
     )
   }
 
@@ -93,7 +113,7 @@ export const make = Effect.gen(function* () {
 const StoreLive = Layer.unwrapEffect(
   Effect.map(ServerConfig, (config) =>
     Option.match(config.redisUrl, {
-      onNone: () => RateLimiter.layerStoreMemory,
+      onNone: () => MemoryRateLimitStore.layerStore(),
       // the Redis store and its client (ioredis) are loaded only when REDIS_URL is set
       onSome: (url) => Layer.unwrapScoped(Effect.gen(function* () {
         const RateLimiterRedis = yield* Effect.promise(() => import("./RedisRateLimitStore.js"))

@@ -5,8 +5,10 @@
  * under memory pressure takes one and not the other) fails the script on every call after — which the gateway,
  * letting calls through while its store fails, took as no limit at all for that key, for good. Here a bucket missing
  * either key starts full, and both keys expire once the bucket would be full again (a missing bucket is a full one).
- * The same mend is in the 4.x line's store (Effect-TS/effect-smol#2352). Only the token bucket is kept here, the
- * one algorithm the gateway uses; the rest is the library's store as it is.
+ * The same mend is in the 4.x line's store (Effect-TS/effect-smol#2352). And a full bucket kept the time it had been
+ * full as refills owed (a key of 1 a second with a burst of 1, idle a while, passed two calls 200 ms apart): a bucket
+ * that fills up counts its next refill from then, as the memory store does (MemoryRateLimitStore.ts). Only the token
+ * bucket is kept here, the one algorithm the gateway uses; the rest is the library's store as it is.
  */
 import { RateLimiterStore, RateLimitStoreError } from "@effect/experimental/RateLimiter"
 import * as Duration from "effect/Duration"
@@ -41,11 +43,17 @@ if not current or not last_refill then
   last_refill = now
 end
 
+-- a bucket that fills up counts its next refill from now: the time it spent full is no refill owed
 local elapsed = now - last_refill
 local refill_amount = math.floor(elapsed / refill_ms)
 if refill_amount > 0 then
-  current = math.min(current + refill_amount, limit)
-  last_refill = last_refill + (refill_amount * refill_ms)
+  if current + refill_amount >= limit then
+    current = limit
+    last_refill = now
+  else
+    current = current + refill_amount
+    last_refill = last_refill + (refill_amount * refill_ms)
+  end
 end
 
 local next = current - tokens

@@ -45,6 +45,11 @@ export const rateLimitRejections = Metric.counter("tool_gateway_rate_limit_rejec
   incremental: true
 })
 
+export const rateLimitStoreFailures = Metric.counter("tool_gateway_rate_limit_store_failures_total", {
+  description: "Calls the shared rate-limit store (Redis) did not decide in time, decided by the process's own buckets",
+  incremental: true
+})
+
 export const httpRequests = Metric.counter("tool_gateway_http_requests_total", {
   description: "HTTP requests answered, by status class (2xx, 3xx, 4xx, 5xx)",
   incremental: true
@@ -70,7 +75,7 @@ export const leaseRenewals = Metric.counter("tool_gateway_lease_renewals_total",
  * The counters without labels, shown at 0 from the first scrape: an alert on one (a lost settlement, say) must
  * see it go from 0 to 1, and a series that appears only at its first increment has nothing to compare it with.
  */
-export const unlabelledCounters = [idempotencyReplays, rateLimitRejections, settlementsLost, leaseRenewals] as const
+export const unlabelledCounters = [idempotencyReplays, rateLimitRejections, rateLimitStoreFailures, settlementsLost, leaseRenewals] as const
 
 export const holdsOutstanding = Metric.gauge("tool_gateway_holds_outstanding", {
   description: "Pending credit holds (calls in flight) across every process sharing the database"

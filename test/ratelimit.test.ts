@@ -77,6 +77,12 @@ layer(gatewayLayer({ server: { rateLimitPerSecond: 5, rateLimitBurst: 5 } }), { 
       for (let i = 0; i < 3; i++) strictAnswers.push((yield* callTool("weather", { q: 5 }, { key: strict })))
       expect(strictAnswers.map((a) => a.status)).toEqual([400, 400, 429])
       expect(strictAnswers[0]?.headers.get("ratelimit-policy")).toBe(`"key";q=2;w=2`)
+      // the policy says what the rate allows in its window, where that is more than the burst: a key of 100 a second
+      // with a burst of 1 (said as 1 a second), and one of 3 a second with a burst of 10 (said as 10 per 4 s)
+      const paced = yield* callTool("weather", { q: 5 }, { key: yield* keyWithLimit(100, 1) })
+      expect(paced.headers.get("ratelimit-policy")).toBe(`"key";q=100;w=1`)
+      const thirds = yield* callTool("weather", { q: 5 }, { key: yield* keyWithLimit(3, 10) })
+      expect(thirds.headers.get("ratelimit-policy")).toBe(`"key";q=12;w=4`)
       const generousAnswers = []
       for (let i = 0; i < 20; i++) generousAnswers.push((yield* callTool("weather", { q: 5 }, { key: generous })).status)
       expect(generousAnswers.every((s) => s === 400)).toBe(true)

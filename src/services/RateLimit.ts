@@ -37,12 +37,12 @@ const STORE_WARNING_INTERVAL_MS = 10_000
  * A refusal past a key's bucket; the seconds are in the message too: a client that sees no headers (an MCP SDK's
  * error) can still wait them.
  */
-const exceeded = (perSecond: number, burst: number, windowSeconds: number, retryAfter: number) =>
+const exceeded = (perSecond: number, burst: number, quota: number, windowSeconds: number, retryAfter: number) =>
   new RateLimitExceeded({
     message: `Rate limit exceeded: ${perSecond} requests per second with bursts of ${burst} for this key. ` +
       `Retry after ${retryAfter} s (Retry-After).`,
     retryAfter,
-    limit: burst,
+    limit: quota,
     windowSeconds
   })
 
@@ -66,6 +66,11 @@ export const make = Effect.gen(function* () {
     // A bucket of `burst` tokens refilled at `perSecond`: the window is the time to refill it entirely.
     const windowMs = (burst / policy.perSecond) * 1000
     const windowSeconds = Math.max(1, Math.ceil(windowMs / 1000))
+    // What `RateLimit-Policy` says: `q` requests per `w` seconds. The window, in whole seconds, may be longer than the
+    // bucket's refill (2.5 s is said as 4; a burst below the rate refills in under a second, said as 1), and the
+    // rate refills it meanwhile: `q` is the burst or what the rate gives in the window, the larger (a key of 100 a
+    // second with a burst of 1 was said to allow 1 a second).
+    const quota = Math.max(burst, policy.perSecond * windowSeconds)
     const options: ConsumeOptions = {
       algorithm: "token-bucket",
       onExceeded: "fail",
@@ -77,14 +82,14 @@ export const make = Effect.gen(function* () {
     const decided = (from: RateLimiter.RateLimiter) =>
       from.consume(options).pipe(
         Effect.map((result): RateLimitState => ({
-          limit: burst,
+          limit: quota,
           windowSeconds,
           remaining: result.remaining,
           resetSeconds: Math.ceil(Duration.toSeconds(result.resetAfter))
         })),
         Effect.catchAll((e): Effect.Effect<never, RateLimitExceeded | RateLimiter.RateLimitStoreError> =>
           e.reason === "Exceeded"
-            ? Effect.fail(exceeded(policy.perSecond, burst, windowSeconds, Math.max(1, Math.ceil(Duration.toSeconds(e.retryAfter)))))
+            ? Effect.fail(exceeded(policy.perSecond, burst, quota, windowSeconds, Math.max(1, Math.ceil(Duration.toSeconds(e.retryAfter)))))
             : Effect.fail(e))
       )
     return decided(limiter).pipe(

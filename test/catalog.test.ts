@@ -16,6 +16,8 @@ import { books, callTool, gatewayLayer, givenOrg, request, TestUpstreams } from 
 const Listing = Schema.Struct({
   data: Schema.Array(Schema.Struct({
     name: Schema.String,
+    summary: Schema.String,
+    description: Schema.String,
     account: Schema.Boolean,
     beta: Schema.Boolean,
     configured: Schema.Boolean,
@@ -41,6 +43,8 @@ layer(gatewayLayer(), { excludeTestServices: true })("GET /v1/tools", (it) => {
         // model APIs refuse a tool's input schema with one of these at its top (the OpenAPI document has the exact schema)
         for (const combinator of ["allOf", "anyOf", "oneOf"]) expect(Object.keys(t.input_schema), t.name).not.toContain(combinator)
         expect(t.output_schema["type"], t.name).toBe("object")
+        // a model choosing a tool from the catalog reads what it does, not only its one-line summary
+        expect(t.description.length, t.name).toBeGreaterThan(t.summary.length)
       }
       const read = tools.find((t) => t.name === "read")
       expect(read).toMatchObject({ account: false, beta: false, price: { unit: "chars", credits: 1, per: 20000, min: 1 } })

@@ -5,8 +5,8 @@
  */
 import { describe, expect, layer } from "@effect/vitest"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import { Effect } from "effect"
-import { type ToolName, toolNames } from "../src/domain/tools.js"
+import { Effect, Schema } from "effect"
+import { isToolName, type ToolName, toolNames } from "../src/domain/tools.js"
 import { withBody } from "../src/http/security.js"
 import { Connections } from "../src/services/Connections.js"
 import { errorOf, expectEnvelope } from "./support/assert.js"
@@ -95,7 +95,7 @@ const cases = (pagesUrl: string): Record<ToolName, Case> => ({
     extra: "allowed",
     alsoValid: [{ q: "x", site: "example.com" }, { q: "x", site: ["a.com", "b.com"], nfpr: true, page: 2 }],
     // the provider refuses a num outside 0–20
-    bounds: [{ field: "num", ok: [0, 20], bad: [21, -1, 2.5] }]
+    bounds: [{ field: "num", ok: [0, 20], bad: [21, -1, 2.5] }, { field: "page", ok: [1, 2], bad: [0, -1, 1.5] }]
   },
   gamma_scrape: {
     valid: { url: "https://example.com" },
@@ -116,7 +116,17 @@ const cases = (pagesUrl: string): Record<ToolName, Case> => ({
     valid: { text: "hello" },
     required: ["text"],
     wrongTypes: { text: 1, langs: "en", facets: [1], embed: "x", created_at: 1, record: [] },
-    extra: "refused"
+    extra: "refused",
+    // Bluesky's limits, refused before the PDS is asked (it answered a 502 provider_rejected): 300 graphemes (an emoji
+    // with its modifiers is one), and atproto's datetime (RFC 3339 with seconds and a time zone)
+    bounds: [
+      { field: "text", ok: ["x".repeat(300), "👍🏽".repeat(300)], bad: ["x".repeat(301), "👍🏽".repeat(301)] },
+      {
+        field: "created_at",
+        ok: ["2026-11-29T12:00:00Z", "2026-11-29T12:00:00.123+01:00"],
+        bad: ["not a date", "2026-11-29", "2026-11-29T12:00:00", "2026-11-29 12:00:00Z", "2026-13-45T99:00:00Z"]
+      }
+    ]
   },
   delta_like: { valid: { uri: "at://x", cid: "bafy" }, required: ["uri", "cid"], wrongTypes: { uri: 1, cid: 1 }, extra: "refused" },
   epsilon_request: {
@@ -138,7 +148,14 @@ const cases = (pagesUrl: string): Record<ToolName, Case> => ({
       { field: "path", ok: ["me", "me/accounts", "a.b"], bad: ["me?fields=id", "me#x", " "] }
     ]
   },
-  eta_personal_bests: { valid: { mode: "time" }, required: ["mode"], wrongTypes: { mode: 1, mode2: 1 }, extra: "refused" },
+  eta_personal_bests: {
+    valid: { mode: "time" },
+    required: ["mode"],
+    wrongTypes: { mode: 1, mode2: 1 },
+    extra: "refused",
+    // Monkeytype's modes (it answered any other with a 422, said as a 502)
+    bounds: [{ field: "mode", ok: ["time", "words", "quote", "zen", "custom"], bad: ["bogus", "Time", ""] }]
+  },
   // a caller's id or type that is a segment of the provider's path never names another path
   theta_ratings: {
     valid: {},
@@ -275,6 +292,34 @@ layer(gatewayLayer({ providers: { ssrfAllow: [PAGES_HOST, "127.0.0.1"] } }), { e
   }
 
   describe("the body", () => {
+    it.effect("a refusal says what was expected of a field, never the field's description in its place", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        const { key } = yield* givenOrg({ credits: 10_000 })
+        const catalog = yield* request("/v1/tools", { method: "GET" })
+        const Catalog = Schema.Struct({
+          data: Schema.Array(Schema.Struct({
+            name: Schema.String,
+            input_schema: Schema.Struct({ properties: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Struct({ description: Schema.optional(Schema.String) }) })) })
+          }))
+        })
+        const wrong: ReadonlyArray<unknown> = [1.5, "x", [], {}, true, -1, 0, [1], [{}], { a: 1 }, null]
+        const described: Array<string> = []
+        for (const tool of Schema.decodeUnknownSync(Catalog)(catalog.body).data) {
+          if (!isToolName(tool.name)) continue
+          for (const [field, property] of Object.entries(tool.input_schema.properties ?? {})) {
+            const description = property.description
+            if (description === undefined) continue
+            for (const value of wrong) {
+              const result = yield* callTool(tool.name, { ...cases(u.pages.url)[tool.name].valid, [field]: value }, { key })
+              const message = errorOf(result)?.message ?? ""
+              if (result.status === 400 && message.includes(`Expected ${description.slice(0, 24)}`)) described.push(`${tool.name}: ${message}`)
+            }
+          }
+        }
+        expect(described).toEqual([])
+      }), 60_000)
+
     it.effect("weather needs q, or lat and lon together", () =>
       Effect.gen(function* () {
         const { key } = yield* givenOrg()

@@ -84,7 +84,17 @@ export const BaseUrl = HttpUrl.pipe(
   })
 )
 
-export const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+export const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown }).annotations(refusedAs("a JSON object"))
+
+/**
+ * What a refusal of a described field says it expected. Effect's message for a value of the wrong type names the
+ * failing schema by its description when it has one ("numResults: Expected Results to return (Exa's numResults);
+ * default 10…, actual 1.5"): a field whose own schema carries the description says this instead
+ * (`numResults: must be a whole number`). A problem inside the value (an array's item) is still said as its own.
+ */
+export function refusedAs(expected: string) {
+  return { message: () => `must be ${expected}` }
+}
 
 /** An optional field: absent, or present with a value of the schema (never `null` or `undefined`). */
 export const opt = <S extends Schema.Schema.All>(schema: S) => Schema.optionalWith(schema, { exact: true })

@@ -4,7 +4,7 @@
  */
 import * as Schema from "effect/Schema"
 
-import { HttpUrl, intBetween, JsonObject, NonEmpty, numberBetween, open, opt, PathSegment, strict } from "./schema-helpers.js"
+import { HttpUrl, intBetween, JsonObject, NonEmpty, numberBetween, open, opt, PathSegment, refusedAs, strict } from "./schema-helpers.js"
 
 /**
  * A JSON Schema that requires these properties (for a published rule across fields). Each is named under `properties`
@@ -53,7 +53,7 @@ export const MobileAppSearchInput = strict({
   query: NonEmpty.annotations({ description: "App name or keywords" }),
   country: opt(
     Schema.String.pipe(Schema.pattern(/^[A-Za-z]{2}$/, { message: () => "must be a two-letter country code" }))
-      .annotations({ description: "Two-letter store country code; default us" })
+      .annotations({ description: "The App Store's country, its ISO 3166-1 alpha-2 code (gb for the United Kingdom, not uk); default us" })
   ),
   limit: opt(intBetween(1, 50).annotations({ description: "Apps to return, 1 to 50; default 10" }))
 }, "MobileAppSearchInput", "Search the App Store")
@@ -62,7 +62,7 @@ export const MobileAppSearchInput = strict({
 
 export const AlphaSearchInput = open({
   query: NonEmpty.annotations({ description: "What to search for, in natural language or keywords" }),
-  numResults: opt(Schema.Int.annotations({ description: "Results to return (Exa's numResults); default 10. Priced per 10 results" })),
+  numResults: opt(Schema.Int.annotations({ description: "Results to return (Exa's numResults); default 10. Priced per 10 results", ...refusedAs("a whole number") })),
   type: opt(Schema.String.annotations({ description: "Exa's search type, e.g. \"auto\" (Exa's default), \"neural\", \"fast\" or \"deep\"" })),
   // Exa answers `stream: true` with an event stream (exa-labs/exa-js src/index.ts, whose own `search` refuses it too),
   // which the gateway cannot read: refused here, before a credit is held or Exa charges for it
@@ -85,7 +85,7 @@ export const BetaReadInput = strict({
 
 export const BetaSearchInput = open({
   q: NonEmpty.annotations({ description: "What to search for" }),
-  page: opt(Schema.Int.annotations({ description: "Page of results, from 1; default 1" })),
+  page: opt(Schema.Int.pipe(Schema.positive({ message: () => "must be a positive integer" })).annotations({ description: "Page of results, from 1; default 1" })),
   num: opt(intBetween(0, 20).annotations({ description: "Results per answer, 0 to 20 (the provider refuses more); default 10" })),
   gl: opt(Schema.String.annotations({ description: "Country to search from, a two-letter code, e.g. \"us\"" })),
   hl: opt(Schema.String.annotations({ description: "Language of the results, a language code, e.g. \"en\"" })),
@@ -104,6 +104,7 @@ export const BetaSearchInput = open({
 export const GammaScrapeInput = open({
   url: HttpUrl.annotations({ description: "The page to scrape (http or https)" }),
   formats: opt(Schema.Array(Schema.String).annotations({
+    ...refusedAs("an array of format names"),
     description: "Firecrawl v2 formats: markdown (default), html, rawHtml, links, summary, json, changeTracking, screenshot (kept as a file)"
   })),
   onlyMainContent: opt(Schema.Boolean.annotations({ description: "Only the page's main content, without headers, navigation and footers (Firecrawl's default: true)" }))
@@ -124,14 +125,32 @@ export const XiMovieInput = strict({
 
 // -- account tools (connection required) -------------------------------------------------------------
 
+/** A text's graphemes (what a reader counts as characters: an emoji with its modifiers is one), as Bluesky counts them. */
+const GRAPHEMES = new Intl.Segmenter("en", { granularity: "grapheme" })
+const graphemes = (text: string): number => Array.from(GRAPHEMES.segment(text)).length
+
+/**
+ * atproto's `datetime` (https://atproto.com/specs/lexicon#datetime): RFC 3339 with seconds and a time zone, `Z` or an
+ * offset; a PDS refuses a record whose `createdAt` is not one (`InvalidRecord`).
+ */
+const DATETIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/
+
 export const DeltaPostInput = strict({
-  text: Schema.String.annotations({ description: "The post's text (Bluesky allows 300 characters)" }),
-  langs: opt(Schema.Array(Schema.String).annotations({ description: "Languages of the text, e.g. [\"en\"]" })),
+  text: Schema.String.pipe(Schema.filter((text) => graphemes(text) <= 300 && new TextEncoder().encode(text).length <= 3000, {
+    message: () => "must be at most 300 characters (Bluesky's limit: 300 graphemes, 3000 bytes)",
+    // what JSON Schema can say of it: its length counts code points, and 3000 bytes are at most 3000 of them
+    jsonSchema: { maxLength: 3000 }
+  })).annotations({ description: "The post's text, at most 300 characters (graphemes; 3000 bytes of UTF-8), Bluesky's limit" }),
+  langs: opt(Schema.Array(Schema.String).annotations({ description: "Languages of the text, e.g. [\"en\"]", ...refusedAs("an array of language codes") })),
   facets: opt(Schema.Array(JsonObject).annotations({
+    ...refusedAs("an array of objects"),
     description: "Rich-text facets (links, mentions, tags) as Bluesky's app.bsky.richtext.facet objects, with UTF-8 byte offsets into text"
   })),
   embed: opt(JsonObject.annotations({ description: "An embed (images, a link card, a quoted post) as in Bluesky's app.bsky.feed.post" })),
-  created_at: opt(Schema.String.annotations({ description: "The post's creation time, ISO 8601; default now" })),
+  created_at: opt(Schema.String.pipe(
+    Schema.pattern(DATETIME, { message: () => "must be a date and time with its time zone, RFC 3339 (e.g. 2026-11-29T12:00:00Z)" }),
+    Schema.filter((s) => !Number.isNaN(Date.parse(s)), { message: () => "must be a date and time that exists (RFC 3339)", jsonSchema: { format: "date-time" } })
+  ).annotations({ description: "The post's creation time, RFC 3339 with its time zone (e.g. 2026-11-29T12:00:00Z); default now" })),
   record: opt(JsonObject.annotations({ description: "Further fields of the app.bsky.feed.post record (e.g. reply), sent as they are" }))
 }, "DeltaPostInput", "Publish a post on the connected Bluesky account")
 
@@ -179,7 +198,10 @@ export const ZetaRequestInput = strict({
 }, "ZetaRequestInput", "A versioned read from the connected Graph API")
 
 export const EtaPersonalBestsInput = strict({
-  mode: NonEmpty.annotations({ description: "Monkeytype mode: time, words, quote, zen or custom" }),
+  mode: Schema.Literal("time", "words", "quote", "zen", "custom").annotations({
+    description: "Monkeytype mode: time, words, quote, zen or custom",
+    ...refusedAs("one of time, words, quote, zen or custom")
+  }),
   mode2: opt(Schema.String.annotations({ description: "One length of that mode, e.g. \"60\" (seconds) for time; default all" }))
 }, "EtaPersonalBestsInput", "Personal bests of the connected Monkeytype account")
 
@@ -220,6 +242,7 @@ export const PolarEvent = Schema.Struct({
 
 export const KappaIngestEventsInput = strict({
   events: Schema.Array(PolarEvent).pipe(Schema.minItems(1)).annotations({
+    ...refusedAs("an array of at least one event"),
     description: "The events, at least one, as Polar takes them: name, customer_id or external_customer_id, and metadata"
   })
 }, "KappaIngestEventsInput", "Ingest events into the connected Polar account")
@@ -231,7 +254,7 @@ const broadcastChanges = {
   audience_id: opt(Schema.String.annotations({ description: "Deprecated by the provider: use segment_id" })),
   from: opt(Schema.String.annotations({ description: "Sender, e.g. \"Acme <team@example.com>\"" })),
   subject: opt(Schema.String.annotations({ description: "Subject line" })),
-  reply_to: opt(Schema.Array(Schema.String).annotations({ description: "Addresses replies go to" })),
+  reply_to: opt(Schema.Array(Schema.String).annotations({ description: "Addresses replies go to", ...refusedAs("an array of addresses") })),
   preview_text: opt(Schema.String.annotations({ description: "Preview text" })),
   html: opt(Schema.String.annotations({ description: "The HTML version of the message" })),
   text: opt(Schema.String.annotations({ description: "The plain text version of the message" })),

@@ -270,6 +270,8 @@ export class CatalogGroup extends HttpApiGroup.make("catalog")
       .addSuccess(Schema.Struct({ data: Schema.Array(Schema.Struct({
         name: Schema.String,
         summary: Schema.String,
+        /** What the tool does, for a model choosing one: the text of its OpenAPI operation and, with its price, of MCP's tool. */
+        description: Schema.String,
         provider: Schema.String,
         account: Schema.Boolean,
         beta: Schema.Boolean,

@@ -21,6 +21,7 @@ export const CatalogLive = HttpApiBuilder.group(Api, "catalog", (handlers) =>
       return {
         name,
         summary: def.summary,
+        description: def.description,
         provider: def.provider,
         account: def.account,
         beta: def.beta,

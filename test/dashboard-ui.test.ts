@@ -645,7 +645,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("the dashboard in Chromium"
       expect(failures).toEqual([])
     }).pipe(Effect.scoped), 90_000)
 
-  it.effect.skipIf(skip)("what is on screen is what is used: a download takes the filters shown, a link to the page shown opens it afresh, a filter the lists lack says so, a lost answer is read again, the org's name read once it can be", () =>
+  it.effect.skipIf(skip)("what is on screen is what is used: a download takes the filters shown, a link to another address of the page shown opens it afresh (to the same address, nothing), a filter the lists lack says so, a lost answer is read again, the org's name read once it can be", () =>
     Effect.gen(function* () {
       const base = yield* baseUrl
       const member = yield* givenMemberWithCalls
@@ -663,6 +663,17 @@ layer(gatewayLayer(), { excludeTestServices: true })("the dashboard in Chromium"
       yield* step(() => page.unroute("**/v1/org"))
       yield* nav(page, "Keys")
       yield* step(() => page.locator("header .who").getByText(/^test/).waitFor())
+
+      // a new key's secret, shown once, stays through a click on the link to the page it is on (the page opened
+      // afresh, and the secret was gone for good)
+      yield* step(async () => {
+        await page.getByLabel("Name").fill("once")
+        await page.getByRole("button", { name: "Create key" }).click()
+        await page.getByTestId("new-key").waitFor()
+        await page.getByRole("navigation", { name: "Dashboard" }).getByRole("link", { name: "Keys", exact: true }).click()
+        await page.waitForTimeout(300)
+      })
+      expect(yield* step(() => page.getByTestId("new-key").innerText())).toMatch(/^tg_/)
 
       // an address whose tool is no tool of the catalog: the list says so, rather than "All tools" over no rows
       yield* step(async () => {
@@ -936,7 +947,6 @@ layer(FirebaseGatewayLive, { excludeTestServices: true })("Firebase sign-in in C
     }).pipe(Effect.scoped), 60_000)
 })
 
-/** The signed-in session's ID token, from the page's storage (to check through the API what the page did). */
 /** Whether `test`, a script, holds of the focused element within 3 s (the page's CSP allows no waitForFunction). */
 const focused = (page: Page, what: string, test: string) =>
   step(async () => {
@@ -948,6 +958,7 @@ const focused = (page: Page, what: string, test: string) =>
     return false
   })
 
+/** The signed-in session's ID token, from the page's storage (to check through the API what the page did). */
 const tokenOf = (page: Page) =>
   Effect.map(
     step(() => page.evaluate("sessionStorage.getItem('tool-gateway.session')")),

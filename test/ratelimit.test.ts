@@ -11,24 +11,25 @@ import { TestDatabaseUrl } from "./support/database.js"
 import { callTool, capturedLogs, dashboard, gatewayLayer, givenMember, givenOrg, request, TEST_ENCRYPTION_KEY, TestUpstreams } from "./support/gateway.js"
 import { KeyStore } from "../src/services/KeyStore.js"
 import { post, serve } from "./support/processes.js"
-import { Duration, Option, Redacted, Schema } from "effect"
+import { Duration, Option, Redacted, Schema, TestClock, TestContext } from "effect"
 import * as MemoryRateLimitStore from "../src/services/MemoryRateLimitStore.js"
 import { Redis } from "ioredis"
 
 const limited = { status: 429, type: "rate_limited", code: "rate_limit_exceeded", retryable: true, billable: false } as const
 
 /**
- * A key of 1 a second with a burst of 1: a call, then one 1.5 s later and one 0.6 s after that. A bucket that counted
- * its time full as refills owed (its last refill at 1 s, not 1.5) gave the third a token 0.6 s after the second.
+ * A key of 1 a second with a burst of 1: a call, then one 1.9 s later and one 0.1 s after that. A bucket that counted
+ * its time full as refills owed (its last refill at 1 s, not 1.9) gave the third a token 0.1 s after the second: the
+ * third comes at least 2 s after the first, and less than 1 s after the second on a machine as loaded as it may be.
  */
 const earlyToken = (key: string) =>
   Effect.gen(function* () {
     const statuses: Array<number> = []
     const call = Effect.map(callTool("weather", { q: 5 }, { key }), (r) => statuses.push(r.status))
     yield* call
-    yield* Effect.sleep("1500 millis")
+    yield* Effect.sleep("1900 millis")
     yield* call
-    yield* Effect.sleep("600 millis")
+    yield* Effect.sleep("100 millis")
     yield* call
     return statuses
   })
@@ -224,9 +225,10 @@ layer(gatewayLayer({ server: { rateLimitPerSecond: 5, rateLimitBurst: 5, redisUr
   (it) => {
     it.effect("calls are limited by the process's own buckets (they were let through, every one); one WARN line, a string that names the store's error", () =>
       Effect.gen(function* () {
-        const { key } = yield* givenOrg({ credits: 10 })
+        // a key of 1 a second with a burst of 5 (a token a second: none comes back while the seven calls run)
+        const key = yield* keyWithLimit(1, 5)
         expectOk(yield* callTool("mobile_app_search", { query: "no redis" }, { key }), 1)
-        // the default of 5 a second with a burst of 5: four more pass, then 429 with the same policy
+        // four more pass, then 429
         const statuses = yield* Effect.forEach(Array.from({ length: 6 }), () =>
           Effect.map(callTool("mobile_app_search", { query: 5 }, { key }), (r) => r.status))
         expect(statuses).toEqual([400, 400, 400, 400, 429, 429])
@@ -245,6 +247,20 @@ layer(gatewayLayer({ server: { rateLimitPerSecond: 5, rateLimitBurst: 5, redisUr
 
 describe("the process's own buckets", () => {
   // (a member who makes key after key, or changes a key's limit again and again, made one bucket each, kept for good)
+  it.effect("owe no refills for the time they were full: the next token a whole refill after the bucket filled", () =>
+    Effect.gen(function* () {
+      const store = yield* MemoryRateLimitStore.make()
+      const take = store.tokenBucket({ key: "k", tokens: 1, limit: 1, refillRate: Duration.seconds(1), allowOverflow: false })
+      expect(yield* take).toBe(0)
+      yield* TestClock.adjust("1900 millis")
+      expect(yield* take).toBe(0)
+      // 0.6 s later: the refill counts from 1.9 s (it counted from 1 s: a token after 0.1 s)
+      yield* TestClock.adjust("600 millis")
+      expect(yield* take).toBe(-1)
+      yield* TestClock.adjust("400 millis")
+      expect(yield* take).toBe(0)
+    }).pipe(Effect.provide(TestContext.TestContext)))
+
   it.effect("are at most so many, the least recently used dropped first (a dropped bucket starts full)", () =>
     Effect.gen(function* () {
       const store = yield* MemoryRateLimitStore.make(3)

@@ -124,7 +124,11 @@ const cases = (pagesUrl: string): Record<ToolName, Case> => ({
       {
         field: "created_at",
         ok: ["2026-11-29T12:00:00Z", "2026-11-29T12:00:00.123+01:00"],
-        bad: ["not a date", "2026-11-29", "2026-11-29T12:00:00", "2026-11-29 12:00:00Z", "2026-13-45T99:00:00Z"]
+        bad: [
+          "not a date", "2026-11-29", "2026-11-29T12:00:00", "2026-11-29 12:00:00Z", "2026-13-45T99:00:00Z",
+          // what atproto's own check refuses besides (packages/syntax/src/datetime.ts)
+          "2026-01-01T00:00:00-00:00", "0001-01-01T00:00:00Z", `2026-01-01T00:00:00.${"1".repeat(21)}Z`
+        ]
       }
     ]
   },

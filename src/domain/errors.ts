@@ -66,7 +66,7 @@ export class InsufficientCredits extends Schema.TaggedError<InsufficientCredits>
 export class RateLimitExceeded extends Schema.TaggedError<RateLimitExceeded>()("RateLimitExceeded", {
   message: Schema.String,
   ...retryAfter,
-  /** The key's bucket size and window, for the `RateLimit-Policy` header. */
+  /** The key's quota and window, for the `RateLimit-Policy` header (src/services/RateLimit.ts says how they are read). */
   limit: Schema.optional(Schema.Number),
   windowSeconds: Schema.optional(Schema.Number)
 }) {}

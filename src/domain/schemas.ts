@@ -130,10 +130,17 @@ const GRAPHEMES = new Intl.Segmenter("en", { granularity: "grapheme" })
 const graphemes = (text: string): number => Array.from(GRAPHEMES.segment(text)).length
 
 /**
- * atproto's `datetime` (https://atproto.com/specs/lexicon#datetime): RFC 3339 with seconds and a time zone, `Z` or an
- * offset; a PDS refuses a record whose `createdAt` is not one (`InvalidRecord`).
+ * atproto's `datetime` (https://atproto.com/specs/lexicon#datetime; bluesky-social/atproto's
+ * packages/syntax/src/datetime.ts `ensureValidDatetime`, which a PDS runs on a record's `createdAt` and refuses as
+ * `InvalidRecord`): RFC 3339 with seconds, at most 20 digits of fraction and a time zone (`Z` or an offset, not
+ * `-00:00`), at most 64 characters, a year from 0010, and a time JavaScript's `Date` reads (it rolls February 30
+ * over into March, as atproto's check does).
  */
-const DATETIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/
+const DATETIME = /^[0-9]{4}-[01][0-9]-[0-3][0-9]T[0-2][0-9]:[0-6][0-9]:[0-6][0-9](\.[0-9]{1,20})?(Z|[+-][0-2][0-9]:[0-5][0-9])$/
+const ATPROTO_DATETIME = "must be an atproto datetime: RFC 3339 with seconds and a time zone (e.g. 2026-11-29T12:00:00Z)"
+const isAtprotoDatetime = (s: string): boolean =>
+  // (atproto also refuses a time before year 0: from 0010, with an offset of at most 29:59, none is)
+  s.length <= 64 && !s.endsWith("-00:00") && !s.startsWith("000") && !Number.isNaN(Date.parse(s))
 
 export const DeltaPostInput = strict({
   text: Schema.String.pipe(Schema.filter((text) => graphemes(text) <= 300 && new TextEncoder().encode(text).length <= 3000, {
@@ -148,8 +155,8 @@ export const DeltaPostInput = strict({
   })),
   embed: opt(JsonObject.annotations({ description: "An embed (images, a link card, a quoted post) as in Bluesky's app.bsky.feed.post" })),
   created_at: opt(Schema.String.pipe(
-    Schema.pattern(DATETIME, { message: () => "must be a date and time with its time zone, RFC 3339 (e.g. 2026-11-29T12:00:00Z)" }),
-    Schema.filter((s) => !Number.isNaN(Date.parse(s)), { message: () => "must be a date and time that exists (RFC 3339)", jsonSchema: { format: "date-time" } })
+    Schema.pattern(DATETIME, { message: () => ATPROTO_DATETIME }),
+    Schema.filter(isAtprotoDatetime, { message: () => ATPROTO_DATETIME, jsonSchema: { format: "date-time" } })
   ).annotations({ description: "The post's creation time, RFC 3339 with its time zone (e.g. 2026-11-29T12:00:00Z); default now" })),
   record: opt(JsonObject.annotations({ description: "Further fields of the app.bsky.feed.post record (e.g. reply), sent as they are" }))
 }, "DeltaPostInput", "Publish a post on the connected Bluesky account")

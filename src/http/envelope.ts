@@ -61,8 +61,6 @@ export const currentRequest: Effect.Effect<RequestState> = Effect.withFiberRunti
 
 export const newRequestId = () => `req_${base62(20)}`
 
-/** A caller's value as a message quotes it: at most `max` characters, then an ellipsis. */
-
 /** The longest path an error message quotes. */
 const MAX_QUOTED_PATH = 200
 

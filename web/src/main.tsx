@@ -45,8 +45,9 @@ const NoSuchPage = (_props: { readonly api: Api }) => (
 
 const Shell = (props: { readonly session: Session; readonly api: Api; readonly onSignOut: (notice: string | null) => void }) => {
   const [route, setRoute] = useState(routeOf(location.pathname))
-  // each visit to a page opens it afresh from its address (a link to the page already shown, Back and Forward):
-  // the Usage link on a filtered usage page shows all usage, as its address says, not the filters kept
+  // each visit to another address opens its page afresh (a link to it, Back and Forward): the Usage link on a filtered
+  // usage page shows all usage, as its address says, not the filters kept. A link to the address already shown does
+  // nothing (it took away a new key's secret, shown once, and a form being filled)
   const [visit, setVisit] = useState(0)
   const go = (pathname: string) => {
     setRoute(routeOf(pathname))
@@ -59,16 +60,20 @@ const Shell = (props: { readonly session: Session; readonly api: Api; readonly o
     return () => removeEventListener("popstate", onPop)
   }, [])
   // the org's name; a token refused here, or by any page's call later, signs out with the gateway's reason (makeApi).
-  // Not read yet (the gateway could not be reached): read again at each visit until it is.
+  // Not read yet (the gateway could not be reached): asked again at the next visit, unless a question is on its way
+  // (its answer is taken whenever it comes, while the session lasts)
+  const asking = useRef(false)
+  const mounted = useRef(true)
+  useEffect(() => () => {
+    mounted.current = false
+  }, [])
   useEffect(() => {
-    if (orgName !== null) return
-    let live = true
+    if (orgName !== null || asking.current) return
+    asking.current = true
     void props.api.run((c) => c.dashboard.getOrg()).then((outcome) => {
-      if (live && outcome.ok) setOrgName(outcome.value.name)
+      asking.current = false
+      if (mounted.current && outcome.ok) setOrgName(outcome.value.name)
     })
-    return () => {
-      live = false
-    }
   }, [props.api, orgName === null ? visit : -1])
   // links inside the app change the route without loading the page again
   const onClick = (e: MouseEvent) => {
@@ -78,6 +83,7 @@ const Shell = (props: { readonly session: Session; readonly api: Api; readonly o
     // a new tab or window (Ctrl, Cmd, Shift, or not the main button) is the browser's to open
     if (e.ctrlKey || e.metaKey || e.shiftKey || e.altKey || e.button !== 0) return
     e.preventDefault()
+    if (link.pathname === location.pathname && location.search === "") return
     history.pushState(null, "", link.pathname)
     go(link.pathname)
     scrollTo(0, 0)

@@ -120,7 +120,7 @@ const cases = (pagesUrl: string): Record<ToolName, Case> => ({
     // Bluesky's limits, refused before the PDS is asked (it answered a 502 provider_rejected): 300 graphemes (an emoji
     // with its modifiers is one), and atproto's datetime (RFC 3339 with seconds and a time zone)
     bounds: [
-      { field: "text", ok: ["x".repeat(300), "👍🏽".repeat(300)], bad: ["x".repeat(301), "👍🏽".repeat(301)] },
+      { field: "text", ok: ["x".repeat(300), "👍🏽".repeat(300)], bad: ["x".repeat(301), "👍🏽".repeat(301), "x".repeat(500_000)] },
       {
         field: "created_at",
         ok: ["2026-11-29T12:00:00Z", "2026-11-29T12:00:00.123+01:00"],

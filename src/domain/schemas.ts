@@ -125,9 +125,20 @@ export const XiMovieInput = strict({
 
 // -- account tools (connection required) -------------------------------------------------------------
 
-/** A text's graphemes (what a reader counts as characters: an emoji with its modifiers is one), as Bluesky counts them. */
+/**
+ * Whether a post's text is within Bluesky's limits: 300 graphemes (what a reader counts as characters: an emoji with
+ * its modifiers is one) and 3000 bytes of UTF-8. The cheap checks first, and the graphemes counted only up to the
+ * limit: a text of a megabyte is refused without being segmented whole.
+ */
 const GRAPHEMES = new Intl.Segmenter("en", { granularity: "grapheme" })
-const graphemes = (text: string): number => Array.from(GRAPHEMES.segment(text)).length
+const UTF8 = new TextEncoder()
+const withinPostLimits = (text: string): boolean => {
+  // every UTF-16 unit is at least a byte of UTF-8
+  if (text.length > 3000 || UTF8.encode(text).length > 3000) return false
+  const segments = GRAPHEMES.segment(text)[Symbol.iterator]()
+  for (let count = 0; !segments.next().done; count++) if (count >= 300) return false
+  return true
+}
 
 /**
  * atproto's `datetime` (https://atproto.com/specs/lexicon#datetime; bluesky-social/atproto's
@@ -143,7 +154,7 @@ const isAtprotoDatetime = (s: string): boolean =>
   s.length <= 64 && !s.endsWith("-00:00") && !s.startsWith("000") && !Number.isNaN(Date.parse(s))
 
 export const DeltaPostInput = strict({
-  text: Schema.String.pipe(Schema.filter((text) => graphemes(text) <= 300 && new TextEncoder().encode(text).length <= 3000, {
+  text: Schema.String.pipe(Schema.filter(withinPostLimits, {
     message: () => "must be at most 300 characters (Bluesky's limit: 300 graphemes, 3000 bytes)",
     // what JSON Schema can say of it: its length counts code points, and 3000 bytes are at most 3000 of them
     jsonSchema: { maxLength: 3000 }

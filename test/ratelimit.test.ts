@@ -34,6 +34,22 @@ const earlyToken = (key: string) =>
     return statuses
   })
 
+/**
+ * A key of 1 a second with a burst of 3, its bucket emptied, then its limit lowered to a burst of 2: the next call is
+ * refused (a bucket named by its policy started full again, and two more calls passed at once).
+ */
+const loweredLimit = Effect.gen(function* () {
+  const { orgId } = yield* givenOrg({ credits: 1000 })
+  const keys = yield* KeyStore
+  const created = yield* Effect.orDie(keys.create(orgId, { name: "abusive", rateLimit: { perSecond: 1, burst: 3 } }))
+  const key = Redacted.value(created.key)
+  const statuses = (count: number) =>
+    Effect.forEach(Array.from({ length: count }), () => Effect.map(callTool("weather", { q: 5 }, { key }), (r) => r.status))
+  const before = yield* statuses(4)
+  yield* Effect.orDie(keys.update(created.id, orgId, { rateLimit: { perSecond: 1, burst: 2 } }))
+  return { before, after: yield* statuses(1) }
+})
+
 /** A key of a fresh org with its own rate limit. */
 const keyWithLimit = (perSecond: number, burst: number) =>
   Effect.gen(function* () {
@@ -92,6 +108,11 @@ layer(gatewayLayer({ server: { rateLimitPerSecond: 5, rateLimitBurst: 5 } }), { 
   it.effect("a bucket that was full owes no refills: one token, then the next a whole refill after it (it came early)", () =>
     Effect.gen(function* () {
       expect(yield* earlyToken(yield* keyWithLimit(1, 1))).toEqual([400, 400, 429])
+    }))
+
+  it.effect("a key's lowered limit holds at once: no new, full bucket to spend", () =>
+    Effect.gen(function* () {
+      expect(yield* loweredLimit).toEqual({ before: [400, 400, 400, 429], after: [429] })
     }))
 
   it.effect("the dashboard creates a key with its own limit, shows it, and refuses nonsense", () =>
@@ -166,8 +187,8 @@ layer(gatewayLayer(), { excludeTestServices: true })("rate limits across process
   })
 })
 
-/** The Redis key of a key's bucket, as the gateway names it (its policy is part of the name). */
-const bucketKey = (keyId: string, perSecond: number, burst: number) => `tool-gateway:rate:${keyId}:${perSecond}:${burst}`
+/** The Redis key of a key's bucket, as the gateway names it (one a key, whatever its policy). */
+const bucketKey = (keyId: string) => `tool-gateway:rate:${keyId}`
 
 layer(gatewayLayer({ server: { redisUrl: redisUrl === "" ? Option.none() : Option.some(Redacted.make(redisUrl)) } }), {
   excludeTestServices: true
@@ -181,7 +202,7 @@ layer(gatewayLayer({ server: { redisUrl: redisUrl === "" ? Option.none() : Optio
       const { orgId } = yield* givenOrg({ credits: 1000 })
       const created = yield* Effect.orDie((yield* KeyStore).create(orgId, { name: "limited", rateLimit: { perSecond: 1, burst: 3 } }))
       const key = Redacted.value(created.key)
-      const bucket = bucketKey(created.id, 1, 3)
+      const bucket = bucketKey(created.id)
       const statuses = (count: number) =>
         Effect.forEach(Array.from({ length: count }), () => Effect.map(callTool("weather", { q: 5 }, { key }), (r) => r.status))
       expect(yield* statuses(4)).toEqual([400, 400, 400, 429])
@@ -201,6 +222,11 @@ layer(gatewayLayer({ server: { redisUrl: redisUrl === "" ? Option.none() : Optio
       const { orgId } = yield* givenOrg({ credits: 1000 })
       const created = yield* Effect.orDie((yield* KeyStore).create(orgId, { name: "paced", rateLimit: { perSecond: 1, burst: 1 } }))
       expect(yield* earlyToken(Redacted.value(created.key))).toEqual([400, 400, 429])
+    }), 30_000)
+
+  it.effect.skipIf(redisUrl === "")("a key's lowered limit holds at once: no new, full bucket to spend", () =>
+    Effect.gen(function* () {
+      expect(yield* loweredLimit).toEqual({ before: [400, 400, 400, 429], after: [429] })
     }), 30_000)
 
   it.effect.skipIf(redisUrl === "")("of any rate, a refill a fraction of a millisecond included (3 a second, 333.3… ms), is a limit", () =>

@@ -5,7 +5,8 @@
  * the process without bound —: here at most `MAX_BUCKETS` are kept, the least recently used dropped first (a
  * dropped bucket starts full again, as one that was never used). And a full bucket kept the time it had been full
  * as refills owed: a key of 1 a second with a burst of 1, idle a while, passed two calls 200 ms apart; here a bucket
- * that fills up starts its next refill from then (the Redis store's script the same, RedisRateLimitStore.ts).
+ * that fills up starts its next refill from then (the Redis store's script the same, RedisRateLimitStore.ts). A bucket
+ * holds no more than the policy it is used with now allows: a key's lowered burst holds at once.
  */
 import { RateLimiterStore } from "@effect/experimental/RateLimiter"
 import * as Duration from "effect/Duration"
@@ -25,6 +26,7 @@ interface Bucket {
  * next refill from `now` (the time spent full is no refill owed).
  */
 export const refill = (bucket: Bucket, limit: number, refillMillis: number, now: number): void => {
+  bucket.tokens = Math.min(bucket.tokens, limit)
   const due = Math.floor((now - bucket.lastRefill) / refillMillis)
   if (due <= 0) return
   if (bucket.tokens + due >= limit) {

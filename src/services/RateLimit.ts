@@ -74,8 +74,9 @@ export const make = Effect.gen(function* () {
     const options: ConsumeOptions = {
       algorithm: "token-bucket",
       onExceeded: "fail",
-      // the policy is part of the bucket's name: a key whose limit changes starts a new bucket
-      key: `rate:${caller.keyId}:${policy.perSecond}:${burst}`,
+      // the key's one bucket, whatever its policy: a limit lowered holds at once, with no new, full bucket to spend
+      // (the policy was part of the name, and an abusive key's lowered limit handed it a fresh burst)
+      key: `rate:${caller.keyId}`,
       limit: burst,
       window: Duration.millis(windowMs)
     }

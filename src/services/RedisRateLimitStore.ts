@@ -42,6 +42,8 @@ if not current or not last_refill then
   current = limit
   last_refill = now
 end
+-- no more than the policy it is used with now allows (a key's lowered burst holds at once)
+current = math.min(current, limit)
 
 -- a bucket that fills up counts its next refill from now: the time it spent full is no refill owed
 local elapsed = now - last_refill

@@ -1142,13 +1142,17 @@ layer(warmGateway, { excludeTestServices: true })("providers", (it) => {
   })
 
   describe("zeta's paging", () => {
+    /** A member of an org with zeta connected, the stand-ins reset, and the connection's token. */
+    const zetaMember = Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      const { key } = yield* prepare(caseOf("zeta_request"))
+      return { u, key, token: CREDENTIALS.zeta.access_token }
+    })
+
     it.effect("Graph's paging URLs come back without the org's access token, in the answer and in the raw answer; the cursors stay", () =>
       Effect.gen(function* () {
-        const u = yield* TestUpstreams
-        u.resetAll()
-        const zeta = caseOf("zeta_request")
-        const { key } = yield* prepare(zeta)
-        const token = CREDENTIALS.zeta.access_token
+        const { u, key, token } = yield* zetaMember
         const input = { path: "1234/posts", params: { limit: 1, fields: "message,comments" } }
         const result = yield* callTool("zeta_request", input, { key })
         expectOk(result)
@@ -1183,11 +1187,7 @@ layer(warmGateway, { excludeTestServices: true })("providers", (it) => {
 
     it.effect("the org's token anywhere else in Graph's answer is [redacted]: in a string, in a URL, in a member's name", () =>
       Effect.gen(function* () {
-        const u = yield* TestUpstreams
-        u.resetAll()
-        const zeta = caseOf("zeta_request")
-        const { key } = yield* prepare(zeta)
-        const token = CREDENTIALS.zeta.access_token
+        const { u, key, token } = yield* zetaMember
         // an answer that echoes what the call carried (a debugging proxy in front of Graph, say), in three spellings
         u.graph.fault({
           text: JSON.stringify({ note: `sent with ${token}`, [token]: true, link: `https://example.com/?t=${encodeURIComponent(`${token}|x`)}` }),

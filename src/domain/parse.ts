@@ -35,14 +35,21 @@ export const clip = (s: string, max: number): string => (s.length > max ? `${s.s
  */
 export const MAX_QUOTED_ISSUE = 300
 
+/** One problem as `field: message`, at most `MAX_QUOTED_ISSUE` characters (without the value sent, for a secret). */
+export const describeIssue = (
+  issue: { readonly path: ReadonlyArray<PropertyKey>; readonly message: string },
+  secret: boolean
+): string => {
+  const field = formatPath(issue.path)
+  return clip(`${field === "" ? "" : `${field}: `}${secret ? withoutValue(issue.message) : issue.message}`, MAX_QUOTED_ISSUE)
+}
+
 /** The first problem of a parse error, as `field: message` (without the value sent, when it is a secret). */
 export const describeParseError = (error: ParseResult.ParseError, options: { readonly secret?: boolean } = {}): string => {
   const issues = meaningfulIssues(ParseResult.ArrayFormatter.formatErrorSync(error))
   const first = issues[0]
   if (first === undefined) return "unexpected shape"
   const more = issues.length > 1 ? ` (and ${issues.length - 1} more)` : ""
-  const field = formatPath(first.path)
-  const message = options.secret === true ? withoutValue(first.message) : first.message
-  return `${clip(`${field === "" ? "" : `${field}: `}${message}`, MAX_QUOTED_ISSUE)}${more}`
+  return `${describeIssue(first, options.secret === true)}${more}`
 }
 

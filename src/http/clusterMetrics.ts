@@ -151,7 +151,7 @@ export const serveClusterMetrics = () => {
     collections.delete(id)
     clearTimeout(c.timer)
     if (!c.requester.isConnected()) return
-    const parts = [...c.parts].sort((a, b) => a.worker - b.worker).map((p) => ({ worker: String(p.worker), text: p.text }))
+    const parts = c.parts.sort((a, b) => a.worker - b.worker).map((p) => ({ worker: String(p.worker), text: p.text }))
     const text = parts.length === 0 ? "" : mergeScrapes(parts)
     c.requester.send({ toolGatewayMetrics: "merged", id: c.requestId, text } satisfies Message)
   }

@@ -32,7 +32,7 @@ import {
   rateLimitHeaders,
   responseHeaders
 } from "../domain/errors.js"
-import { clip, formatPath, MAX_QUOTED_ISSUE, meaningfulIssues, withoutValue } from "../domain/parse.js"
+import { clip, describeIssue, meaningfulIssues } from "../domain/parse.js"
 import { ServerConfig } from "../config.js"
 import { KeyStore } from "../services/KeyStore.js"
 import type { RateLimitState } from "../services/RateLimit.js"
@@ -71,12 +71,9 @@ export const methodNotAllowed = (method: string, path: string, allowed: Readonly
     allow: allowed.join(", ")
   })
 
-const fieldOf = (path: ReadonlyArray<PropertyKey>) => (path.length === 0 ? "" : `${formatPath(path)}: `)
-
 const decodeMessage = (error: HttpApiError.HttpApiDecodeError, secret: boolean): string => {
   const all = meaningfulIssues(error.issues)
-  const issues = all.slice(0, 5).map((i) =>
-    clip(`${fieldOf(i.path)}${secret ? withoutValue(i.message) : i.message}`, MAX_QUOTED_ISSUE))
+  const issues = all.slice(0, 5).map((i) => describeIssue(i, secret))
   const more = all.length > 5 ? ` (and ${all.length - 5} more)` : ""
   return `Invalid request: ${issues.join("; ")}${more}`
 }

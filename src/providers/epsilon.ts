@@ -38,6 +38,16 @@ const methodOf = (input: ToolInput<"epsilon_request">) => {
     : Effect.succeed(method)
 }
 
+/** An answer's text as JSON where it parses as JSON; else, and where JSON nests too deep to read further, the text. */
+const jsonOrText = (text: string): unknown => {
+  try {
+    const parsed = parseUpstreamJson(text)
+    return parsed === undefined ? text : parsed.value
+  } catch {
+    return text
+  }
+}
+
 export const request: ProviderTool<ToolInput<"epsilon_request">, Credentials["epsilon"], ToolOutput<"epsilon_request">> = {
   check: (input, credentials) => Effect.asVoid(targetOf(input, credentials)),
   fetch: (input, credentials) =>
@@ -68,23 +78,12 @@ export const request: ProviderTool<ToolInput<"epsilon_request">, Credentials["ep
       // what the call answers (an API that echoes its request's headers would give it to any holder of an API key).
       const secrets = credentials.token === undefined ? [] : [credentials.token]
       const text = raw.body
-      // already read as JSON (its media type said so): searched in its turn, as a large answer is read
-      if (typeof text !== "string") {
-        return yield* (yield* ProviderClient).digest(raw.bytes ?? 0, Effect.sync(() => ({ ...raw, body: withoutSecrets(text, secrets) })))
-      }
-      if (text.trim() === "") return { ...raw, body: null }
-      // a large answer is parsed in its turn, as requestText read it
+      if (typeof text === "string" && text.trim() === "") return { ...raw, body: null }
+      // a large answer is parsed and searched in its turn, as requestText read it (one already read as JSON, its media
+      // type said so, is searched in its turn too)
       return yield* (yield* ProviderClient).digest(
-        text.length,
-        Effect.sync(() => {
-          try {
-            // JSON nested too deep to read further is kept as its text
-            const parsed = parseUpstreamJson(text)
-            return { ...raw, body: withoutSecrets(parsed === undefined ? text : parsed.value, secrets) }
-          } catch {
-            return { ...raw, body: withoutSecrets(text, secrets) }
-          }
-        })
+        typeof text === "string" ? text.length : raw.bytes ?? 0,
+        Effect.sync(() => ({ ...raw, body: withoutSecrets(typeof text === "string" ? jsonOrText(text) : text, secrets) }))
       )
     }),
   normalize: (_input, raw) => Effect.succeed({ provider: PROVIDER, status: raw.status, body: raw.body })

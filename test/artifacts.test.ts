@@ -5,15 +5,18 @@
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Schema, TestClock } from "effect"
+import { Deferred, Effect, Fiber, Redacted, Schema, TestClock } from "effect"
 import * as Crypto from "node:crypto"
+import * as Net from "node:net"
 import { ArtifactQuotaExceeded } from "../src/domain/errors.js"
-import type { OrgId } from "../src/domain/ids.js"
+import type { KeyId, OrgId } from "../src/domain/ids.js"
 import { ArtifactRef } from "../src/domain/schemas.js"
 import { Artifacts, QUOTA_LOCK } from "../src/services/Artifacts.js"
+import { KeyStore } from "../src/services/KeyStore.js"
 import { expectEnvelope, expectOk } from "./support/assert.js"
 import { baseUrl, books, callTool, gatewayLayer, givenOrg, request, servicesLayer, TestUpstreams } from "./support/gateway.js"
 import { envFor, eventually, post, serve, statuses } from "./support/processes.js"
+import { registerSecret } from "./support/secrets.js"
 import { PAGES_HOST, PDF, PNG } from "./upstreams/pages.js"
 
 const sha256 = (data: Uint8Array) => Crypto.createHash("sha256").update(data).digest("hex")
@@ -162,13 +165,14 @@ layer(servicesLayer())("artifact retention, on TestClock", (it) => {
     Effect.gen(function* () {
       yield* TestClock.setTime(Date.parse("2026-03-01T00:00:00Z"))
       const artifacts = yield* Artifacts
-      const { orgId } = yield* givenOrg()
-      const ref = yield* artifacts.store(orgId, "image/png", PNG)
-      expect((yield* artifacts.get(orgId, ref.id)).ref.sha256).toBe(sha256(PNG))
+      const owner = yield* givenOrg()
+      const { orgId } = owner
+      const ref = yield* artifacts.store(owner, "image/png", PNG)
+      expect((yield* artifacts.get({ orgId, keyId: null }, ref.id)).ref.sha256).toBe(sha256(PNG))
       yield* TestClock.adjust("6 days")
-      yield* artifacts.get(orgId, ref.id)
+      yield* artifacts.get({ orgId, keyId: null }, ref.id)
       yield* TestClock.adjust("2 days")
-      const gone = yield* Effect.flip(artifacts.get(orgId, ref.id))
+      const gone = yield* Effect.flip(artifacts.get({ orgId, keyId: null }, ref.id))
       expect(gone._tag).toBe("NotFound")
       expect(yield* artifacts.purgeExpired).toBeGreaterThanOrEqual(1)
     }))
@@ -238,8 +242,9 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.0/8"], artifactQuotaBytes
     it.effect("a file larger than the whole quota is too large, not a 429 with a time to retry: no time would let it in", () =>
       Effect.gen(function* () {
         const artifacts = yield* Artifacts
-        const { orgId } = yield* givenOrg()
-        const refused = yield* Effect.flip(artifacts.store(orgId, "application/octet-stream", new Uint8Array(2 * PDF.length + 101)))
+        const owner = yield* givenOrg()
+        const { orgId } = owner
+        const refused = yield* Effect.flip(artifacts.store(owner, "application/octet-stream", new Uint8Array(2 * PDF.length + 101)))
         expect(refused._tag).toBe("ProviderResponseTooLarge")
         expect(refused.message).toContain(`is larger than the org's whole ${2 * PDF.length + 100}-byte quota for kept files`)
         expect(yield* keptBytes(orgId)).toEqual({ n: 0, bytes: 0 })
@@ -277,18 +282,18 @@ layer(servicesLayer({ providers: { artifactQuotaBytes: 2 * PNG.length } }))("art
     Effect.gen(function* () {
       yield* TestClock.setTime(Date.parse("2026-03-01T00:00:00Z"))
       const artifacts = yield* Artifacts
-      const { orgId } = yield* givenOrg()
-      yield* artifacts.store(orgId, "image/png", PNG)
+      const owner = yield* givenOrg()
+      yield* artifacts.store(owner, "image/png", PNG)
       yield* TestClock.adjust("1 day")
-      yield* artifacts.store(orgId, "image/png", PNG)
-      const full = yield* Effect.flip(artifacts.store(orgId, "image/png", PNG))
+      yield* artifacts.store(owner, "image/png", PNG)
+      const full = yield* Effect.flip(artifacts.store(owner, "image/png", PNG))
       expect(full).toBeInstanceOf(ArtifactQuotaExceeded)
       // the first file expires 6 days from now
       expect(full).toMatchObject({ retryAfter: 6 * 24 * 3600 })
       yield* TestClock.adjust("6 days")
       // expired, not purged: it counts for nothing
-      yield* artifacts.store(orgId, "image/png", PNG)
-      expect(yield* Effect.flip(artifacts.store(orgId, "image/png", PNG))).toBeInstanceOf(ArtifactQuotaExceeded)
+      yield* artifacts.store(owner, "image/png", PNG)
+      expect(yield* Effect.flip(artifacts.store(owner, "image/png", PNG))).toBeInstanceOf(ArtifactQuotaExceeded)
     }))
 
   it.effect("a file kept while another is being kept waits for it, and counts it once it is committed", () =>
@@ -296,8 +301,9 @@ layer(servicesLayer({ providers: { artifactQuotaBytes: 2 * PNG.length } }))("art
       yield* TestClock.setTime(Date.parse("2026-03-10T00:00:00Z"))
       const artifacts = yield* Artifacts
       const sql = yield* SqlClient.SqlClient
-      const { orgId } = yield* givenOrg()
-      yield* artifacts.store(orgId, "image/png", PNG)
+      const owner = yield* givenOrg()
+      const { orgId } = owner
+      yield* artifacts.store(owner, "image/png", PNG)
       // another process keeping the org's second file: it holds the org's lock, its row not yet committed
       const locked = yield* Deferred.make<void>()
       const commit = yield* Deferred.make<void>()
@@ -310,7 +316,7 @@ layer(servicesLayer({ providers: { artifactQuotaBytes: 2 * PNG.length } }))("art
         yield* Deferred.await(commit)
       })))
       yield* Deferred.await(locked)
-      const third = yield* Effect.fork(Effect.flip(artifacts.store(orgId, "image/png", PNG)))
+      const third = yield* Effect.fork(Effect.flip(artifacts.store(owner, "image/png", PNG)))
       // the third waits on the lock (PostgreSQL shows its wait), and is not done while the second is not committed
       const waiting = sql<{ readonly n: number }>`SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`
       yield* Effect.repeat(waiting, { until: (rows) => (rows[0]?.n ?? 0) > 0 || third.unsafePoll() !== null })
@@ -404,4 +410,153 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.0/8"] } }), { excludeTest
       expect(statuses(answers)).toEqual({ "200": 30 })
       expect(yield* keptBytes(a.orgId)).toEqual({ n: 30, bytes: 30 * PDF.length })
     }).pipe(Effect.scoped), 60_000)
+})
+
+/** A file of `bytes` random bytes (nothing to compress), kept for `owner` as a tool's call would keep it. */
+const keptFile = (owner: { readonly orgId: OrgId; readonly keyId: KeyId }, bytes: number, contentType = "application/pdf") =>
+  Effect.flatMap(Artifacts, (artifacts) => Effect.orDie(artifacts.store(owner, contentType, Crypto.randomBytes(bytes))))
+
+layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.0/8"] } }), { excludeTestServices: true })("artifact downloads at the edges", (it) => {
+  it.effect("a hundred one-byte ranges of a 10 MB file at once: each a 206 of one byte, and another org is answered meanwhile", () =>
+    Effect.gen(function* () {
+      const owner = yield* givenOrg()
+      const other = yield* givenOrg()
+      const ref = yield* keptFile(owner, 10 * 1024 * 1024 - 1)
+      const small = yield* keptFile(other, 10)
+      const base = yield* baseUrl
+      // each read the whole file from the database before answering its byte: the pool's 20 connections were all
+      // taken, and the rest of the hundred (and other orgs' requests) failed after its 5 s wait (500 internal_error)
+      const { answers, meanwhile } = yield* Effect.promise(async () => {
+        const burst = Promise.all(Array.from({ length: 100 }, async () => {
+          const response = await fetch(`${base}${ref.url}`, { headers: { "x-api-key": owner.key, range: "bytes=0-0" } })
+          return `${response.status} ${(await response.arrayBuffer()).byteLength}`
+        }))
+        await new Promise((resolve) => setTimeout(resolve, 50))
+        const started = performance.now()
+        const response = await fetch(`${base}${small.url}`, { headers: { "x-api-key": other.key } })
+        return { meanwhile: { status: response.status, ms: performance.now() - started }, answers: await burst }
+      })
+      expect(meanwhile.status).toBe(200)
+      expect(meanwhile.ms).toBeLessThan(2_000)
+      expect(new Set(answers)).toEqual(new Set(["206 1"]))
+    }))
+
+  it.effect("thirty clients that ask for a 10 MB file and do not read it hold a chunk each, not the file", () =>
+    Effect.gen(function* () {
+      const owner = yield* givenOrg()
+      const ref = yield* keptFile(owner, 10 * 1024 * 1024 - 1)
+      const base = new URL(yield* baseUrl)
+      const before = process.memoryUsage().arrayBuffers
+      // raw sockets that send the request and never read: what the server has for them stays in this process
+      const sockets = yield* Effect.acquireRelease(
+        Effect.sync(() =>
+          Array.from({ length: 30 }, () => {
+            const socket = Net.connect(Number(base.port), base.hostname)
+            socket.pause()
+            socket.write(`GET ${ref.url} HTTP/1.1\r\nHost: ${base.host}\r\nx-api-key: ${owner.key}\r\n\r\n`)
+            return socket
+          })),
+        (all) => Effect.sync(() => all.forEach((socket) => socket.destroy()))
+      )
+      expect(sockets).toHaveLength(30)
+      yield* Effect.sleep("1500 millis")
+      // each answer was the whole file in memory until its client read it: 300 MB here
+      const grown = (process.memoryUsage().arrayBuffers - before) / 1024 / 1024
+      expect(grown).toBeLessThan(100)
+      // and the gateway answers meanwhile
+      const file = yield* download(ref.url, owner.key, { range: "bytes=0-3" })
+      expect(file.status).toBe(206)
+    }).pipe(Effect.scoped))
+
+  it.effect("a whole file read in chunks comes back byte for byte, and a range across chunks too", () =>
+    Effect.gen(function* () {
+      const owner = yield* givenOrg()
+      const artifacts = yield* Artifacts
+      const data = Crypto.randomBytes(600 * 1024 + 7)
+      const ref = yield* Effect.orDie(artifacts.store(owner, "image/png", data))
+      const whole = yield* download(ref.url, owner.key)
+      expect(whole.headers.get("content-length")).toBe(String(data.length))
+      expect(Buffer.from(whole.bytes).equals(data)).toBe(true)
+      const across = yield* download(ref.url, owner.key, { range: "bytes=262000-530000" })
+      expect(across.status).toBe(206)
+      expect(Buffer.from(across.bytes).equals(data.subarray(262000, 530001))).toBe(true)
+      // MCP's resources/read takes the whole file the same way
+      expect(Buffer.from((yield* artifacts.get({ orgId: owner.orgId, keyId: null }, ref.id)).data).equals(data)).toBe(true)
+    }))
+
+  it.effect("an empty file: 200 with Content-Length 0, a Range served whole, HEAD likewise", () =>
+    Effect.gen(function* () {
+      const owner = yield* givenOrg()
+      const ref = yield* keptFile(owner, 0)
+      const whole = yield* download(ref.url, owner.key)
+      expect(whole.status).toBe(200)
+      expect(whole.headers.get("content-length")).toBe("0")
+      // (it was a 206 of "bytes 0--1/0")
+      const ranged = yield* download(ref.url, owner.key, { range: "bytes=-5" })
+      expect(ranged.status).toBe(200)
+      expect(ranged.headers.get("content-range")).toBeNull()
+      const base = yield* baseUrl
+      const head = yield* Effect.promise(() => fetch(`${base}${ref.url}`, { method: "HEAD", headers: { "x-api-key": owner.key } }))
+      expect([head.status, head.headers.get("content-length")]).toEqual([200, "0"])
+    }))
+
+  it.effect("HEAD of a file: its headers and length, no body", () =>
+    Effect.gen(function* () {
+      const owner = yield* givenOrg()
+      const ref = yield* keptFile(owner, 300 * 1024)
+      const base = yield* baseUrl
+      const head = yield* Effect.promise(async () => {
+        const response = await fetch(`${base}${ref.url}`, { method: "HEAD", headers: { "x-api-key": owner.key } })
+        return { status: response.status, length: response.headers.get("content-length"), etag: response.headers.get("etag"), body: (await response.arrayBuffer()).byteLength }
+      })
+      expect(head).toEqual({ status: 200, length: String(300 * 1024), etag: `"${ref.sha256}"`, body: 0 })
+    }))
+
+  it.effect("a media type a provider names that is not one (a line break, no subtype) is kept as application/octet-stream; the file is served", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      const { key } = yield* givenOrg()
+      const scrapeWith = (screenshot: string) =>
+        Effect.gen(function* () {
+          // Firecrawl's v2 scrape answer (https://docs.firecrawl.dev/api-reference/endpoint/scrape), its screenshot a data: URL
+          u.firecrawl.fault({ status: 200, body: { success: true, data: { screenshot, metadata: { title: "t", sourceURL: "https://example.com/", statusCode: 200 } } }, times: 1 })
+          const result = yield* callTool("gamma_scrape", { url: "https://example.com/", formats: ["screenshot"] }, { key })
+          expectOk(result)
+          const shot = artifactOf(result.body, "screenshot")
+          const file = yield* download(shot?.url ?? "", key)
+          return { type: shot?.content_type, served: file.headers.get("content-type"), status: file.status, text: file.text }
+        })
+      // Node refused the header, and the download was a bare "500 OK" without headers, logged as a 200
+      expect(yield* scrapeWith("data:text/plain\r\nSet-Cookie: a=b;base64,aGk=")).toEqual({
+        type: "application/octet-stream", served: "application/octet-stream", status: 200, text: "hi"
+      })
+      expect(yield* scrapeWith("data:image/p\u00e9ng;base64,aGk=")).toMatchObject({ type: "application/octet-stream", text: "hi" })
+      // a malformed percent-escape is kept as it is (the URL standard's percent-decode): it was a URIError, a 500 after the provider was paid
+      expect(yield* scrapeWith("data:text/plain,%E0%A4%A")).toMatchObject({ type: "text/plain", status: 200 })
+      // a parameter before ;base64 is a data: URL too (it was fetched as a URL and refused as the caller's url_not_allowed)
+      expect(yield* scrapeWith("data:image/png;charset=x;base64,aGk=")).toEqual({
+        type: "image/png;charset=x", served: "image/png;charset=x", status: 200, text: "hi"
+      })
+    }))
+
+  it.effect("a key limited to some tools reads only the files its own calls kept; a key with every tool reads all of its org's", () =>
+    Effect.gen(function* () {
+      const keys = yield* KeyStore
+      const everything = yield* givenOrg()
+      const limited = yield* Effect.orDie(keys.create(everything.orgId, { name: "reader only", allowedTools: ["read"] }))
+      const limitedKey = Redacted.value(limited.key)
+      registerSecret(limitedKey)
+      const mine = yield* keptFile({ orgId: everything.orgId, keyId: limited.id }, 10)
+      const theirs = yield* keptFile(everything, 10)
+      expect((yield* download(mine.url, limitedKey)).status).toBe(200)
+      // another key's file is not found, as another org's is (it was answered to any key of the org)
+      expect((yield* download(theirs.url, limitedKey)).status).toBe(404)
+      expect((yield* download(mine.url, everything.key)).status).toBe(200)
+      expect((yield* download(theirs.url, everything.key)).status).toBe(200)
+      const artifacts = yield* Artifacts
+      const listed = (keyId: KeyId | null) =>
+        Effect.map(artifacts.list({ orgId: everything.orgId, keyId }, { limit: 10 }), (page) => page.artifacts.map((a) => a.ref.id).sort())
+      expect(yield* listed(limited.id)).toEqual([mine.id])
+      expect(yield* listed(null)).toEqual([mine.id, theirs.id].sort())
+    }))
 })

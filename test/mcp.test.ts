@@ -17,6 +17,7 @@ import { Betas } from "../src/services/Betas.js"
 import { Connections } from "../src/services/Connections.js"
 import { KeyStore } from "../src/services/KeyStore.js"
 import { baseUrl, books, capturedLogs, gatewayLayer, givenOrg, request, TestUpstreams } from "./support/gateway.js"
+import { registerSecret } from "./support/secrets.js"
 import { CREDENTIALS, EPSILON_TOKEN } from "./upstreams/accounts.js"
 import { PDF } from "./upstreams/pages.js"
 
@@ -559,10 +560,34 @@ layer(gatewayLayer(), { excludeTestServices: true })("hosted MCP", (it) => {
       checkKeys(answered._meta)
     }))
 
+  it.scoped("a key limited to some tools lists and reads only the files its own calls kept", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      const full = yield* givenOrg()
+      const keys = yield* KeyStore
+      const limited = yield* Effect.orDie(keys.create(full.orgId, { name: "reader", allowedTools: ["read"] }))
+      registerSecret(Redacted.value(limited.key))
+      const readPdf = (client: Client) =>
+        Effect.map(Effect.promise(() => client.callTool({ name: "read", arguments: { url: `${u.pages.url}/doc.pdf` } })), (kept) =>
+          `tool-gateway://artifacts/${Schema.decodeUnknownSync(Schema.Struct({ artifact: Schema.Struct({ id: Schema.String }) }))(kept.structuredContent).artifact.id}`)
+      const fullClient = yield* connect(full.key)
+      const limitedClient = yield* connect(Redacted.value(limited.key))
+      const theirs = yield* readPdf(fullClient)
+      const mine = yield* readPdf(limitedClient)
+      const uris = (client: Client) => Effect.map(Effect.promise(() => client.listResources()), (l) => l.resources.map((r) => r.uri).sort())
+      // every file of the org was listed and read to any of its keys
+      expect(yield* uris(limitedClient)).toEqual([mine])
+      expect(yield* uris(fullClient)).toEqual([mine, theirs].sort())
+      const refused = yield* Effect.flip(Effect.tryPromise(() => limitedClient.readResource({ uri: theirs })))
+      expect(String(refused.error)).toContain("MCP error -32002: No resource")
+      expect((yield* Effect.promise(() => fullClient.readResource({ uri: mine }))).contents).toHaveLength(1)
+    }))
+
   it.scoped("resources/list lists the org's kept files, newest first, in pages; resources/read answers text or bytes", () =>
     Effect.gen(function* () {
       const u = yield* TestUpstreams
-      const { key, orgId } = yield* givenOrg()
+      const owner = yield* givenOrg()
+      const { key } = owner
       const client = yield* connect(key)
       expect((yield* Effect.promise(() => client.listResources())).resources).toEqual([])
       const kept = yield* Effect.promise(() => client.callTool({ name: "read", arguments: { url: `${u.pages.url}/doc.pdf` } }))
@@ -584,13 +609,13 @@ layer(gatewayLayer(), { excludeTestServices: true })("hosted MCP", (it) => {
 
       // a text file is answered as text
       const artifacts = yield* Artifacts
-      const csv = yield* Effect.orDie(artifacts.store(orgId, "text/csv; charset=utf-8", new TextEncoder().encode("a,b\n1,é\n")))
+      const csv = yield* Effect.orDie(artifacts.store(owner, "text/csv; charset=utf-8", new TextEncoder().encode("a,b\n1,é\n")))
       const text = yield* Effect.promise(() => client.readResource({ uri: `tool-gateway://artifacts/${csv.id}` }))
       expect(text.contents).toEqual([{ uri: `tool-gateway://artifacts/${csv.id}`, mimeType: "text/csv; charset=utf-8", text: "a,b\n1,é\n" }])
 
       // newest first, fifty a page; the cursor continues where the page ended (files kept in one millisecond too)
       yield* Effect.sleep("5 millis")
-      for (let i = 0; i < 53; i++) yield* Effect.orDie(artifacts.store(orgId, "image/png", new Uint8Array([i])))
+      for (let i = 0; i < 53; i++) yield* Effect.orDie(artifacts.store(owner, "image/png", new Uint8Array([i])))
       const first = yield* Effect.promise(() => client.listResources())
       expect(first.resources).toHaveLength(50)
       expect(first.resources[0]?.size).toBe(1)

@@ -51,6 +51,20 @@ layer(gatewayLayer({ server: { headersTimeoutMs: 500, requestTimeoutMs: 1_000, k
       expect((yield* dashboard("POST", "/v1/keys", token, { name: "fine" })).status).toBe(201)
     }))
 
+  it.effect("a percent-escape in a path parameter that is not UTF-8 is the caller's invalid_request, not a 405 naming the method it used", () =>
+    Effect.gen(function* () {
+      const { key, token } = yield* givenMember()
+      // the router took the undecodable parameter for no route: "GET is not allowed on /v1/artifacts/abc%FF; use GET."
+      const message = "does not decode: a percent-escape in it is not UTF-8"
+      expectEnvelope(yield* request("/v1/artifacts/abc%FF", { method: "GET", headers: { "x-api-key": key } }), { ...invalidRequest, message })
+      expectEnvelope(yield* dashboard("PATCH", "/v1/keys/%FF", token, { name: "b" }), { ...invalidRequest, message })
+      expectEnvelope(yield* dashboard("DELETE", "/v1/keys/%E0%A4", token), { ...invalidRequest, message })
+      // a method the route does not answer is still 405
+      expectEnvelope(yield* request("/v1/artifacts/abc%FF", { method: "PUT", headers: { "x-api-key": key } }), {
+        status: 405, type: "not_found", code: "method_not_allowed", retryable: false, billable: false
+      })
+    }))
+
   it.effect("a connection's credentials are never repeated in an error, however the path is spelled", () =>
     Effect.gen(function* () {
       const { token } = yield* givenMember()

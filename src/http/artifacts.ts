@@ -3,14 +3,17 @@
  * `Content-Type`, `Content-Length`, `ETag` (its SHA-256); a single `Range` (206, or 416 when it cannot be
  * served), honoured only while `If-Range` (when sent) still names this ETag; `If-None-Match` (304) with a
  * list of ETags, weak ones, or `*`. The file never runs as a page of the gateway's origin: `nosniff` and a
- * sandboxing `Content-Security-Policy`.
+ * sandboxing `Content-Security-Policy`. What the file is is read first, its bytes only as the answer is written, a
+ * chunk at a time (`Artifacts.read`): a 304, a HEAD (the server writes no body) and a 416 read none.
  */
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import * as Effect from "effect/Effect"
+import * as Stream from "effect/Stream"
 import { RangeNotSatisfiable } from "../domain/errors.js"
-import { Artifacts } from "../services/Artifacts.js"
+import { Artifacts, readerOf } from "../services/Artifacts.js"
 import { Api, CurrentCaller } from "./Api.js"
 
 /** The byte range a `Range` header asks for: undefined for the whole file, "unsatisfiable" when it cannot be served. */
@@ -46,7 +49,10 @@ export const ArtifactsLive = HttpApiBuilder.group(Api, "artifacts", (handlers) =
       Effect.gen(function* () {
         const caller = yield* CurrentCaller
         const request = yield* HttpServerRequest.HttpServerRequest
-        const { data, ref } = yield* artifacts.get(caller.orgId, path.id)
+        const reader = readerOf(caller)
+        // what the file is first: a 304, a HEAD, a 416 are answered without reading its bytes, a range reads only its own
+        const ref = yield* artifacts.find(reader, path.id)
+        const size = ref.bytes
         const etag = `"${ref.sha256}"`
         const headers = {
           etag,
@@ -57,22 +63,33 @@ export const ArtifactsLive = HttpApiBuilder.group(Api, "artifacts", (handlers) =
         }
         if (noneMatch(request.headers["if-none-match"], ref.sha256)) return HttpServerResponse.empty({ status: 304, headers })
         const ifRange = request.headers["if-range"]
-        const range = ifRange !== undefined && ifRange.trim() !== etag
+        // an empty file has no byte to range over: it is served whole (a server may ignore Range)
+        const range = (ifRange !== undefined && ifRange.trim() !== etag) || size === 0
           ? undefined
-          : parseRange(request.headers["range"], data.length)
+          : parseRange(request.headers["range"], size)
         if (range === "unsatisfiable") {
           return yield* new RangeNotSatisfiable({
-            message: `The range ${request.headers["range"] ?? ""} is outside the file's ${data.length} bytes.`,
-            size: data.length
+            message: `The range ${request.headers["range"] ?? ""} is outside the file's ${size} bytes.`,
+            size
           })
         }
-        if (range === undefined) {
-          return HttpServerResponse.uint8Array(data, { status: 200, contentType: ref.content_type, headers })
-        }
-        return HttpServerResponse.uint8Array(data.subarray(range.start, range.end + 1), {
-          status: 206,
+        const { start, end } = range ?? { start: 0, end: size - 1 }
+        const length = end + 1 - start
+        // Once the headers are out, a failure can only cut the answer off: the connection is closed, so the client
+        // sees a download shorter than its Content-Length, never a shorter file that looks whole.
+        const socket = NodeHttpServerRequest.toIncomingMessage(request).socket
+        const body = length === 0
+          ? Stream.empty
+          : artifacts.read(reader, ref, { start, end }).pipe(Stream.tapErrorCause(() => Effect.sync(() => socket.destroy())))
+        return HttpServerResponse.stream(body, {
+          status: range === undefined ? 200 : 206,
           contentType: ref.content_type,
-          headers: { ...headers, "content-range": `bytes ${range.start}-${range.end}/${data.length}` }
+          // (the platform writes a length only when it is not 0)
+          headers: {
+            ...headers,
+            "content-length": String(length),
+            ...(range === undefined ? {} : { "content-range": `bytes ${start}-${end}/${size}` })
+          }
         })
       }))
   }))

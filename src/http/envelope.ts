@@ -117,6 +117,13 @@ const toGatewayError = (
   if (error instanceof HttpServerError.RouteNotFound) {
     const path = request.url.split("?")[0] ?? "/"
     const allowed = routeTable.methodsFor(path)
+    // the path's route answers this method, yet the router found none: a parameter of the path does not decode
+    // (a percent-escape that is not UTF-8), which the router takes for no route
+    if (allowed.includes(request.method) || (request.method === "HEAD" && allowed.includes("GET"))) {
+      return new InvalidRequest({
+        message: `The path ${clip(path, MAX_QUOTED_PATH)} does not decode: a percent-escape in it is not UTF-8.`
+      })
+    }
     if (allowed.length > 0) {
       return methodNotAllowed(request.method, path, allowed)
     }

@@ -48,7 +48,7 @@ import { describePrice, type Price } from "../domain/pricing.js"
 import { RunOutput, RunRequest } from "../domain/schemas.js"
 import { catalog, isToolName, type ToolName, toolNames } from "../domain/tools.js"
 import { ProviderRegistry } from "../services/ProviderRegistry.js"
-import { type ArtifactCursor, type ArtifactRef, Artifacts, type ListedArtifact } from "../services/Artifacts.js"
+import { type ArtifactCursor, type ArtifactRef, Artifacts, type ListedArtifact, readerOf } from "../services/Artifacts.js"
 import { Betas } from "../services/Betas.js"
 import { Connections } from "../services/Connections.js"
 import { ServerConfig } from "../config.js"
@@ -529,7 +529,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
     const readArtifact = (caller: Caller, uri: string) =>
       Effect.gen(function* () {
         const id = uri.startsWith(ARTIFACT_URI_PREFIX) ? uri.slice(ARTIFACT_URI_PREFIX.length) : ""
-        const { data, ref } = yield* artifacts.get(caller.orgId, id).pipe(
+        const { data, ref } = yield* artifacts.get(readerOf(caller), id).pipe(
           Effect.catchTag("NotFound", () => new NotFound({ message: `No resource ${uri.slice(0, 200)} (files expire; see ARTIFACT_RETENTION_SECONDS).` }))
         )
         const text = isTextual(ref.content_type) ? utf8(data) : undefined
@@ -549,7 +549,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
         if (cursor !== undefined && Option.isNone(after)) {
           return yield* new InvalidRequest({ message: "Invalid cursor: pass the nextCursor of the last resources/list answer." })
         }
-        const page = yield* artifacts.list(caller.orgId, { limit: RESOURCES_PAGE, after: Option.getOrUndefined(after) })
+        const page = yield* artifacts.list(readerOf(caller), { limit: RESOURCES_PAGE, after: Option.getOrUndefined(after) })
         return {
           resources: page.artifacts.map(resourceOf),
           ...(page.next !== null ? { nextCursor: encodeCursor(page.next) } : {})

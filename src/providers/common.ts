@@ -213,11 +213,40 @@ export const urlUnder = (base: string, path: string): URL | undefined =>
 /** An account tool: its input, the credentials of the org's connection to provider `P`, its output. */
 export type AccountTool<T extends ToolName, P extends keyof Credentials> = ProviderTool<ToolInput<T>, Credentials[P], ToolOutput<T>>
 
-const parseDataUrl = (url: string): { readonly contentType: string; readonly data: Uint8Array } | undefined => {
-  const match = /^data:([^;,]*)(;base64)?,(.*)$/s.exec(url)
-  if (match === null) return undefined
-  const data = match[2] === ";base64" ? Buffer.from(match[3] ?? "", "base64") : Buffer.from(decodeURIComponent(match[3] ?? ""))
-  return { contentType: match[1] || "application/octet-stream", data }
+/**
+ * A `data:` URL's bytes and media type, read as the WHATWG URL standard's data: URL processor reads them (Fetch
+ * §4.4.1, https://fetch.spec.whatwg.org/#data-urls): everything before the first comma is the media type, with
+ * `;base64` at its end (any case, spaces around) saying the rest is base64; the rest is percent-decoded, a `%` not
+ * followed by two hex digits kept as it is (never an error: the provider's answer is taken as the standard reads it).
+ * The media type is the one `Artifacts.store` keeps (a malformed one, `application/octet-stream`).
+ */
+export const parseDataUrl = (url: string): { readonly contentType: string; readonly data: Uint8Array } | undefined => {
+  if (!/^data:/i.test(url)) return undefined
+  const comma = url.indexOf(",")
+  if (comma < 0) return undefined
+  const meta = url.slice(5, comma)
+  const base64 = /;[ \t]*base64[ \t]*$/i.exec(meta)
+  const contentType = (base64 === null ? meta : meta.slice(0, base64.index)).trim()
+  const bytes = percentDecode(url.slice(comma + 1))
+  const data = base64 === null ? bytes : Buffer.from(Buffer.from(bytes).toString("latin1").replace(/[\t\n\f\r ]/g, ""), "base64")
+  return { contentType, data }
+}
+
+/** The URL standard's percent-decode (https://url.spec.whatwg.org/#percent-decode): the UTF-8 bytes of `text`, each `%XX` one byte. */
+const percentDecode = (text: string): Uint8Array => {
+  const bytes = Buffer.from(text, "utf8")
+  if (!bytes.includes(0x25)) return bytes
+  const out = Buffer.alloc(bytes.length)
+  let n = 0
+  for (let i = 0; i < bytes.length; i++) {
+    const byte = bytes[i] ?? 0
+    const hex = byte === 0x25 ? bytes.toString("latin1", i + 1, i + 3) : ""
+    if (/^[0-9a-fA-F]{2}$/.test(hex)) {
+      out[n++] = Number.parseInt(hex, 16)
+      i += 2
+    } else out[n++] = byte
+  }
+  return out.subarray(0, n)
 }
 
 /**
@@ -239,6 +268,5 @@ export const keepFile = (provider: string, url: string): ProviderEffect<Artifact
       guarded: true,
       maxBytes: sink.maxBytes
     })
-    const contentType = (response.headers["content-type"] ?? "application/octet-stream").split(";")[0]?.trim() ?? ""
-    return yield* sink.store(contentType || "application/octet-stream", response.body)
+    return yield* sink.store(response.headers["content-type"] ?? "", response.body)
   })

@@ -3,6 +3,12 @@
  * reference `{id, content_type, bytes, sha256, url}` instead of inline base64. They belong to the org whose
  * call produced them and expire after `ARTIFACT_RETENTION_SECONDS`. An org keeps at most `ARTIFACT_QUOTA_BYTES` of
  * files that have not expired: a file past it is not kept (`artifact_quota_exceeded`, and its call is not charged).
+ *
+ * A file is read a chunk at a time (`FILE_CHUNK_BYTES`, a statement each, `FILE_CHUNKS_AT_ONCE` of a process's at
+ * once): a download holds no pooled connection while its client reads, at most a chunk of memory, and a range or
+ * a conditional request reads only what it answers (the column is stored uncompressed, migration 0022, so a
+ * chunk is read without the rest of the file). A key whose tools are limited (`allowed_tools`) reads only the files
+ * its own calls kept; a key with every tool reads all of its org's.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
@@ -12,9 +18,10 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as RcMap from "effect/RcMap"
 import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
 import * as Crypto from "node:crypto"
 import { ArtifactQuotaExceeded, NotFound, ProviderResponseTooLarge } from "../domain/errors.js"
-import type { OrgId } from "../domain/ids.js"
+import type { KeyId, OrgId } from "../domain/ids.js"
 import { ProvidersConfig, ServerConfig } from "../config.js"
 import { randomId } from "./random.js"
 import * as retention from "./retention.js"
@@ -33,6 +40,45 @@ export interface ArtifactRef {
 export interface StoredArtifact {
   readonly ref: ArtifactRef
   readonly data: Uint8Array
+}
+
+/** Who keeps a file: the org it belongs to and the key whose call kept it. */
+export interface ArtifactOwner {
+  readonly orgId: OrgId
+  readonly keyId: KeyId
+}
+
+/** Whose files a reader sees: its org's, all of them (`keyId` null) or only those one key's calls kept. */
+export interface ArtifactReader {
+  readonly orgId: OrgId
+  readonly keyId: KeyId | null
+}
+
+/** The files an API key reads: a key limited to some tools (`allowed_tools`) only its own; a key with every tool, its org's. */
+export const readerOf = (caller: { readonly orgId: OrgId; readonly keyId: KeyId; readonly allowedTools: ReadonlyArray<string> | null }): ArtifactReader =>
+  ({ orgId: caller.orgId, keyId: caller.allowedTools === null ? null : caller.keyId })
+
+/** The bytes of a file read a chunk at a time, and of a range of it: each statement reads this many at most. */
+export const FILE_CHUNK_BYTES = 256 * 1024
+/**
+ * How many chunks of files a process reads at once, whoever asks: files never take more of the pool's connections
+ * (20) than this, however many downloads run, so other statements always find one.
+ */
+export const FILE_CHUNKS_AT_ONCE = 4
+
+const TOKEN = "[!#$%&'*+.^_`|~0-9A-Za-z-]+"
+const QUOTED = '"(?:[\\t \\x21\\x23-\\x5B\\x5D-\\x7E\\x80-\\xFF]|\\\\[\\t \\x20-\\x7E\\x80-\\xFF])*"'
+const MEDIA_TYPE = new RegExp(`^${TOKEN}/${TOKEN}(?:[ \\t]*;[ \\t]*${TOKEN}=(?:${TOKEN}|${QUOTED}))*$`)
+
+/**
+ * The `Content-Type` a file is kept and served with: the media type given, as RFC 9110 §8.3.1 writes one
+ * (`type/subtype`, then `; name=value` parameters, a value a token or a quoted string), its surrounding space
+ * trimmed; anything else (a line break, a character outside Latin-1, a missing subtype, nothing) is
+ * `application/octet-stream`. What a provider names is never sent as a header unchecked.
+ */
+export const mediaTypeOf = (given: string): string => {
+  const trimmed = given.trim()
+  return trimmed.length <= 256 && MEDIA_TYPE.test(trimmed) ? trimmed : "application/octet-stream"
 }
 
 /** A kept file in a list: its reference, when it was kept and when it expires. */
@@ -55,15 +101,23 @@ export interface ArtifactCursor {
 }
 
 export class Artifacts extends Context.Tag("Artifacts")<Artifacts, {
+  /** Keep a file for its owner's org (its media type as `mediaTypeOf` reads it). */
   readonly store: (
-    orgId: OrgId,
+    owner: ArtifactOwner,
     contentType: string,
     data: Uint8Array
   ) => Effect.Effect<ArtifactRef, ProviderResponseTooLarge | ArtifactQuotaExceeded>
-  /** The org's artifact, if it has not expired. */
-  readonly get: (orgId: OrgId, id: string) => Effect.Effect<StoredArtifact, NotFound>
-  /** The org's files that have not expired, newest first, `limit` at a time (without their bytes). */
-  readonly list: (orgId: OrgId, options: { readonly limit: number; readonly after?: ArtifactCursor | undefined }) => Effect.Effect<ArtifactPage>
+  /** A file the reader sees, if it has not expired: what it is, without its bytes. */
+  readonly find: (reader: ArtifactReader, id: string) => Effect.Effect<ArtifactRef, NotFound>
+  /**
+   * Bytes `start` to `end` (inclusive) of a file `find` answered, a chunk at a time as the stream is read. A file
+   * purged meanwhile fails the stream (a defect: the answer is cut off).
+   */
+  readonly read: (reader: ArtifactReader, ref: ArtifactRef, range: { readonly start: number; readonly end: number }) => Stream.Stream<Uint8Array>
+  /** A whole file the reader sees, if it has not expired, read a chunk at a time. */
+  readonly get: (reader: ArtifactReader, id: string) => Effect.Effect<StoredArtifact, NotFound>
+  /** The files the reader sees that have not expired, newest first, `limit` at a time (without their bytes). */
+  readonly list: (reader: ArtifactReader, options: { readonly limit: number; readonly after?: ArtifactCursor | undefined }) => Effect.Effect<ArtifactPage>
   readonly purgeExpired: Effect.Effect<number>
 }>() {}
 
@@ -77,13 +131,14 @@ const ArtifactRow = Schema.Struct({
   id: Schema.String,
   content_type: Schema.String,
   bytes: Schema.Number,
-  sha256: Schema.String,
-  data: Schema.Uint8ArrayFromSelf
+  sha256: Schema.String
 })
+const ChunkRequest = Schema.Struct({ id: Schema.String, orgId: Schema.String, from: Schema.Number, length: Schema.Number })
+const ChunkRow = Schema.Struct({ data: Schema.Uint8ArrayFromSelf })
 /** An org's files against its quota: the bytes it keeps now, and when enough of them will have expired for a file to fit. */
 const QuotaUse = Schema.Struct({ used: Schema.Number, fits_at: Schema.NullOr(Schema.DateFromSelf) })
 const QuotaRequest = Schema.Struct({ orgId: Schema.String, now: Schema.DateFromSelf, bytes: Schema.Number, quota: Schema.Number })
-const ArtifactKey = Schema.Struct({ id: Schema.String, orgId: Schema.String, now: Schema.DateFromSelf })
+const ArtifactKey = Schema.Struct({ id: Schema.String, orgId: Schema.String, keyId: Schema.NullOr(Schema.String), now: Schema.DateFromSelf })
 const ListedRow = Schema.Struct({
   id: Schema.String,
   content_type: Schema.String,
@@ -94,6 +149,7 @@ const ListedRow = Schema.Struct({
 })
 const ListRequest = Schema.Struct({
   orgId: Schema.String,
+  keyId: Schema.NullOr(Schema.String),
   now: Schema.DateFromSelf,
   limit: Schema.Number,
   after: Schema.NullOr(Schema.Struct({ createdAt: Schema.DateFromSelf, id: Schema.String }))
@@ -116,8 +172,17 @@ export const make = Effect.gen(function* () {
     Request: ArtifactKey,
     Result: ArtifactRow,
     execute: (key) => sql`
-      SELECT id, content_type, bytes, sha256, data FROM artifacts
-       WHERE id = ${key.id} AND org_id = ${key.orgId} AND expires_at > ${key.now}`
+      SELECT id, content_type, bytes, sha256 FROM artifacts
+       WHERE id = ${key.id} AND org_id = ${key.orgId} AND expires_at > ${key.now}
+         ${key.keyId === null ? sql`` : sql`AND key_id = ${key.keyId}`}`
+  })
+  // bytes `from` (0-based) on, `length` of them: `substring` of a column stored uncompressed reads only their chunks
+  const findChunk = SqlSchema.findOne({
+    Request: ChunkRequest,
+    Result: ChunkRow,
+    execute: (c) => sql`
+      SELECT substring(data FROM ${c.from + 1}::integer FOR ${c.length}::integer) AS data FROM artifacts
+       WHERE id = ${c.id} AND org_id = ${c.orgId}`
   })
   // newest first; (created_at, id) keeps the order total, so that a page starts exactly where the last one ended
   const listArtifacts = SqlSchema.findAll({
@@ -126,6 +191,7 @@ export const make = Effect.gen(function* () {
     execute: (r) => sql`
       SELECT id, content_type, bytes, sha256, created_at, expires_at FROM artifacts
        WHERE org_id = ${r.orgId} AND expires_at > ${r.now}
+         ${r.keyId === null ? sql`` : sql`AND key_id = ${r.keyId}`}
          ${r.after === null ? sql`` : sql`AND (created_at, id) < (${r.after.createdAt}, ${r.after.id})`}
        ORDER BY created_at DESC, id DESC
        LIMIT ${r.limit}`
@@ -151,6 +217,7 @@ export const make = Effect.gen(function* () {
   const keep = (row: {
     readonly id: string
     readonly orgId: OrgId
+    readonly keyId: KeyId
     readonly contentType: string
     readonly data: Uint8Array
     readonly sha256: string
@@ -160,8 +227,8 @@ export const make = Effect.gen(function* () {
       // the time once the lock is held, not before waiting for it (files that expired meanwhile count for nothing)
       const now = yield* nowMillis
       const kept = yield* sql`
-        INSERT INTO artifacts (id, org_id, content_type, bytes, sha256, data, created_at, expires_at)
-        SELECT ${row.id}, ${row.orgId}, ${row.contentType}, ${row.data.length}::bigint, ${row.sha256}, ${row.data}::bytea,
+        INSERT INTO artifacts (id, org_id, key_id, content_type, bytes, sha256, data, created_at, expires_at)
+        SELECT ${row.id}, ${row.orgId}, ${row.keyId}, ${row.contentType}, ${row.data.length}::bigint, ${row.sha256}, ${row.data}::bytea,
                ${toDate(now)}::timestamptz, ${toDate(now + config.artifactRetentionMs)}::timestamptz
          WHERE (SELECT coalesce(sum(bytes), 0) FROM artifacts WHERE org_id = ${row.orgId} AND expires_at > ${toDate(now)})
                + ${row.data.length}::bigint <= ${config.artifactQuotaBytes}::bigint
@@ -180,8 +247,10 @@ export const make = Effect.gen(function* () {
   const keepInTurn = (row: Parameters<typeof keep>[0]) =>
     Effect.scoped(Effect.flatMap(RcMap.get(turns, row.orgId), (turn) => turn.withPermits(1)(keep(row))))
 
-  const store = (orgId: OrgId, contentType: string, data: Uint8Array) =>
+  const store = (owner: ArtifactOwner, given: string, data: Uint8Array) =>
     Effect.gen(function* () {
+      const { orgId, keyId } = owner
+      const contentType = mediaTypeOf(given)
       if (data.length > config.artifactMaxBytes) {
         return yield* new ProviderResponseTooLarge({ message: `The file is larger than the ${config.artifactMaxBytes}-byte limit.` })
       }
@@ -194,7 +263,7 @@ export const make = Effect.gen(function* () {
       }
       const id = yield* randomId("art", 24)
       const sha256 = Crypto.createHash("sha256").update(data).digest("hex")
-      const { now, refused } = yield* keepInTurn({ id, orgId, contentType, data, sha256 }).pipe(Effect.orDie)
+      const { now, refused } = yield* keepInTurn({ id, orgId, keyId, contentType, data, sha256 }).pipe(Effect.orDie)
       if (Option.isSome(refused)) {
         const { used, fits_at } = refused.value
         const quota = config.artifactQuotaBytes
@@ -208,29 +277,60 @@ export const make = Effect.gen(function* () {
       return { id, content_type: contentType, bytes: data.length, sha256, url: urlOf(id) }
     }).pipe(traced("Artifacts.store"))
 
-  const get = (orgId: OrgId, id: string) =>
+  const refOf = (row: typeof ArtifactRow.Type): ArtifactRef =>
+    // a type kept by an earlier build is checked as it is served
+    ({ id: row.id, content_type: mediaTypeOf(row.content_type), bytes: row.bytes, sha256: row.sha256, url: urlOf(row.id) })
+
+  const find = (reader: ArtifactReader, id: string) =>
     Effect.gen(function* () {
       const now = yield* nowMillis
-      const found = yield* findArtifact({ id, orgId, now: toDate(now) }).pipe(Effect.orDie)
-      // Another org's artifact is "not found": its existence is not disclosed.
+      const found = yield* findArtifact({ id, orgId: reader.orgId, keyId: reader.keyId, now: toDate(now) }).pipe(Effect.orDie)
+      // Another org's artifact (or, to a key limited to some tools, another key's) is "not found": its existence is
+      // not disclosed.
       if (Option.isNone(found)) return yield* new NotFound({ message: `No artifact ${id.slice(0, 60)} (it may have expired).` })
-      const row = found.value
-      return {
-        ref: { id: row.id, content_type: row.content_type, bytes: row.bytes, sha256: row.sha256, url: urlOf(row.id) },
-        data: row.data
-      }
+      return refOf(found.value)
     })
 
-  const list = (orgId: OrgId, options: { readonly limit: number; readonly after?: ArtifactCursor | undefined }) =>
+  // A chunk's statement is not interrupted when its client hangs up: it ends within a chunk's time, and its permit
+  // is held until then (an interrupted statement would run to its end anyway, its permit given to another chunk
+  // beside it: src/db/Database.ts). A permit a chunk, not a download: a client that stops reading holds none.
+  const chunks = yield* Effect.makeSemaphore(FILE_CHUNKS_AT_ONCE)
+  const chunk = (reader: ArtifactReader, ref: ArtifactRef, from: number, length: number) =>
+    chunks.withPermits(1)(Effect.uninterruptible(findChunk({ id: ref.id, orgId: reader.orgId, from, length }))).pipe(
+      Effect.orDie,
+      Effect.flatMap(Option.match({
+        onNone: () => Effect.dieMessage(`artifact ${ref.id} was purged while it was read`),
+        onSome: (row) => Effect.succeed(row.data)
+      }))
+    )
+
+  const read = (reader: ArtifactReader, ref: ArtifactRef, range: { readonly start: number; readonly end: number }) =>
+    Stream.paginateEffect(range.start, (from) => {
+      const length = Math.min(FILE_CHUNK_BYTES, range.end + 1 - from)
+      const next = from + length
+      return Effect.map(chunk(reader, ref, from, length), (data) => [data, next <= range.end ? Option.some(next) : Option.none()] as const)
+    }).pipe(Stream.filter((data) => data.length > 0))
+
+  const get = (reader: ArtifactReader, id: string) =>
+    Effect.gen(function* () {
+      const ref = yield* find(reader, id)
+      const data = new Uint8Array(ref.bytes)
+      for (let from = 0; from < ref.bytes; from += FILE_CHUNK_BYTES) {
+        data.set(yield* chunk(reader, ref, from, Math.min(FILE_CHUNK_BYTES, ref.bytes - from)), from)
+      }
+      return { ref, data }
+    })
+
+  const list = (reader: ArtifactReader, options: { readonly limit: number; readonly after?: ArtifactCursor | undefined }) =>
     Effect.gen(function* () {
       const now = yield* nowMillis
       // one more than asked for: whether there is a next page
-      const rows = yield* listArtifacts({ orgId, now: toDate(now), limit: options.limit + 1, after: options.after ?? null }).pipe(Effect.orDie)
+      const rows = yield* listArtifacts({ orgId: reader.orgId, keyId: reader.keyId, now: toDate(now), limit: options.limit + 1, after: options.after ?? null }).pipe(Effect.orDie)
       const page = rows.slice(0, options.limit)
       const last = page[page.length - 1]
       return {
         artifacts: page.map((row) => ({
-          ref: { id: row.id, content_type: row.content_type, bytes: row.bytes, sha256: row.sha256, url: urlOf(row.id) },
+          ref: refOf(row),
           createdAt: row.created_at,
           expiresAt: row.expires_at
         })),
@@ -240,7 +340,7 @@ export const make = Effect.gen(function* () {
 
   const purgeExpired = retention.purgeExpired(sql, "artifacts")
 
-  return Artifacts.of({ store, get, list, purgeExpired })
+  return Artifacts.of({ store, find, read, get, list, purgeExpired })
 })
 
 export const ArtifactsLive = Layer.scoped(Artifacts, make)

@@ -319,7 +319,7 @@ export const make = Effect.gen(function* () {
   const invoke = <T extends ToolName, A>(call: Call<T>, mode: Mode<T, A>, credentials: CredentialFor<T>, heldUntil: () => number) =>
     Effect.gen(function* () {
       const sink = ArtifactSink.of({
-        store: (contentType, data) => artifacts.store(call.caller.orgId, contentType, data),
+        store: (contentType, data) => artifacts.store(call.caller, contentType, data),
         maxBytes: config.artifactMaxBytes
       })
       // what belongs to this call: where files go, its deadline, its key at providers, whose pages it converts

@@ -43,6 +43,7 @@ import abandonedClaims from "./0018_abandoned_claims.js"
 import artifactsQuota from "./0019_artifacts_quota.js"
 import reserveDecidedUnderLock from "./0020_reserve_decided_under_lock.js"
 import deltaSessionsByOrg from "./0021_delta_sessions_by_org.js"
+import artifactReaders from "./0022_artifact_readers.js"
 
 /** Each migration under its file's name, which is its id and name in `gateway_migrations`. */
 export const migrations = {
@@ -66,7 +67,8 @@ export const migrations = {
   "0018_abandoned_claims": abandonedClaims,
   "0019_artifacts_quota": artifactsQuota,
   "0020_reserve_decided_under_lock": reserveDecidedUnderLock,
-  "0021_delta_sessions_by_org": deltaSessionsByOrg
+  "0021_delta_sessions_by_org": deltaSessionsByOrg,
+  "0022_artifact_readers": artifactReaders
 }
 
 export const loader = Migrator.fromRecord(migrations)

@@ -262,7 +262,7 @@ layer(servicesLayer())("the ledger, in process, on TestClock", (it) => {
       const idempotency = yield* Idempotency
       const org = yield* givenOrg({ credits: 10 })
       const claimed = (key: string) =>
-        idempotency.claim({ orgId: org.orgId, key, fingerprint: "f", requestId: `req_${key}`, leaseMs: 60_000 })
+        idempotency.claim({ orgId: org.orgId, key, fingerprint: "f", requestId: `req_${key}`, leaseMs: 60_000, write: false })
       const completes = Metric.tagged(ledgerBatchSize, "kind", "complete")
       const before = yield* Metric.value(completes)
       // settled: the answer is kept with the 3 credits charged, and nothing else stored it

@@ -250,20 +250,20 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.1"] } }), { excludeTestSe
     }))
 })
 
+/** An org whose epsilon connection points at the REST fake (or elsewhere), and whose lambda is connected. */
+const writer = (baseUrl?: string) =>
+  Effect.gen(function* () {
+    const u = yield* TestUpstreams
+    const org = yield* givenOrg({ credits: 10 })
+    const connections = yield* Connections
+    yield* Effect.orDie(connections.connect(org.orgId, "epsilon", { base_url: baseUrl ?? u.rest.url, token: EPSILON_TOKEN }, null))
+    yield* Effect.orDie(connections.connect(org.orgId, "lambda", CREDENTIALS.lambda, null))
+    yield* Effect.orDie(Effect.flatMap(Betas, (b) => b.enable(org.orgId, "lambda_batch_emails")))
+    return org
+  })
+
 layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.1"], timeoutMs: 400 } }), { excludeTestServices: true })("writes whose outcome is unknown", (it) => {
   const unknown = { status: 502, type: "provider", code: "write_outcome_unknown", retryable: false, billable: false } as const
-
-  /** An org whose epsilon connection points at the REST fake (or elsewhere), and whose lambda is connected. */
-  const writer = (baseUrl?: string) =>
-    Effect.gen(function* () {
-      const u = yield* TestUpstreams
-      const org = yield* givenOrg({ credits: 10 })
-      const connections = yield* Connections
-      yield* Effect.orDie(connections.connect(org.orgId, "epsilon", { base_url: baseUrl ?? u.rest.url, token: EPSILON_TOKEN }, null))
-      yield* Effect.orDie(connections.connect(org.orgId, "lambda", CREDENTIALS.lambda, null))
-      yield* Effect.orDie(Effect.flatMap(Betas, (b) => b.enable(org.orgId, "lambda_batch_emails")))
-      return org
-    })
 
   it.effect("a write that timed out at the provider is never sent again: the retry replays the unknown outcome", () =>
     Effect.gen(function* () {
@@ -461,7 +461,7 @@ layer(servicesLayer())("Idempotency-Key in process, on TestClock", (it) => {
       const idempotency = yield* Idempotency
       const { orgId } = yield* givenOrg({ credits: 10 })
       const claimOf = (key: string, requestId: string, leaseMs: number) =>
-        ({ orgId, key, fingerprint: fingerprint("weather", { q: "Berlin" }), requestId, leaseMs })
+        ({ orgId, key, fingerprint: fingerprint("weather", { q: "Berlin" }), requestId, leaseMs, write: false })
       // what a retry of a claimed key is answered: its Retry-After, or the error that is not request_in_progress
       const retry = (key: string) =>
         Effect.map(Effect.flip(idempotency.claim(claimOf(key, "req_retry", 30_000))), (e) =>
@@ -488,6 +488,24 @@ layer(servicesLayer())("Idempotency-Key in process, on TestClock", (it) => {
       expect(yield* retry("long")).toBe(12)
     }))
 
+  it.effect("idempotency_replay_unavailable for a write says it may have been done: check before sending it again with a new key", () =>
+    Effect.gen(function* () {
+      yield* TestClock.setTime(Date.parse("2026-06-10T00:00:00Z"))
+      const idempotency = yield* Idempotency
+      const { orgId } = yield* givenOrg({ credits: 10 })
+      const claimOf = (key: string, write: boolean) => ({ orgId, key, fingerprint: "f", requestId: `req_${key}`, leaseMs: 1_000, write })
+      yield* idempotency.claim(claimOf("a-write", true))
+      yield* idempotency.claim(claimOf("a-read", false))
+      yield* TestClock.adjust("2 seconds")
+      const messageOf = (key: string, write: boolean) =>
+        Effect.map(Effect.flip(idempotency.claim({ ...claimOf(key, write), requestId: "req_retry" })), (e) => `${e._tag}: ${e.message}`)
+      // a write's process may have sent it before it stopped: "Use a new key." alone sent it a second time, unchecked
+      expect(yield* messageOf("a-write", true)).toMatch(/^IdempotencyReplayUnavailable: .*may have reached the provider: check whether it was done before sending it again with a new key\.$/)
+      expect(yield* messageOf("a-read", false)).toBe(
+        "IdempotencyReplayUnavailable: This Idempotency-Key was used for a request that never completed, so there is nothing to replay. Use a new key."
+      )
+    }))
+
   it.effect("group commit: claims and stored answers that arrive together share statements, each with its own answer", () =>
     Effect.gen(function* () {
       yield* TestClock.setTime(Date.parse("2026-06-05T00:00:00Z"))
@@ -497,7 +515,7 @@ layer(servicesLayer())("Idempotency-Key in process, on TestClock", (it) => {
       const stateOf = Effect.all({ claim: Metric.value(claimBatches), complete: Metric.value(completeBatches) })
       const { orgId } = yield* givenOrg({ credits: 10 })
       const request = (key: string, input: string) =>
-        ({ orgId, key, fingerprint: fingerprint("weather", { q: input }), requestId: `req_${key}_${input}`, leaseMs: 60_000 })
+        ({ orgId, key, fingerprint: fingerprint("weather", { q: input }), requestId: `req_${key}_${input}`, leaseMs: 60_000, write: false })
       yield* idempotency.claim(request("done", "Berlin"))
       yield* idempotency.complete(orgId, "done", "req_done_Berlin", { status: 200, body: "{\"stored\":true}", charged: 2 })
       const before = yield* stateOf
@@ -588,7 +606,7 @@ layer(servicesLayer())("Idempotency-Key in process, on TestClock", (it) => {
       const poor = yield* givenOrg({ credits: 0 })
       const reservation = (requestId: string) => ({ orgId, keyId, tool: "weather", requestId, amount: 2, leaseMs: 60_000 })
       const claimOf = (key: string) => ({ key, fingerprint: fingerprint("weather", { q: key }) })
-      yield* idempotency.claim({ orgId, ...claimOf("done"), requestId: "req_done", leaseMs: 60_000 })
+      yield* idempotency.claim({ orgId, ...claimOf("done"), requestId: "req_done", leaseMs: 60_000, write: false })
       yield* idempotency.complete(orgId, "done", "req_done", { status: 200, body: "{}", charged: 2 })
       const calls = [
         ...Array.from({ length: 30 }, (_, i) => ledger.claimAndReserve(reservation(`req_new_${i}`), claimOf(`new-${i}`))),
@@ -613,7 +631,7 @@ layer(servicesLayer())("Idempotency-Key in process, on TestClock", (it) => {
         expect(row.request_id).toBe(`req_${row.key.replace("-", "_")}`)
         expect(row.lease_until.getTime()).toBe(Date.parse("2026-06-08T00:01:00Z"))
       }
-      const twice = yield* idempotency.claimTaken({ orgId, ...claimOf("twice"), requestId: "req_later", leaseMs: 60_000 }).pipe(
+      const twice = yield* idempotency.claimTaken({ orgId, ...claimOf("twice"), requestId: "req_later", leaseMs: 60_000, write: false }).pipe(
         Effect.flip
       )
       expect(twice._tag).toBe("RequestInProgress")
@@ -675,7 +693,7 @@ layer(servicesLayer())("Idempotency-Key in process, on TestClock", (it) => {
     Effect.gen(function* () {
       const idempotency = yield* Idempotency
       const { orgId } = yield* givenOrg({ credits: 10 })
-      const first = { orgId, key: "held", fingerprint: "f", requestId: "req_first", leaseMs: 60_000 }
+      const first = { orgId, key: "held", fingerprint: "f", requestId: "req_first", leaseMs: 60_000, write: false }
       expect((yield* idempotency.claim(first))._tag).toBe("Claimed")
       // the row locked as the statement that settles the first call and keeps its answer locks it
       const retry = yield* whileRecordLocked(orgId, "held",
@@ -690,7 +708,7 @@ layer(servicesLayer())("Idempotency-Key in process, on TestClock", (it) => {
       const sql = yield* SqlClient.SqlClient
       const { orgId } = yield* givenOrg({ credits: 10 })
       for (const key of ["old-a", "old-b"]) {
-        yield* idempotency.claim({ orgId, key, fingerprint: "f", requestId: `req_${key}`, leaseMs: 60_000 })
+        yield* idempotency.claim({ orgId, key, fingerprint: "f", requestId: `req_${key}`, leaseMs: 60_000, write: false })
         yield* idempotency.complete(orgId, key, `req_${key}`, { status: 200, body: "{}", charged: 1 })
       }
       yield* TestClock.adjust("25 hours")
@@ -709,7 +727,7 @@ layer(servicesLayer())("Idempotency-Key in process, on TestClock", (it) => {
       const leases = yield* Leases
       const { orgId } = yield* givenOrg({ credits: 10 })
       const lease = { orgId, key: "renewed", requestId: "req_renewed" }
-      yield* idempotency.claim({ ...lease, fingerprint: "f", leaseMs: 60_000 })
+      yield* idempotency.claim({ ...lease, fingerprint: "f", leaseMs: 60_000, write: false })
       yield* leases.claimHeld(lease, Number.POSITIVE_INFINITY)
       const before = (yield* Metric.value(leaseRenewals)).count
       const renewed = yield* whileRecordLocked(orgId, "renewed", Effect.as(leases.renew, "renewed" as const))
@@ -717,5 +735,57 @@ layer(servicesLayer())("Idempotency-Key in process, on TestClock", (it) => {
       expect(renewed).toBe("renewed")
       // and its statement ran to its end (a renewal that fails is only logged, and not counted)
       expect((yield* Metric.value(leaseRenewals)).count).toBeGreaterThan(before)
+    }))
+})
+
+/**
+ * A retention shorter than a call (`IDEMPOTENCY_RETENTION_SECONDS` may be 1 s): the record is kept for the retention
+ * after the call's last sign of life, never counted from its claim.
+ */
+layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.1"], timeoutMs: 5_000 }, ledger: { idempotencyRetentionMs: 1_000, holdLeaseMs: 900 } }), {
+  excludeTestServices: true
+})("a retention shorter than the call", (it) => {
+  it.effect("a write still running past the retention keeps its key: a retry is request_in_progress, then the replay, for a whole retention after it answered", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      const { key, orgId } = yield* writer()
+      const payment = { method: "POST", path: "/payments", body: { amount: 100 } }
+      u.rest.fault({ delayMs: 3_000, times: 1 })
+      const first = yield* Effect.fork(callTool("epsilon_request", payment, { key, idempotencyKey: "slow-pay" }))
+      // past the retention counted from the claim (and past the first lease and a retention: the renewals keep it):
+      // the key was taken over and the payment sent a second time
+      yield* Effect.sleep("2200 millis")
+      expectEnvelope(yield* callTool("epsilon_request", payment, { key, idempotencyKey: "slow-pay" }), {
+        status: 429, type: "rate_limited", code: "request_in_progress", retryable: true, billable: false
+      })
+      const answered = yield* Fiber.join(first)
+      expectOk(answered, 1)
+      // the answer is replayed for the retention after it was given (its record had expired before it was kept)
+      yield* Effect.sleep("600 millis")
+      const replay = yield* callTool("epsilon_request", payment, { key, idempotencyKey: "slow-pay" })
+      expect(replay.headers.get("idempotent-replayed")).toBe("true")
+      expect(replay.text).toBe(answered.text)
+      expect(u.rest.hits("/payments")).toBe(1)
+      expect(yield* books(orgId)).toMatchObject({ balance: 9, held: 0 })
+    }))
+
+  it.effect("a key reused for another request once its record is past the retention gives the provider another key of its own", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      const { key } = yield* writer()
+      expectOk(yield* callTool("epsilon_request", { method: "POST", path: "/items", body: { n: 1 } }, { key, idempotencyKey: "reused" }), 1)
+      yield* Effect.sleep("1200 millis")
+      // the same key, another request: the gateway runs it as new, as documented
+      expectOk(yield* callTool("epsilon_request", { method: "POST", path: "/items", body: { n: 2 } }, { key, idempotencyKey: "reused" }), 1)
+      // the same key, the first request again: as the first was sent
+      yield* Effect.sleep("1200 millis")
+      expectOk(yield* callTool("epsilon_request", { method: "POST", path: "/items", body: { n: 1 } }, { key, idempotencyKey: "reused" }), 1)
+      const sent = u.rest.requests.filter((r) => r.path === "/items").map((r) => r.headers["idempotency-key"])
+      expect(sent).toHaveLength(3)
+      // each was the key of the first: an API that honours the header took the second for the first again
+      expect(sent[1]).not.toBe(sent[0])
+      expect(sent[2]).toBe(sent[0])
     }))
 })

@@ -164,6 +164,8 @@ interface Call<T extends ToolName> {
   readonly reservation: number
   /** The caller's Idempotency-Key, checked. */
   readonly key: string | undefined
+  /** Under a key: the request's fingerprint (its tool and input), which a key's claim is bound to. */
+  readonly fingerprint: string | undefined
   /**
    * When the call began (a Clock reading): its hold's and claim's leases, written from later readings, hold at
    * least until this plus the lease.
@@ -188,8 +190,13 @@ interface Mode<T extends ToolName, A> {
 /** Errors a reservation statement answered: the key was confirmed by it (the statement checks the key first). */
 const REFUSED_BY_RESERVATION: ReadonlySet<string> = new Set(["InsufficientCredits", "SpendCapExceeded", "KeySpendLimitExceeded"])
 
-/** The key a provider's own idempotency mechanism receives: one per org and caller's key, never the caller's key itself. */
-const providerIdempotencyKey = (orgId: OrgId, key: string) => `tg-${sha256Hex(`${orgId}\n${key}`)}`
+/**
+ * The key a provider's own idempotency mechanism receives: one per org, caller's key and request (its fingerprint),
+ * never the caller's key itself. The request is part of it: a key reused for another request once its record is
+ * past its retention (which the gateway allows) must not be taken by the provider for the first request again (a
+ * Polar-like API dropped the new events as duplicates, and the call was charged for nothing).
+ */
+const providerIdempotencyKey = (orgId: OrgId, key: string, fingerprint: string) => `tg-${sha256Hex(`${orgId}\n${key}\n${fingerprint}`)}`
 
 const isReplayedError = (failure: { readonly _tag: string }): failure is NormalizationFailed | WriteOutcomeUnknown =>
   replayedErrors.some((tag) => tag === failure._tag)
@@ -238,9 +245,10 @@ export const make = Effect.gen(function* () {
       const request = {
         orgId: call.caller.orgId,
         key,
-        fingerprint: fingerprint(call.label, call.input),
+        fingerprint: call.fingerprint ?? fingerprint(call.label, call.input),
         requestId: call.requestId,
-        leaseMs: leases.leaseMs
+        leaseMs: leases.leaseMs,
+        write: catalog[call.tool].effect === "write"
       }
       // the whole exit, defects included: a connection that cannot be read must not beat the claim's answer either
       const prepared = yield* Effect.exit(Effect.zipRight(admit(call), prepare(call)))
@@ -329,7 +337,10 @@ export const make = Effect.gen(function* () {
           describe: `${call.tool} did not complete within ${callTimeoutMs} ms.`,
           heldUntil
         }),
-        Context.add(ProviderIdempotencyKey, call.key === undefined ? undefined : providerIdempotencyKey(call.caller.orgId, call.key)),
+        Context.add(
+          ProviderIdempotencyKey,
+          call.key === undefined || call.fingerprint === undefined ? undefined : providerIdempotencyKey(call.caller.orgId, call.key, call.fingerprint)
+        ),
         Context.add(ConversionOwner, call.caller.orgId),
         Context.add(CallOrg, call.caller.orgId)
       )
@@ -505,6 +516,7 @@ export const make = Effect.gen(function* () {
           price,
           reservation: reserveFor(price, catalog[tool].maxUnits(input)),
           key,
+          fingerprint: key === undefined ? undefined : fingerprint(mode.label, input),
           started
         }
         const claimed = key === undefined ? { _tag: "Unkeyed" } as const : yield* claim(call, key)

@@ -4,6 +4,12 @@
  * a normalization failure) are kept and replayed; any other outcome releases the key so a retry runs again.
  * A claim whose lease ran out (its process taken for dead) is marked `abandoned` by the retry that finds it so:
  * from then on the key answers `idempotency_replay_unavailable`, whatever the process that held it does later.
+ *
+ * A record is kept for `IDEMPOTENCY_RETENTION_SECONDS` after its call's last sign of life: a running claim's
+ * `expires_at` is its lease's end plus the retention (set with the claim, moved with each renewal), a completed
+ * one's its completion plus the retention. So a call still running never loses its key, however short the retention
+ * and long the call (a retry past the retention counted from the claim took the key over and sent the write again),
+ * and an answer is replayed for the whole retention after it was given.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
@@ -49,6 +55,8 @@ export interface ClaimRequest {
   readonly requestId: string
   /** How long the claim holds before a crashed request's key becomes `idempotency_replay_unavailable`. */
   readonly leaseMs: number
+  /** The request is a write (its `idempotency_replay_unavailable` says it may have been done). */
+  readonly write: boolean
 }
 
 export class Idempotency extends Context.Tag("Idempotency")<Idempotency, {
@@ -97,6 +105,7 @@ const NewClaim = Schema.Struct({
 })
 const ClaimedKey = Schema.Struct({ org_id: Schema.String, key: Schema.String })
 const Outcome = Schema.Struct({
+  expiresAt: Schema.DateFromSelf,
   orgId: Schema.String,
   key: Schema.String,
   requestId: Schema.String,
@@ -181,7 +190,7 @@ export const make = Effect.gen(function* () {
     fingerprint: request.fingerprint,
     requestId: request.requestId,
     leaseUntil: toDate(now + request.leaseMs),
-    expiresAt: toDate(now + config.idempotencyRetentionMs),
+    expiresAt: toDate(now + request.leaseMs + config.idempotencyRetentionMs),
     now: toDate(now)
   })
   const tryClaim = (request: ClaimRequest, now: number) => claims.run(newClaim(request, now))
@@ -193,11 +202,13 @@ export const make = Effect.gen(function* () {
     Request: Schema.Array(Outcome),
     execute: (outcomes) => sql`
       UPDATE idempotency AS i
-         SET status = 'completed', response_status = o.status, response_body = o.body, charged = o.charged
+         SET status = 'completed', response_status = o.status, response_body = o.body, charged = o.charged,
+             expires_at = o.expires_at
         FROM unnest(${outcomes.map((o) => o.orgId)}::text[], ${outcomes.map((o) => o.key)}::text[],
                     ${outcomes.map((o) => o.status)}::integer[], ${outcomes.map((o) => o.body)}::text[],
-                    ${outcomes.map((o) => o.charged)}::bigint[], ${outcomes.map((o) => o.requestId)}::text[])
-             AS o (org_id, key, status, body, charged, request_id)
+                    ${outcomes.map((o) => o.charged)}::bigint[], ${outcomes.map((o) => o.requestId)}::text[],
+                    ${outcomes.map((o) => o.expiresAt)}::timestamptz[])
+             AS o (org_id, key, status, body, charged, request_id, expires_at)
        WHERE i.org_id = o.org_id AND i.key = o.key AND i.status = 'running' AND i.request_id = o.request_id
          AND ${lockedInKeyOrder(sql, "i", outcomes)}`
   })
@@ -286,15 +297,29 @@ export const make = Effect.gen(function* () {
         yield* ledger.voidRequest(request.orgId, row.request_id)
       }
       return yield* new IdempotencyReplayUnavailable({
-        message: "This Idempotency-Key was used for a request that never completed, so there is nothing to " +
-          "replay. Use a new key."
+        message: request.write
+          // the process may have sent the write before it stopped: a new key would send it again, unchecked
+          ? "This Idempotency-Key was used for a write that never completed here (the process handling it stopped), " +
+            "so there is nothing to replay — and it may have reached the provider: check whether it was done before " +
+            "sending it again with a new key."
+          : "This Idempotency-Key was used for a request that never completed, so there is nothing to " +
+            "replay. Use a new key."
       })
     }).pipe(Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die }))
 
   const claimTaken = (request: ClaimRequest) => taken(request).pipe(traced("Idempotency.claimTaken"))
 
   const complete = (orgId: OrgId, key: string, requestId: string, response: StoredResponse) =>
-    outcomes.run({ orgId, key, requestId, status: response.status, body: response.body, charged: response.charged }).pipe(
+    Effect.flatMap(nowMillis, (now) =>
+      outcomes.run({
+        expiresAt: toDate(now + config.idempotencyRetentionMs),
+        orgId,
+        key,
+        requestId,
+        status: response.status,
+        body: response.body,
+        charged: response.charged
+      })).pipe(
       Effect.asVoid,
       traced("Idempotency.complete")
     )

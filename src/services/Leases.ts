@@ -84,7 +84,9 @@ export const make = Effect.gen(function* () {
                           AND lease_until < ${until} ORDER BY id FOR UPDATE)
           RETURNING id
         ), c AS (
-          UPDATE idempotency SET lease_until = ${until}
+          -- a running claim's record is kept for the retention after its lease's end (Idempotency.ts)
+          UPDATE idempotency SET lease_until = ${until},
+                 expires_at = greatest(expires_at, ${toDate(now + leaseMs + config.idempotencyRetentionMs)}::timestamptz)
             FROM unnest(${claimed.map((c) => c.orgId)}::text[], ${claimed.map((c) => c.key)}::text[],
                         ${claimed.map((c) => c.requestId)}::text[]) AS r(org_id, key, request_id)
            WHERE idempotency.org_id = r.org_id AND idempotency.key = r.key

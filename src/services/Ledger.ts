@@ -177,10 +177,10 @@ export const make = Effect.gen(function* () {
             ${calls.map(() => time.month)}::integer[],
             ${calls.map((c) => toDate(time.at.getTime() + c.leaseMs))}::timestamptz[]`
       if (calls.every((c) => c.claim === null)) return sql`SELECT * FROM gateway_reserve_batch(${reservations})`
-      const expiresAt = toDate(time.at.getTime() + config.idempotencyRetentionMs)
+      // a claim's record is kept for the retention after its call's last sign of life (`Idempotency.ts`)
       return sql`SELECT * FROM gateway_claim_reserve_batch(${reservations},
             ${calls.map((c) => c.claim?.key ?? null)}::text[], ${calls.map((c) => c.claim?.fingerprint ?? null)}::text[],
-            ${calls.map(() => expiresAt)}::timestamptz[])`
+            ${calls.map((c) => toDate(time.at.getTime() + c.leaseMs + config.idempotencyRetentionMs))}::timestamptz[])`
     }
   })
   const resolveRows = SqlSchema.findAll({
@@ -198,7 +198,8 @@ export const make = Effect.gen(function* () {
         WITH r AS (${resolve}), kept AS (
           UPDATE idempotency AS i
              SET status = 'completed', response_status = a.status, response_body = a.body,
-                 charged = CASE WHEN r.done THEN a.charge ELSE 0 END
+                 charged = CASE WHEN r.done THEN a.charge ELSE 0 END,
+                 expires_at = ${toDate(time.at.getTime() + config.idempotencyRetentionMs)}::timestamptz
             FROM unnest(${kept.map((k) => k.ord)}::integer[], ${kept.map((k) => k.orgId)}::text[],
                         ${kept.map((k) => k.key)}::text[], ${kept.map((k) => k.status)}::integer[],
                         ${kept.map((k) => k.body)}::text[], ${kept.map((k) => k.charge)}::bigint[],

@@ -182,6 +182,40 @@ layer(gatewayLayer(), { excludeTestServices: true })("hosted MCP", (it) => {
       expect(yield* books(orgId)).toMatchObject({ balance: 9 })
     }))
 
+  it.effect("the Idempotency-Key header makes a tools/call replayable too; a header and a _meta key that differ are refused", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      const { key, orgId } = yield* givenOrg({ credits: 10 })
+      const call = (headers: Record<string, string>, meta?: unknown) =>
+        Effect.map(
+          request("/mcp", {
+            body: JSON.stringify({
+              jsonrpc: "2.0",
+              id: 1,
+              method: "tools/call",
+              params: { name: "mobile_app_search", arguments: { query: "notes" }, ...(meta === undefined ? {} : { _meta: meta }) }
+            }),
+            headers: { ...mcpHeaders(key), ...headers }
+          }),
+          (answer) => Schema.decodeUnknownSync(RpcResult)(answer.body).result
+        )
+      const first = yield* call({ "idempotency-key": "mcp-header-1" })
+      // the header was ignored: the same call again ran again, charged again
+      const second = yield* call({ "idempotency-key": "mcp-header-1" })
+      expect(second.structuredContent).toEqual(first.structuredContent)
+      expect(second._meta).toMatchObject({ "tool-gateway/replayed": true })
+      // the header and _meta name one key: the same replay
+      expect((yield* call({ "idempotency-key": "mcp-header-1" }, { idempotencyKey: "mcp-header-1" }))._meta).toMatchObject({ "tool-gateway/replayed": true })
+      const differ = yield* call({ "idempotency-key": "mcp-header-1" }, { idempotencyKey: "another" })
+      expect(differ.isError).toBe(true)
+      expect(differ._meta).toMatchObject({ "tool-gateway/error": { code: "invalid_idempotency_key", message: expect.stringContaining("differ") } })
+      // a header that is not a key is refused as on a tool route
+      expect((yield* call({ "idempotency-key": "has space" }))._meta).toMatchObject({ "tool-gateway/error": { code: "invalid_idempotency_key" } })
+      expect(u.itunes.hits()).toBe(1)
+      expect(yield* books(orgId)).toMatchObject({ balance: 9, held: 0 })
+    }))
+
   it.scoped("an idempotency key that is not a string is a tool error, never a call run without one", () =>
     Effect.gen(function* () {
       const u = yield* TestUpstreams

@@ -485,6 +485,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
       name: string,
       args: unknown,
       idempotencyKey: unknown,
+      headerKey: string | undefined,
       revision: string
     ) =>
       Effect.gen(function* () {
@@ -511,7 +512,13 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
             message: "_meta.idempotencyKey must be a string of 1–255 visible ASCII characters."
           }))
         }
-        const options = { idempotencyKey, requestId: state.requestId }
+        // the HTTP header, as a tool route takes it, when the message names no key; two different keys are neither
+        if (headerKey !== undefined && idempotencyKey !== undefined && headerKey !== idempotencyKey) {
+          return yield* failed(new InvalidIdempotencyKey({
+            message: "The Idempotency-Key header and _meta.idempotencyKey differ: send one key (either, or both the same)."
+          }))
+        }
+        const options = { idempotencyKey: idempotencyKey ?? headerKey, requestId: state.requestId }
         const call: Effect.Effect<Outcome<unknown>, unknown> = name === RUN_TOOL
           ? runRaw(caller, args, options)
           : isToolName(name)
@@ -626,7 +633,9 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
         const meta = call.params._meta
         const key: unknown = isRecord(meta) ? meta["idempotencyKey"] : undefined
         return run(
-          callTool(caller, state, call.params.name, call.params.arguments, key, revision).pipe(Effect.locally(CurrentCallFacts, facts))
+          callTool(caller, state, call.params.name, call.params.arguments, key, request.headers["idempotency-key"], revision).pipe(
+            Effect.locally(CurrentCallFacts, facts)
+          )
         )
       })
       server.setRequestHandler(ListResourcesRequestSchema, async (list) => {

@@ -24,7 +24,7 @@ import { openMeteo } from "../../src/testing/openMeteo.js"
 import { PAGES_HOST, pages } from "../upstreams/pages.js"
 import { tmdb, TMDB_TOKEN } from "../upstreams/tmdb.js"
 import { TestDatabaseLive } from "./database.js"
-import { recordResponse, registerSecret, registerSecretsIn } from "./secrets.js"
+import { capturedLogs, recordResponse, registerSecret, registerSecretsIn, TEST_ENCRYPTION_KEY } from "./secrets.js"
 import * as A from "../upstreams/accounts.js"
 import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
@@ -34,8 +34,7 @@ import { type JwksServer, type SigningKey, signingKey, startJwks } from "../upst
 
 export const FIREBASE_PROJECT = "demo-project"
 
-/** The credentials encryption key of test gateways (32 bytes, base64). */
-export const TEST_ENCRYPTION_KEY = Buffer.alloc(32, 7).toString("base64")
+export { capturedLogs, TEST_ENCRYPTION_KEY }
 
 export interface Upstreams {
   readonly openMeteo: Upstream
@@ -156,12 +155,7 @@ export const testConfig = (u: Upstreams, overrides: ConfigOverrides = {}): Confi
   }
 })
 
-/**
- * Every log line of the test run's gateways, JSON-formatted, kept in memory (tests assert on them);
- * only errors other than request lines are printed.
- */
-export const capturedLogs: Array<string> = []
-
+/** Every log line of the test run's gateways, JSON-formatted, kept in `capturedLogs`; only errors other than request lines are printed. */
 export const CapturingLoggerLive = Logger.replace(
   Logger.defaultLogger,
   Logger.make((options) => {

@@ -3,8 +3,7 @@
  * file's in-process gateways, and none in a response received after the secret was known.
  */
 import { afterAll, expect } from "vitest"
-import { capturedLogs, TEST_ENCRYPTION_KEY } from "./gateway.js"
-import { registerSecret, responses, secrets } from "./secrets.js"
+import { capturedLogs, registerSecret, responses, secrets, TEST_ENCRYPTION_KEY } from "./secrets.js"
 
 registerSecret(TEST_ENCRYPTION_KEY)
 

@@ -10,6 +10,16 @@ export interface Recorded {
   readonly text: string
 }
 
+/** The credentials encryption key of test gateways (32 bytes, base64). */
+export const TEST_ENCRYPTION_KEY = Buffer.alloc(32, 7).toString("base64")
+
+/**
+ * Every log line of the test run's gateways, JSON-formatted, kept in memory (tests assert on them). Here, not in
+ * gateway.ts, so that the check after each file loads only this module: a file that starts no gateway does not
+ * load the gateway's whole source (about 3 s a file).
+ */
+export const capturedLogs: Array<string> = []
+
 let seq = 0
 export const secrets = new Map<string, number>()
 export const responses: Array<Recorded> = []

@@ -66,6 +66,20 @@ layer(gatewayLayer(), { excludeTestServices: true })("ID tokens", (it) => {
       }
     }))
 
+  it.effect("a signed token whose sub is not a string is invalid_token, not an internal error", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      const now = Math.floor(Date.now() / 1000)
+      for (const sub of [123, true, ["alice"], { id: "alice" }]) {
+        // the claims a token's issuer wrote, signed by a key the gateway trusts: `sub` is whatever it is
+        const claims: Record<string, unknown> = { sub, iss: `https://securetoken.google.com/${FIREBASE_PROJECT}`, aud: FIREBASE_PROJECT, iat: now, exp: now + 3600 }
+        const token = yield* Effect.promise(() =>
+          new SignJWT(claims).setProtectedHeader({ alg: "RS256", kid: u.firebaseKey.kid, typ: "JWT" }).sign(u.firebaseKey.privateKey))
+        // (it was 500 internal_error: `sub.includes is not a function`, or a ParseError in the members lookup)
+        expectEnvelope(yield* dashboard("GET", "/v1/org", token), { ...invalidToken, message: "sub" })
+      }
+    }))
+
   it.effect("HS256 and alg none are refused", () =>
     Effect.gen(function* () {
       const now = Math.floor(Date.now() / 1000)

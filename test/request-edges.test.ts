@@ -10,7 +10,7 @@ import * as Net from "node:net"
 import { KeyStore } from "../src/services/KeyStore.js"
 import { forecastBody } from "../src/testing/openMeteo.js"
 import { expectEnvelope } from "./support/assert.js"
-import { baseUrl, dashboard, devToken, gatewayLayer, givenMember, givenOrg, request, requestChunked, TestUpstreams } from "./support/gateway.js"
+import { baseUrl, capturedLogs, dashboard, devToken, gatewayLayer, givenMember, givenOrg, request, requestChunked, TestUpstreams } from "./support/gateway.js"
 
 const invalidRequest = { status: 400, type: "validation", code: "invalid_request", retryable: false, billable: false } as const
 const invalidKey = { status: 401, type: "auth", code: "invalid_key", retryable: false, billable: false } as const
@@ -63,6 +63,21 @@ layer(gatewayLayer({ server: { headersTimeoutMs: 500, requestTimeoutMs: 1_000, k
       expectEnvelope(yield* request("/v1/artifacts/abc%FF", { method: "PUT", headers: { "x-api-key": key } }), {
         status: 405, type: "not_found", code: "method_not_allowed", retryable: false, billable: false
       })
+    }))
+
+  it.effect("an API key pasted where a key's id goes is not written whole to the request's log line, nor to its answer", () =>
+    Effect.gen(function* () {
+      const { key, token } = yield* givenMember()
+      const mark = capturedLogs.length
+      // a user who pastes the key itself to revoke it: the key is not an id (404), and the line said the path as sent
+      const answer = yield* dashboard("DELETE", `/v1/keys/${key}`, token)
+      expectEnvelope(answer, notFound)
+      // nor sent back whole: the answer names it as the dashboard shows a key
+      expect(answer.text).toContain(`${key.slice(0, 7)}…`)
+      expect(answer.text).not.toContain(key)
+      const lines = capturedLogs.slice(mark)
+      expect(lines.some((line) => line.includes(`"path":"/v1/keys/${key.slice(0, 7)}…"`))).toBe(true)
+      expect(lines.filter((line) => line.includes(key))).toEqual([])
     }))
 
   it.effect("a connection's credentials are never repeated in an error, however the path is spelled", () =>

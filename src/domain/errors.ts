@@ -6,6 +6,7 @@
  * answer `insufficient_credits`.
  */
 import * as Schema from "effect/Schema"
+import { withoutApiKeys } from "./ids.js"
 
 // Fields shared by the errors that tell the caller when to come back (seconds, for `Retry-After`).
 const retryAfter = { retryAfter: Schema.optional(Schema.Number) }
@@ -468,7 +469,8 @@ export const envelope = (error: GatewayError): Envelope => {
     error: {
       type: spec.type,
       code: spec.code,
-      message: error.message,
+      // an API key the caller put where something else goes (a key's id, say) is not sent back whole
+      message: withoutApiKeys(error.message),
       retryable: spec.retryable,
       billable: spec.billable
     }

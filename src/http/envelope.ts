@@ -33,6 +33,7 @@ import {
   responseHeaders
 } from "../domain/errors.js"
 import { clip, describeIssue, meaningfulIssues } from "../domain/parse.js"
+import { withoutApiKeys } from "../domain/ids.js"
 import { ServerConfig } from "../config.js"
 import { KeyStore } from "../services/KeyStore.js"
 import type { RateLimitState } from "../services/RateLimit.js"
@@ -156,7 +157,8 @@ export const renderCause = (
     return Effect.succeed(respond(new InternalError({ message: "The request was interrupted." })))
   }
   return Effect.logError("unexpected failure", cause).pipe(
-    Effect.annotateLogs({ request_id: state.requestId, method: request.method, url: request.url }),
+    // the path, as the request's line has it: never its query (a key sent there by mistake), nor a key in the path
+    Effect.annotateLogs({ request_id: state.requestId, method: request.method, url: clip(withoutApiKeys(request.url.split("?")[0] ?? "/"), MAX_QUOTED_PATH) }),
     Effect.as(respond(
       new InternalError({
         message: `An internal error occurred; it has been logged. Retry, or quote request id ${state.requestId}.`
@@ -211,7 +213,7 @@ const requestLine = (
   const fields = {
     request_id: state.requestId,
     method: request.method,
-    path: clip(path, MAX_QUOTED_PATH),
+    path: clip(withoutApiKeys(path), MAX_QUOTED_PATH),
     status,
     code: state.code ?? (response.headers["idempotent-replayed"] === "true" ? "replayed" : "ok"),
     org_id: facts.orgId ?? null,

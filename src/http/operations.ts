@@ -16,6 +16,7 @@ import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
+import * as Crypto from "node:crypto"
 import { DatabasePool } from "../db/Database.js"
 import { migrationCount } from "../db/migrations/index.js"
 import { InvalidToken, NotReady } from "../domain/errors.js"
@@ -107,7 +108,9 @@ export const OperationsLive = HttpApiBuilder.Router.use((router) =>
       if (Option.isNone(config.metricsToken)) return
       const request = yield* HttpServerRequest.HttpServerRequest
       const bearer = request.headers["authorization"]?.match(/^\s*bearer\s+(\S+)/i)?.[1]
-      if (bearer !== Redacted.value(config.metricsToken.value)) {
+      // compared in constant time (their digests, of equal length): how long the comparison takes says nothing of the token
+      const digest = (text: string) => Crypto.createHash("sha256").update(text).digest()
+      if (bearer === undefined || !Crypto.timingSafeEqual(digest(bearer), digest(Redacted.value(config.metricsToken.value)))) {
         return yield* new InvalidToken({ message: "GET /metrics needs Authorization: Bearer <METRICS_TOKEN>." })
       }
     })

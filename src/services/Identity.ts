@@ -222,9 +222,10 @@ export const make = Effect.gen(function* () {
       }
       const iat = claims.payload.iat ?? 0
       if (iat > Math.floor(now / 1000) + IAT_SKEW_SECONDS) return yield* invalid("The ID token is not valid yet.")
-      const sub = claims.payload.sub ?? ""
+      // a signed token's claims are what its issuer wrote: `sub` may be a number or an object as well as a string
+      const sub: unknown = claims.payload.sub
       // the user id is stored as text, which cannot hold U+0000
-      if (sub.length === 0 || sub.length > 128 || sub.includes("\u0000")) return yield* invalid("The ID token's \"sub\" claim is not valid here.")
+      if (typeof sub !== "string" || sub.length === 0 || sub.length > 128 || sub.includes("\u0000")) return yield* invalid("The ID token's \"sub\" claim is not valid here.")
       return { uid: sub, issuer: verified }
     }).pipe(traced("Identity.verify"))
 

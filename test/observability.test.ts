@@ -10,7 +10,7 @@ import { afterAll, expect, it, layer } from "@effect/vitest"
 import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
 import * as HttpMiddleware from "@effect/platform/HttpMiddleware"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import { Effect, FiberRef, Layer, Option, Redacted, Schema } from "effect"
+import { Deferred, Effect, Fiber, FiberRef, Layer, Option, Redacted, Schema } from "effect"
 import { configLayer } from "../src/config.js"
 import { TracingLive } from "../src/services/Observability.js"
 import * as Child from "node:child_process"
@@ -18,7 +18,7 @@ import * as Http from "node:http"
 import * as Net from "node:net"
 import { expectEnvelope, expectOk } from "./support/assert.js"
 import { blockDatabase, relay, TestDatabaseUrl } from "./support/database.js"
-import { post, serve } from "./support/processes.js"
+import { eventually, post, serve } from "./support/processes.js"
 import {
   baseUrl,
   books,
@@ -164,6 +164,8 @@ layer(gatewayLayer(), { excludeTestServices: true })("health and metrics", (it) 
   it.effect("/readyz is 503 while the database is unreachable, /healthz stays 200, and both recover", () =>
     Effect.gen(function* () {
       yield* blockDatabase(false)
+      // (a reading of the database answers every probe for a second: the last one, from before, has run out)
+      yield* Effect.sleep("1100 millis")
       const down = yield* request("/readyz", { method: "GET" }).pipe(Effect.ensuring(Effect.void))
       const health = yield* request("/healthz", { method: "GET" })
       yield* blockDatabase(true)
@@ -173,8 +175,48 @@ layer(gatewayLayer(), { excludeTestServices: true })("health and metrics", (it) 
       })
       expect(down.text).not.toMatch(/password|postgres:\/\//)
       expect(health.status).toBe(200)
-      const up = yield* request("/readyz", { method: "GET" })
-      expect(up.status).toBe(200)
+      // readiness is one reading a second, shared: the next one after the database is back says so
+      yield* eventually(Effect.map(request("/readyz", { method: "GET" }), (r) => r.status), (status) => status === 200, 3_000)
+    }))
+
+  it.effect("probes while a migration holds its table's lock share one reading: they take one pooled connection, and calls go on", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const { key } = yield* givenOrg({ credits: 100 })
+      // what a newer build's migrator holds for its whole transaction
+      const locked = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const holder = yield* Effect.fork(sql.withTransaction(Effect.gen(function* () {
+        yield* sql`LOCK TABLE gateway_migrations IN ACCESS EXCLUSIVE MODE`
+        yield* Deferred.succeed(locked, undefined)
+        yield* Deferred.await(release)
+      })).pipe(Effect.orDie))
+      yield* Deferred.await(locked)
+      yield* Effect.sleep("1100 millis")
+      // thirty probes at once, no key needed: each ran its own statement, which waited on the lock with a pooled
+      // connection — the pool's twenty taken, every call failed after its 5 s wait
+      const probes = yield* Effect.fork(Effect.all(Array.from({ length: 30 }, () => request("/readyz", { method: "GET" })), { concurrency: "unbounded" }))
+      yield* Effect.sleep("300 millis")
+      const waiting = yield* sql<{ readonly n: number }>`
+        SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%gateway_migrations%'`
+      const started = performance.now()
+      expectOk(yield* callTool("weather", { q: "Berlin" }, { key }))
+      expect(performance.now() - started).toBeLessThan(2_000)
+      yield* Deferred.succeed(release, undefined)
+      yield* Fiber.join(holder)
+      const answers = yield* Fiber.join(probes)
+      // one statement waited on the lock, and every probe got its answer (ready, once the lock was let go)
+      expect(waiting[0]?.n).toBe(1)
+      expect(new Set(answers.map((a) => a.text)).size).toBe(1)
+    }))
+
+  it.effect("the operations endpoints answer at their own path only (a proxy's rule for /metrics does not see /METRICS)", () =>
+    Effect.gen(function* () {
+      for (const path of ["/METRICS", "/Metrics", "/metrics/", "//metrics", "/metrics;x", "/READYZ", "/healthz/"]) {
+        expectEnvelope(yield* request(path, { method: "GET" }), { status: 404, type: "not_found", code: "not_found", retryable: false, billable: false })
+      }
+      expect((yield* request("/metrics", { method: "GET" })).status).toBe(200)
+      expect((yield* request("/healthz?probe=1", { method: "GET" })).status).toBe(200)
     }))
 
   it.effect("no request log line carries an API key", () =>
@@ -201,6 +243,9 @@ layer(gatewayLayer({ server: { metricsToken: Option.some(Redacted.make("scrape-s
         })
         const wrong = yield* request("/metrics", { method: "GET", headers: { authorization: "Bearer nope" } })
         expect(wrong.status).toBe(401)
+        // the token and something after it is not the header (it was taken)
+        expect((yield* request("/metrics", { method: "GET", headers: { authorization: "Bearer scrape-secret junk" } })).status).toBe(401)
+        expect((yield* request("/metrics", { method: "GET", headers: { authorization: "Bearer scrape-secrets" } })).status).toBe(401)
         const right = yield* request("/metrics", { method: "GET", headers: { authorization: "Bearer scrape-secret" } })
         expect(right.status).toBe(200)
         expect(right.text).toContain("tool_gateway_")
@@ -377,9 +422,16 @@ layer(gatewayLayer({ server: { otlpTracesUrl: Option.some(`${collectorUrl}/v1/tr
       const credentials = {
         "proxy-authorization": "Basic cHJveHktdXNlcjpwcm94eS1zZWNyZXQ=",
         "x-firebase-appcheck": "appcheck-token-secret",
-        "x-auth-token": "auth-token-secret"
+        "x-auth-token": "auth-token-secret",
+        // what an identity proxy in front adds: signed assertions of the user (they were exported as sent)
+        "cf-access-jwt-assertion": "eyJcf-secret",
+        "x-goog-iap-jwt-assertion": "eyJiap-secret",
+        "x-amzn-oidc-data": "eyJalb-secret",
+        "x-ms-client-principal": "principal-secret"
       }
       expectOk(yield* callTool("weather", { q: "Berlin" }, { key, headers: credentials }))
+      // a query the caller should not have sent (a key in it): the span's URL is without it, as the log line's path is
+      expect((yield* request(`/v1/tools?api_key=${key}&token=query-secret`, { method: "GET" })).status).toBe(200)
       // exported in batches, every second
       for (let i = 0; i < 50 && !collected.some((s) => s.name === "Gateway.run"); i++) yield* Effect.sleep("100 millis")
       yield* Effect.sleep("300 millis")
@@ -390,9 +442,18 @@ layer(gatewayLayer({ server: { otlpTracesUrl: Option.some(`${collectorUrl}/v1/tr
         "http.request.header.x-api-key": "<redacted>",
         "http.request.header.proxy-authorization": "<redacted>",
         "http.request.header.x-firebase-appcheck": "<redacted>",
-        "http.request.header.x-auth-token": "<redacted>"
+        "http.request.header.x-auth-token": "<redacted>",
+        "http.request.header.cf-access-jwt-assertion": "<redacted>",
+        "http.request.header.x-goog-iap-jwt-assertion": "<redacted>",
+        "http.request.header.x-amzn-oidc-data": "<redacted>",
+        "http.request.header.x-ms-client-principal": "<redacted>"
       })
+      for (let i = 0; i < 30 && !collected.some((s) => s.attributes?.["url.path"] === "/v1/tools"); i++) yield* Effect.sleep("100 millis")
+      const listing = collected.find((s) => s.attributes?.["url.path"] === "/v1/tools")
+      expect(listing?.attributes?.["url.full"]).toMatch(/^http:\/\/[^?]+\/v1\/tools$/)
+      expect(listing?.attributes?.["url.query"]).toBeUndefined()
       expect(JSON.stringify(collected)).not.toMatch(/-secret|cHJveHkt/)
+      expect(JSON.stringify(collected)).not.toContain(key)
     }), 15_000)
 
   it.effect("a valid W3C traceparent is continued; an all-zero one, and B3 ids of any text, are not (a collector refuses ids it cannot read, and every span of their batch)", () =>

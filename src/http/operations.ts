@@ -19,7 +19,7 @@ import * as Schema from "effect/Schema"
 import * as Crypto from "node:crypto"
 import { DatabasePool } from "../db/Database.js"
 import { migrationCount } from "../db/migrations/index.js"
-import { InvalidToken, NotReady } from "../domain/errors.js"
+import { InvalidToken, NotFound, NotReady } from "../domain/errors.js"
 import { ServerConfig } from "../config.js"
 import { Ledger } from "../services/Ledger.js"
 import { MetricsExporter } from "../services/Observability.js"
@@ -27,6 +27,8 @@ import { clusterScrape } from "./clusterMetrics.js"
 import { creditsHeld, holdsOutstanding, poolConnections, processMemory, unlabelledCounters } from "../services/Telemetry.js"
 
 const READY_TIMEOUT = Duration.seconds(2)
+/** How long a reading of the database (readiness, the holds' gauges) answers every probe and scrape that asks. */
+const READINESS_TTL = Duration.seconds(1)
 
 const poolGauge = (state: string) => Metric.tagged(poolConnections, "state", state)
 const memoryGauges = {
@@ -53,7 +55,10 @@ export const OperationsLive = HttpApiBuilder.Router.use((router) =>
       execute: () => sql`SELECT count(*)::int AS applied FROM gateway_migrations`
     })
 
-    const checkDatabase = countApplied(undefined).pipe(
+    // One reading a second, shared by every probe meanwhile (and by those that arrive while it runs): a probe needs no
+    // key, and while a statement waits (a migration holding its table's lock, a slow database) each probe's own
+    // statement held a pooled connection — twenty probes at once took the pool, and every tool call failed.
+    const checkDatabase = yield* Effect.cachedWithTTL(countApplied(undefined).pipe(
       // an answer of another shape is a bug, not an unreachable database
       Effect.catchTag("ParseError", Effect.die),
       Effect.map((row) => {
@@ -70,20 +75,33 @@ export const OperationsLive = HttpApiBuilder.Router.use((router) =>
           migrations: "unknown"
         })
       )
-    )
+    ), READINESS_TTL)
 
-    yield* router.get("/healthz", Effect.succeed(HttpServerResponse.unsafeJson({ status: "ok" })))
+    // The operations endpoints answer at their own path only: the router also takes `/METRICS`, `/metrics/`,
+    // `//metrics` and `/metrics;x`, which a proxy's rule for the exact path lets through.
+    const exactly = <E, R>(path: string, answer: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
+      Effect.flatMap(HttpServerRequest.HttpServerRequest, (request): Effect.Effect<HttpServerResponse.HttpServerResponse, E | NotFound, R> => {
+        const asked = request.url.split("?")[0] ?? ""
+        return asked === path
+          ? answer
+          : Effect.fail(new NotFound({ message: `No route ${request.method.slice(0, 20)} ${asked.slice(0, 200)}.` }))
+      })
+
+    yield* router.get("/healthz", exactly("/healthz", Effect.succeed(HttpServerResponse.unsafeJson({ status: "ok" }))))
     yield* router.get("/favicon.ico", Effect.succeed(HttpServerResponse.empty({ status: 204 })))
     yield* router.get(
       "/readyz",
-      Effect.flatMap(checkDatabase, (check) =>
+      exactly("/readyz", Effect.flatMap(checkDatabase, (check) =>
         check.ok
           ? Effect.succeed(HttpServerResponse.unsafeJson({
             status: "ready",
             checks: { database: check.database, migrations: check.migrations }
           }))
-          : new NotReady({ message: `Not ready: database ${check.database}; migrations ${check.migrations}.` }))
+          : new NotReady({ message: `Not ready: database ${check.database}; migrations ${check.migrations}.` })))
     )
+
+    // the holds' gauges, read as readiness is: once a second at most, shared
+    const pendingHolds = yield* Effect.cachedWithTTL(ledger.pendingHolds.pipe(Effect.timeout(READY_TIMEOUT), Effect.option), READINESS_TTL)
 
     // Gauges that describe shared state are read when scraped (the database may be down: then they keep
     // their last value and the scrape still answers).
@@ -97,7 +115,7 @@ export const OperationsLive = HttpApiBuilder.Router.use((router) =>
       yield* Metric.set(memoryGauges.heapTotal, memory.heapTotal)
       yield* Metric.set(memoryGauges.heapUsed, memory.heapUsed)
       yield* Metric.set(memoryGauges.external, memory.external)
-      const holds = yield* ledger.pendingHolds.pipe(Effect.timeout(READY_TIMEOUT), Effect.option)
+      const holds = yield* pendingHolds
       if (Option.isSome(holds)) {
         yield* Metric.set(holdsOutstanding, holds.value.count)
         yield* Metric.set(creditsHeld, holds.value.amount)
@@ -107,7 +125,7 @@ export const OperationsLive = HttpApiBuilder.Router.use((router) =>
     const authorized = Effect.gen(function* () {
       if (Option.isNone(config.metricsToken)) return
       const request = yield* HttpServerRequest.HttpServerRequest
-      const bearer = request.headers["authorization"]?.match(/^\s*bearer\s+(\S+)/i)?.[1]
+      const bearer = request.headers["authorization"]?.match(/^\s*bearer\s+(\S+)\s*$/i)?.[1]
       // compared in constant time (their digests, of equal length): how long the comparison takes says nothing of the token
       const digest = (text: string) => Crypto.createHash("sha256").update(text).digest()
       if (bearer === undefined || !Crypto.timingSafeEqual(digest(bearer), digest(Redacted.value(config.metricsToken.value)))) {
@@ -119,10 +137,10 @@ export const OperationsLive = HttpApiBuilder.Router.use((router) =>
     const scrape = yield* clusterScrape(Effect.zipRight(refreshGauges, exporter.scrape))
     yield* router.get(
       "/metrics",
-      Effect.gen(function* () {
+      exactly("/metrics", Effect.gen(function* () {
         yield* authorized
         const text = yield* scrape
         return HttpServerResponse.text(text, { contentType: "text/plain; version=0.0.4; charset=utf-8" })
-      })
+      }))
     )
   }))

@@ -13,7 +13,9 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Scope from "effect/Scope"
+import * as Tracer from "effect/Tracer"
 import { ServerConfig } from "../config.js"
+import { withoutApiKeys } from "../domain/ids.js"
 import { cachedSuccess } from "./cachedSuccess.js"
 
 export const SERVICE_VERSION = "0.1.0"
@@ -70,12 +72,39 @@ export const MetricsExporterLive = Layer.scoped(
 /**
  * The request headers a server span shows as `<redacted>`: the platform's own (`authorization`, `cookie`,
  * `set-cookie`, `x-api-key`), and any other whose name says it carries a credential (`proxy-authorization`,
- * `x-firebase-appcheck`, `x-auth-token`, an API key or session of any spelling).
+ * `x-firebase-appcheck`, `x-auth-token`, an API key or session of any spelling, the signed assertions an identity
+ * proxy in front adds: Cloudflare Access's `cf-access-jwt-assertion`, Google IAP's `x-goog-iap-jwt-assertion`, an AWS
+ * ALB's `x-amzn-oidc-data`, Azure's `x-ms-client-principal`).
  */
 export const REDACTED_HEADERS: ReadonlyArray<string | RegExp> = [
   "authorization", "cookie", "set-cookie", "x-api-key", "proxy-authorization", "x-firebase-appcheck",
-  /auth|token|secret|key|password|session|cookie|signature|credential/i
+  /auth|token|secret|key|pass|session|cookie|signature|credential|jwt|assertion|oidc|principal|saml|csrf|xsrf/i
 ]
+
+/**
+ * What a span says of a request's URL, as its log line says it: the path without its query (a key or token sent there
+ * by mistake, `?api_key=…`, `?token=<METRICS_TOKEN>`), an API key in the path shortened. The platform's server span
+ * writes `url.full` and `url.query` as sent; this tracer takes those attributes out of every span it makes.
+ */
+const withoutQueries = (tracer: Tracer.Tracer): Tracer.Tracer =>
+  Tracer.make({
+    context: tracer.context,
+    span: (name, parent, context, links, startTime, kind, options) => {
+      const span = tracer.span(name, parent, context, links, startTime, kind, options)
+      return new Proxy(span, {
+        get: (target, property, receiver) =>
+          property === "attribute"
+            ? (key: string, value: unknown) => {
+              if (key === "url.query") return
+              if ((key === "url.full" || key === "url.path") && typeof value === "string") {
+                return target.attribute(key, withoutApiKeys(value.split("?")[0] ?? ""))
+              }
+              return target.attribute(key, value)
+            }
+            : Reflect.get(target, property, receiver)
+      })
+    }
+  })
 
 /** What a failed export's transport error says: its code (`ECONNREFUSED`) or message, through its causes. */
 const causeOf = (cause: unknown): string | undefined => {
@@ -142,12 +171,12 @@ export const TracingLive = Layer.unwrapEffect(
                     Effect.tapError((error) => warn(error.description ?? causeOf(error.cause) ?? error.reason))
                   )))
             )
-            return Layer.merge(OtlpTracer.layer({
+            return Layer.merge(Layer.unwrapScoped(Effect.map(OtlpTracer.make({
               url: tracesUrl,
               headers: Redacted.value(config.otlpHeaders),
               resource: { serviceName: config.serviceName, serviceVersion: SERVICE_VERSION },
               exportInterval: Duration.seconds(1)
-            }).pipe(
+            }), (tracer) => Layer.setTracer(withoutQueries(tracer)))).pipe(
               Layer.provide(config.otlpProtocol === "http/protobuf" ? OtlpSerialization.layerProtobuf : OtlpSerialization.layerJson),
               Layer.provide(timedOut),
               Layer.provide(NodeHttpClient.layerUndici)

@@ -80,6 +80,29 @@ layer(gatewayLayer({ server: { headersTimeoutMs: 500, requestTimeoutMs: 1_000, k
       expect(lines.filter((line) => line.includes(key))).toEqual([])
     }))
 
+  it.effect("an absolute-form request target is logged and matched by its path, not by the host it names", () =>
+    Effect.gen(function* () {
+      const base = new URL(yield* baseUrl)
+      const mark = capturedLogs.length
+      // raw: a client (a proxy) that sends the whole URL as the request target, which HTTP/1.1 servers accept
+      const statusOf = (target: string) =>
+        Effect.promise(() =>
+          new Promise<string>((resolve, reject) => {
+            const socket = Net.connect(Number(base.port), base.hostname)
+            let answer = ""
+            socket.on("data", (chunk) => (answer += chunk.toString("latin1")))
+            socket.on("end", () => resolve(answer.split("\r\n")[0] ?? ""))
+            socket.on("error", reject)
+            socket.write(`GET ${target} HTTP/1.1\r\nHost: ${base.host}\r\nConnection: close\r\n\r\n`)
+          }))
+      expect(yield* statusOf("http://admin.internal.example/v1/tools")).toBe("HTTP/1.1 200 OK")
+      expect(yield* statusOf("http://admin.internal.example/metrics")).toBe("HTTP/1.1 200 OK")
+      const paths = capturedLogs.slice(mark).flatMap((line) => [...line.matchAll(/"path":"([^"]*)"/g)].map((m) => m[1]))
+      // it was logged as "http://admin.internal.example/v1/tools"
+      expect(paths).toContain("/v1/tools")
+      expect(paths.filter((p) => p?.includes("admin.internal"))).toEqual([])
+    }))
+
   it.effect("a connection's credentials are never repeated in an error, however the path is spelled", () =>
     Effect.gen(function* () {
       const { token } = yield* givenMember()

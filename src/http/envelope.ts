@@ -62,6 +62,18 @@ export const currentRequest: Effect.Effect<RequestState> = Effect.withFiberRunti
 
 export const newRequestId = () => `req_${base62(20)}`
 
+/**
+ * The path a request asked for, without its query: the request target as sent, or of an absolute-form target
+ * (`GET http://host/v1/weather HTTP/1.1`, which the server routes by its path) its path only — what is logged and
+ * matched is the path served, not a host the client named.
+ */
+export const pathOf = (url: string): string => {
+  const path = url.split("?")[0] ?? "/"
+  if (path.startsWith("/")) return path
+  const match = /^[a-zA-Z][a-zA-Z0-9+.-]*:\/\/[^/]*(\/.*)?$/.exec(path)
+  return match === null ? path : match[1] ?? "/"
+}
+
 /** The longest path an error message quotes. */
 const MAX_QUOTED_PATH = 200
 
@@ -116,7 +128,7 @@ const toGatewayError = (
     return new InvalidRequest({ message: decodeMessage(error, state.secretPayload) })
   }
   if (error instanceof HttpServerError.RouteNotFound) {
-    const path = request.url.split("?")[0] ?? "/"
+    const path = pathOf(request.url)
     const allowed = routeTable.methodsFor(path)
     // the path's route answers this method, yet the router found none: a parameter of the path does not decode
     // (a percent-escape that is not UTF-8), which the router takes for no route
@@ -158,7 +170,7 @@ export const renderCause = (
   }
   return Effect.logError("unexpected failure", cause).pipe(
     // the path, as the request's line has it: never its query (a key sent there by mistake), nor a key in the path
-    Effect.annotateLogs({ request_id: state.requestId, method: request.method, url: clip(withoutApiKeys(request.url.split("?")[0] ?? "/"), MAX_QUOTED_PATH) }),
+    Effect.annotateLogs({ request_id: state.requestId, method: request.method, url: clip(withoutApiKeys(pathOf(request.url)), MAX_QUOTED_PATH) }),
     Effect.as(respond(
       new InternalError({
         message: `An internal error occurred; it has been logged. Retry, or quote request id ${state.requestId}.`
@@ -190,7 +202,7 @@ const logRequest = (
   clientClosed: boolean
 ) => {
   const status = response.status < 400 && state.code !== undefined ? statusOfCode.get(state.code) ?? response.status : response.status
-  const routine = ROUTINE_PATHS.has(request.url.split("?")[0] ?? "/")
+  const routine = ROUTINE_PATHS.has(pathOf(request.url))
   const level = status >= 500 ? LogLevel.Error : status >= 400 ? LogLevel.Warning : routine ? LogLevel.Debug : LogLevel.Info
   // below the minimum level (LOG_LEVEL=warn, say), the line's fields are not even built
   return Effect.withFiberRuntime((fiber) =>
@@ -209,7 +221,7 @@ const requestLine = (
   clientClosed: boolean
 ) => {
   const status = response.status
-  const path = request.url.split("?")[0] ?? "/"
+  const path = pathOf(request.url)
   const fields = {
     request_id: state.requestId,
     method: request.method,

@@ -24,6 +24,7 @@ import { ServerConfig } from "../config.js"
 import { Ledger } from "../services/Ledger.js"
 import { MetricsExporter } from "../services/Observability.js"
 import { clusterScrape } from "./clusterMetrics.js"
+import { pathOf } from "./envelope.js"
 import { creditsHeld, holdsOutstanding, poolConnections, processMemory, unlabelledCounters } from "../services/Telemetry.js"
 
 const READY_TIMEOUT = Duration.seconds(2)
@@ -81,7 +82,7 @@ export const OperationsLive = HttpApiBuilder.Router.use((router) =>
     // `//metrics` and `/metrics;x`, which a proxy's rule for the exact path lets through.
     const exactly = <E, R>(path: string, answer: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
       Effect.flatMap(HttpServerRequest.HttpServerRequest, (request): Effect.Effect<HttpServerResponse.HttpServerResponse, E | NotFound, R> => {
-        const asked = request.url.split("?")[0] ?? ""
+        const asked = pathOf(request.url)
         return asked === path
           ? answer
           : Effect.fail(new NotFound({ message: `No route ${request.method.slice(0, 20)} ${asked.slice(0, 200)}.` }))

@@ -279,6 +279,12 @@ const server = Config.all({
   /** Per-key default rate: sustained requests per second and burst; 0 turns it off. */
   rateLimitPerSecond: whole("RATE_LIMIT_PER_SECOND", 50, 0, MAX_RATE),
   rateLimitBurst: whole("RATE_LIMIT_BURST", 100, 0, MAX_RATE),
+  /**
+   * The most a key's own rate limit may be (what an org's member sets in the dashboard): sustained requests per
+   * second and burst. Never below the default above (the default always fits).
+   */
+  rateLimitMaxPerSecond: whole("RATE_LIMIT_MAX_PER_SECOND", 1_000, 1, MAX_RATE),
+  rateLimitMaxBurst: whole("RATE_LIMIT_MAX_BURST", 2_000, 1, MAX_RATE),
   /** Redis for the rate limit buckets, shared by every process using it; none: per-process memory. */
   redisUrl: Config.option(
     Config.redacted(setting("REDIS_URL")).pipe(Config.validate({

@@ -52,6 +52,8 @@ describe("refused at start, naming the variable", () => {
     ["ARTIFACT_RETENTION_SECONDS", "3155760001", "at most 3155760000"],
     ["RATE_LIMIT_PER_SECOND", "100001", "at most 100000"],
     ["RATE_LIMIT_BURST", "100001", "at most 100000"],
+    ["RATE_LIMIT_MAX_PER_SECOND", "0", "at least 1"],
+    ["RATE_LIMIT_MAX_BURST", "100001", "at most 100000"],
     ["SIGNUP_CREDITS", "9007199254740992", "at most 9007199254740991"],
     // decimal digits only
     ["PORT", "1e3", "decimal digits"],
@@ -241,7 +243,7 @@ describe("a variable set to nothing is unset", () => {
   it.effect("empty or blank: the default, not 0, nothing or an empty list", () =>
     Effect.gen(function* () {
       const names = [
-        "PORT", "HOST", "DATABASE_URL", "GATEWAY_DATA_DIR", "RATE_LIMIT_PER_SECOND", "RATE_LIMIT_BURST", "METRICS_TOKEN",
+        "PORT", "HOST", "DATABASE_URL", "GATEWAY_DATA_DIR", "RATE_LIMIT_PER_SECOND", "RATE_LIMIT_BURST", "RATE_LIMIT_MAX_PER_SECOND", "RATE_LIMIT_MAX_BURST", "METRICS_TOKEN",
         "REDIS_URL", "CORS_ORIGINS", "PUBLIC_URL", "HOLD_LEASE_MS", "IDEMPOTENCY_RETENTION_SECONDS", "LEDGER_SYNC",
         "SEARCH_PROVIDERS", "READ_PROVIDERS", "SSRF_ALLOW", "ALPHA_BASE_URL", "ALPHA_API_KEY", "PROVIDER_TIMEOUT_MS",
         "DEV_IDENTITY", "GATEWAY_BOOTSTRAP", "GATEWAY_ENCRYPTION_KEY", "FIREBASE_PROJECT_ID", "ZETA_API_VERSION"

@@ -128,6 +128,31 @@ layer(gatewayLayer({ server: { rateLimitPerSecond: 5, rateLimitBurst: 5 } }), { 
     }))
 })
 
+layer(gatewayLayer({ server: { rateLimitPerSecond: 5, rateLimitBurst: 5, rateLimitMaxPerSecond: 20, rateLimitMaxBurst: 30 } }), {
+  excludeTestServices: true
+})("the operator's maximum for a key's own rate", (it) => {
+  it.effect("a member sets a key's rate within RATE_LIMIT_MAX_PER_SECOND and RATE_LIMIT_MAX_BURST, not above", () =>
+    Effect.gen(function* () {
+      const member = yield* givenMember()
+      const over = { status: 400, type: "validation", code: "invalid_request", retryable: false, billable: false, message: "at most 20 requests per second with a burst of 30" } as const
+      // any member could give a key 100,000 a second: the operator's limit was the tenant's to lift
+      expectEnvelope(yield* dashboard("POST", "/v1/keys", member.token, { name: "fast", rate_limit: { per_second: 100_000, burst: 100_000 } }), over)
+      expectEnvelope(yield* dashboard("POST", "/v1/keys", member.token, { name: "bursty", rate_limit: { per_second: 20, burst: 31 } }), over)
+      const within = yield* dashboard("POST", "/v1/keys", member.token, { name: "within", rate_limit: { per_second: 20, burst: 30 } })
+      expect(within.status).toBe(201)
+      const id = Schema.decodeUnknownSync(Schema.Struct({ id: Schema.String }))(within.body).id
+      expectEnvelope(yield* dashboard("PATCH", `/v1/keys/${id}`, member.token, { rate_limit: { per_second: 21, burst: 30 } }), over)
+      expect((yield* dashboard("PATCH", `/v1/keys/${id}`, member.token, { rate_limit: { per_second: 2, burst: 3 } })).status).toBe(200)
+    }))
+
+  it.effect("a key whose own rate is above the maximum (set by the CLI, or before the maximum was lowered) is held to it", () =>
+    Effect.gen(function* () {
+      const answer = yield* callTool("weather", { q: 5 }, { key: yield* keyWithLimit(1_000, 1_000) })
+      // 20 a second with a burst of 30: said as 40 per 2 s
+      expect(answer.headers.get("ratelimit-policy")).toBe(`"key";q=40;w=2`)
+    }))
+})
+
 const redisUrl = process.env["TEST_REDIS_URL"] ?? ""
 if (redisUrl === "") console.log("Skipping the shared (Redis) rate limit tests: TEST_REDIS_URL is not set.")
 

@@ -18,7 +18,9 @@ import { isToolName } from "../domain/tools.js"
 import { Betas } from "../services/Betas.js"
 import { Connections } from "../services/Connections.js"
 import { Identity } from "../services/Identity.js"
-import { KeyStore } from "../services/KeyStore.js"
+import { type KeyRateLimit, KeyStore } from "../services/KeyStore.js"
+import { keyRateCap } from "../services/RateLimit.js"
+import { ServerConfig } from "../config.js"
 import { Orgs } from "../services/Orgs.js"
 import { Usage, type UsageRecord } from "../services/Usage.js"
 import { nowMillis, toDate } from "../services/time.js"
@@ -73,11 +75,21 @@ const expiryOf = (value: string | null | undefined) =>
 const rateLimitOf = (value: { readonly per_second: number; readonly burst: number } | null | undefined) =>
   value === undefined ? undefined : value === null ? null : { perSecond: value.per_second, burst: value.burst }
 
+/** A key's rate limit as a member sets it: within the operator's maximum (`keyRateCap`), else the caller's mistake. */
+const withinCap = (cap: KeyRateLimit, value: { readonly per_second: number; readonly burst: number } | null | undefined) =>
+  value === undefined || value === null || (value.per_second <= cap.perSecond && value.burst <= cap.burst)
+    ? Effect.void
+    : Effect.fail(new InvalidRequest({
+      message: `rate_limit: this gateway allows a key at most ${cap.perSecond} requests per second with a burst of ${cap.burst} ` +
+        `(RATE_LIMIT_MAX_PER_SECOND, RATE_LIMIT_MAX_BURST); asked: ${value.per_second} with a burst of ${value.burst}.`
+    }))
+
 export const DashboardLive = HttpApiBuilder.group(Api, "dashboard", (handlers) =>
   Effect.gen(function* () {
     const connections = yield* Connections
     const keys = yield* KeyStore
     const orgs = yield* Orgs
+    const cap = keyRateCap(yield* ServerConfig)
     const betas = yield* Betas
     const usage = yield* Usage
 
@@ -107,6 +119,7 @@ export const DashboardLive = HttpApiBuilder.group(Api, "dashboard", (handlers) =
       .handle("createKey", ({ payload }) =>
         Effect.gen(function* () {
           const { orgId } = yield* CurrentUser
+          yield* withinCap(cap, payload.rate_limit)
           const created = yield* keys.create(orgId, {
             name: payload.name,
             spendLimit: payload.monthly_spend_limit ?? null,
@@ -124,6 +137,7 @@ export const DashboardLive = HttpApiBuilder.group(Api, "dashboard", (handlers) =
       .handle("updateKey", ({ path, payload }) =>
         Effect.gen(function* () {
           const { orgId } = yield* CurrentUser
+          yield* withinCap(cap, payload.rate_limit)
           // another org's key is "not found", as for revoke
           return keyView(yield* keys.update(KeyId.make(path.id), orgId, {
             name: payload.name,

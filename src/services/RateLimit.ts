@@ -49,6 +49,21 @@ const exceeded = (perSecond: number, burst: number, quota: number, windowSeconds
 /** What a consumption of the shared store asks, and what the process's own buckets are asked the same. */
 type ConsumeOptions = Parameters<RateLimiter.RateLimiter["consume"]>[0]
 
+/**
+ * The most a key's own rate limit may be: `RATE_LIMIT_MAX_PER_SECOND` and `RATE_LIMIT_MAX_BURST`, never below the
+ * gateway's default rate and burst. A member of an org sets a key's rate within it (a shared gateway's limit is the
+ * operator's, not the tenant's); the limiter holds every key to it.
+ */
+export const keyRateCap = (config: {
+  readonly rateLimitPerSecond: number
+  readonly rateLimitBurst: number
+  readonly rateLimitMaxPerSecond: number
+  readonly rateLimitMaxBurst: number
+}): KeyRateLimit => ({
+  perSecond: Math.max(config.rateLimitMaxPerSecond, config.rateLimitPerSecond),
+  burst: Math.max(config.rateLimitMaxBurst, config.rateLimitBurst, config.rateLimitPerSecond)
+})
+
 export const make = Effect.gen(function* () {
   const config = yield* ServerConfig
   const limiter = yield* RateLimiter.RateLimiter
@@ -58,9 +73,16 @@ export const make = Effect.gen(function* () {
     ? { perSecond: config.rateLimitPerSecond, burst: Math.max(config.rateLimitBurst, config.rateLimitPerSecond, 1) }
     : null
 
+  // a key's own rate, held to the operator's maximum (a key set above it before the maximum was lowered, or by the CLI)
+  const cap = keyRateCap(config)
+  const capped = (own: KeyRateLimit): KeyRateLimit =>
+    own.perSecond <= cap.perSecond && own.burst <= cap.burst
+      ? own
+      : { perSecond: Math.min(own.perSecond, cap.perSecond), burst: Math.min(own.burst, cap.burst) }
+
   let lastWarned = Number.NEGATIVE_INFINITY
   const consume = (caller: Caller) => {
-    const policy = caller.rateLimit ?? defaults
+    const policy = caller.rateLimit === null ? defaults : capped(caller.rateLimit)
     if (policy === null) return Effect.succeed(undefined)
     const burst = Math.max(policy.burst, 1)
     // A bucket of `burst` tokens refilled at `perSecond`: the window is the time to refill it entirely.

@@ -484,6 +484,23 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.0/8"] } }), { excludeTest
       expect(Buffer.from((yield* artifacts.get({ orgId: owner.orgId, keyId: null }, ref.id)).data).equals(data)).toBe(true)
     }))
 
+  it.effect("a database that fails before the first chunk is a 500, retryable, not a 200 cut short", () =>
+    Effect.gen(function* () {
+      const owner = yield* givenOrg()
+      const sql = yield* SqlClient.SqlClient
+      const ref = yield* keptFile(owner, 1_000)
+      // what the file is can be read, its bytes cannot: the statement that reads them fails
+      yield* sql`ALTER TABLE artifacts RENAME COLUMN data TO data_away`.pipe(Effect.orDie)
+      const failed = yield* download(ref.url, owner.key).pipe(
+        Effect.ensuring(sql`ALTER TABLE artifacts RENAME COLUMN data_away TO data`.pipe(Effect.orDie))
+      )
+      expect({ status: failed.status, body: JSON.parse(failed.text) }).toMatchObject({
+        status: 500,
+        body: { error: { code: "internal_error", retryable: true } }
+      })
+      expect((yield* download(ref.url, owner.key)).status).toBe(200)
+    }))
+
   it.effect("an empty file: 200 with Content-Length 0, a Range served whole, HEAD likewise", () =>
     Effect.gen(function* () {
       const owner = yield* givenOrg()
@@ -537,6 +554,8 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.0/8"] } }), { excludeTest
       expect(yield* scrapeWith("data:image/png;charset=x;base64,aGk=")).toEqual({
         type: "image/png;charset=x", served: "image/png;charset=x", status: 200, text: "hi"
       })
+      // an empty parameter is a media type's too (it was application/octet-stream); a fragment is not the data
+      expect(yield* scrapeWith("data:text/plain;;base64,aGk=#f")).toEqual({ type: "text/plain;", served: "text/plain;", status: 200, text: "hi" })
     }))
 
   it.effect("a key limited to some tools reads only the files its own calls kept; a key with every tool reads all of its org's", () =>

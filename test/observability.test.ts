@@ -202,11 +202,21 @@ layer(gatewayLayer(), { excludeTestServices: true })("health and metrics", (it) 
       const started = performance.now()
       expectOk(yield* callTool("weather", { q: "Berlin" }, { key }))
       expect(performance.now() - started).toBeLessThan(2_000)
+      // probes whose clients give up (a kubelet waits 1 s), a second and more apart: each interrupted its own reading,
+      // whose statement went on waiting with its connection, and the next probe started another
+      const base = yield* baseUrl
+      for (let i = 0; i < 3; i++) {
+        yield* Effect.sleep("1100 millis")
+        yield* Effect.promise(() => fetch(`${base}/readyz`, { signal: AbortSignal.timeout(200) }).then(() => undefined, () => undefined))
+      }
+      const [{ n: late } = { n: 0 }] = yield* sql<{ readonly n: number }>`
+        SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%gateway_migrations%'`
       yield* Deferred.succeed(release, undefined)
       yield* Fiber.join(holder)
       const answers = yield* Fiber.join(probes)
       // one statement waited on the lock, and every probe got its answer (ready, once the lock was let go)
       expect(waiting[0]?.n).toBe(1)
+      expect(late).toBe(1)
       expect(new Set(answers.map((a) => a.text)).size).toBe(1)
     }))
 

@@ -365,7 +365,7 @@ const makeWorld = (options: WorldOptions = {}) =>
     const artifacts = Artifacts.of({
       store: () => Effect.dieMessage("no files in these tests"),
       find: () => Effect.dieMessage("no files in these tests"),
-      read: () => Stream.die("no files in these tests"),
+      read: () => Effect.dieMessage("no files in these tests"),
       get: () => Effect.dieMessage("no files in these tests"),
       list: () => Effect.dieMessage("no files in these tests"),
       purgeExpired: Effect.succeed(0)

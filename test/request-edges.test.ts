@@ -101,6 +101,8 @@ layer(gatewayLayer({ server: { headersTimeoutMs: 500, requestTimeoutMs: 1_000, k
       // it was logged as "http://admin.internal.example/v1/tools"
       expect(paths).toContain("/v1/tools")
       expect(paths.filter((p) => p?.includes("admin.internal"))).toEqual([])
+      // a scheme the router does not read is no route (it was told its percent-escapes do not decode)
+      expect(yield* statusOf("HTTP://admin.internal.example/v1/tools")).toBe("HTTP/1.1 404 Not Found")
     }))
 
   it.effect("a connection's credentials are never repeated in an error, however the path is spelled", () =>

@@ -11,6 +11,9 @@ import { truncate } from "../src/providers/text.js"
 import { canonicalJson, fingerprint, validateKey } from "../src/services/Idempotency.js"
 import { decodeText, upstreamMessage } from "../src/services/ProviderClient.js"
 import { charsetOf } from "../src/domain/contentType.js"
+import { withoutApiKeys } from "../src/domain/ids.js"
+import { mediaTypeOf } from "../src/services/Artifacts.js"
+import { parseDataUrl } from "../src/providers/common.js"
 import { base62 } from "../src/services/random.js"
 import { makePolicy, refusedAddress, refusedUrl } from "../src/services/Ssrf.js"
 import { millisToNextMonth, monthOf } from "../src/services/time.js"
@@ -185,5 +188,33 @@ describe("an upstream answer's charset", () => {
     }
     expect(charsetOf("text/plain; charset=\"utf-8   \"")).toBe("utf-8")
     expect(decodeText(Buffer.from("café"), "application/problem+json; charset=iso-8859-1")).toBe("café")
+  })
+})
+
+describe("what is said of an API key, a media type, a data: URL", () => {
+  it("an API key is shortened wherever it is in a text, whatever follows it", () => {
+    const key = `tg_${"A1b2".repeat(8)}`
+    expect(withoutApiKeys(`/v1/keys/${key}`)).toBe("/v1/keys/tg_A1b2…")
+    // followed by a letter or digit, it was left whole
+    expect(withoutApiKeys(`/v1/keys/${key}x9`)).toBe("/v1/keys/tg_A1b2…")
+    expect(withoutApiKeys("tg_short")).toBe("tg_short")
+  })
+
+  it("a media type as RFC 9110 writes one, an empty parameter included; anything else application/octet-stream", () => {
+    for (const valid of ["image/png", "text/html;", "application/json; charset=utf-8;", "text/html; ; charset=utf-8", 'text/plain; name="a b"']) {
+      expect(mediaTypeOf(valid), valid).toBe(valid)
+    }
+    for (const invalid of ["", "text", "text/plain\r\nSet-Cookie: a=b", "image/p\u00e9ng", "a/b; c"]) {
+      expect(mediaTypeOf(invalid), invalid).toBe("application/octet-stream")
+    }
+  })
+
+  it("a data: URL as the URL standard reads it: its fragment not data, no type text/plain, spaces around it dropped", () => {
+    expect(Buffer.from(parseDataUrl("data:image/png;base64,aGk=#frag")?.data ?? []).toString()).toBe("hi")
+    expect(Buffer.from(parseDataUrl("data:,hi#x")?.data ?? []).toString()).toBe("hi")
+    expect(parseDataUrl("data:,hi")?.contentType).toBe("text/plain;charset=US-ASCII")
+    expect(parseDataUrl("data:;charset=utf-8,hi")?.contentType).toBe("text/plain;charset=utf-8")
+    expect(parseDataUrl("  data:text/plain,hi ")?.contentType).toBe("text/plain")
+    expect(Buffer.from(parseDataUrl("data:text/plain,%E0%A4%A")?.data ?? []).toString("latin1")).toBe("\u00e0\u00a4%A")
   })
 })

@@ -78,9 +78,11 @@ export const ArtifactsLive = HttpApiBuilder.group(Api, "artifacts", (handlers) =
         // Once the headers are out, a failure can only cut the answer off: the connection is closed, so the client
         // sees a download shorter than its Content-Length, never a shorter file that looks whole.
         const socket = NodeHttpServerRequest.toIncomingMessage(request).socket
-        const body = length === 0
+        // (the first chunk is read here, before the headers: a database that fails is a 500, not a cut-off 200; HEAD
+        // reads none, the server writing no body)
+        const body = length === 0 || request.method === "HEAD"
           ? Stream.empty
-          : artifacts.read(reader, ref, { start, end }).pipe(Stream.tapErrorCause(() => Effect.sync(() => socket.destroy())))
+          : (yield* artifacts.read(reader, ref, { start, end })).pipe(Stream.tapErrorCause(() => Effect.sync(() => socket.destroy())))
         return HttpServerResponse.stream(body, {
           status: range === undefined ? 200 : 206,
           contentType: ref.content_type,

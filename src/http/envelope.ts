@@ -70,7 +70,8 @@ export const newRequestId = () => `req_${base62(20)}`
 export const pathOf = (url: string): string => {
   const path = url.split("?")[0] ?? "/"
   if (path.startsWith("/")) return path
-  const match = /^[a-zA-Z][a-zA-Z0-9+.-]*:\/\/[^/]*(\/.*)?$/.exec(path)
+  // as the router reads one: `http://` or `https://`, as written (find-my-way's own pattern)
+  const match = /^https?:\/\/[^/]*(\/.*)?$/.exec(path)
   return match === null ? path : match[1] ?? "/"
 }
 
@@ -80,7 +81,7 @@ const MAX_QUOTED_PATH = 200
 /** A method the path's routes do not answer, and the ones they do (`Allow`). */
 export const methodNotAllowed = (method: string, path: string, allowed: ReadonlyArray<string>) =>
   new MethodNotAllowed({
-    message: `${clip(method, 20)} is not allowed on ${clip(path, MAX_QUOTED_PATH)}; use ${allowed.join(", ")}.`,
+    message: `${clip(method, 20)} is not allowed on ${clip(withoutApiKeys(path), MAX_QUOTED_PATH)}; use ${allowed.join(", ")}.`,
     allow: allowed.join(", ")
   })
 
@@ -134,13 +135,13 @@ const toGatewayError = (
     // (a percent-escape that is not UTF-8), which the router takes for no route
     if (allowed.includes(request.method) || (request.method === "HEAD" && allowed.includes("GET"))) {
       return new InvalidRequest({
-        message: `The path ${clip(path, MAX_QUOTED_PATH)} does not decode: a percent-escape in it is not UTF-8.`
+        message: `The path ${clip(withoutApiKeys(path), MAX_QUOTED_PATH)} does not decode: a percent-escape in it is not UTF-8.`
       })
     }
     if (allowed.length > 0) {
       return methodNotAllowed(request.method, path, allowed)
     }
-    return new NotFound({ message: `No route ${clip(request.method, 20)} ${clip(path, MAX_QUOTED_PATH)}.` })
+    return new NotFound({ message: `No route ${clip(request.method, 20)} ${clip(withoutApiKeys(path), MAX_QUOTED_PATH)}.` })
   }
   if (error instanceof HttpServerError.RequestError) return unreadableBody(error, maxBodyBytes)
   return undefined

@@ -10,7 +10,9 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqlSchema from "@effect/sql/SqlSchema"
+import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
+import * as Fiber from "effect/Fiber"
 import * as Effect from "effect/Effect"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
@@ -20,6 +22,7 @@ import * as Crypto from "node:crypto"
 import { DatabasePool } from "../db/Database.js"
 import { migrationCount } from "../db/migrations/index.js"
 import { InvalidToken, NotFound, NotReady } from "../domain/errors.js"
+import { withoutApiKeys } from "../domain/ids.js"
 import { ServerConfig } from "../config.js"
 import { Ledger } from "../services/Ledger.js"
 import { MetricsExporter } from "../services/Observability.js"
@@ -28,8 +31,27 @@ import { pathOf } from "./envelope.js"
 import { creditsHeld, holdsOutstanding, poolConnections, processMemory, unlabelledCounters } from "../services/Telemetry.js"
 
 const READY_TIMEOUT = Duration.seconds(2)
-/** How long a reading of the database (readiness, the holds' gauges) answers every probe and scrape that asks. */
-const READINESS_TTL = Duration.seconds(1)
+/** How long a reading of the database (readiness, the holds' gauges) answers every probe and scrape after it ended. */
+const READING_TTL_MS = 1_000
+
+/**
+ * A reading of the database shared by every caller: at most one runs at a time, in a fiber of its own that a caller
+ * who leaves (a probe whose client hung up) does not interrupt, and its answer is kept for `READING_TTL_MS` after it
+ * ended. A caller waits for it `READY_TIMEOUT` at most, then answers `late`; the reading goes on, and its answer is
+ * the next callers'. So probes and scrapes, however many and however impatient, hold one pooled connection at most.
+ */
+const sharedReading = <A>(read: Effect.Effect<A>, late: A) =>
+  Effect.sync(() => {
+    let last: { readonly at: number; readonly value: A } | undefined
+    let running: Fiber.RuntimeFiber<A> | undefined
+    const kept = (value: A) => Effect.map(Clock.currentTimeMillis, (at) => void (last = { at, value }))
+    return Effect.gen(function* () {
+      const now = yield* Clock.currentTimeMillis
+      if (last !== undefined && now - last.at < READING_TTL_MS) return last.value
+      running ??= yield* Effect.forkDaemon(Effect.tap(read, kept).pipe(Effect.ensuring(Effect.sync(() => (running = undefined)))))
+      return yield* Fiber.join(running).pipe(Effect.timeout(READY_TIMEOUT), Effect.orElseSucceed(() => late))
+    })
+  })
 
 const poolGauge = (state: string) => Metric.tagged(poolConnections, "state", state)
 const memoryGauges = {
@@ -56,10 +78,10 @@ export const OperationsLive = HttpApiBuilder.Router.use((router) =>
       execute: () => sql`SELECT count(*)::int AS applied FROM gateway_migrations`
     })
 
-    // One reading a second, shared by every probe meanwhile (and by those that arrive while it runs): a probe needs no
-    // key, and while a statement waits (a migration holding its table's lock, a slow database) each probe's own
-    // statement held a pooled connection — twenty probes at once took the pool, and every tool call failed.
-    const checkDatabase = yield* Effect.cachedWithTTL(countApplied(undefined).pipe(
+    // One reading at a time, shared by every probe (sharedReading): a probe needs no key, and while a statement waits
+    // (a migration holding its table's lock, a slow database) each probe's own statement held a pooled connection —
+    // twenty probes at once took the pool, and every tool call failed.
+    const checkDatabase = yield* sharedReading(countApplied(undefined).pipe(
       // an answer of another shape is a bug, not an unreachable database
       Effect.catchTag("ParseError", Effect.die),
       Effect.map((row) => {
@@ -68,15 +90,8 @@ export const OperationsLive = HttpApiBuilder.Router.use((router) =>
           ? { ok: true, database: "ok", migrations: `${applied} applied` }
           : { ok: false, database: "ok", migrations: `${applied} of ${migrationCount} applied` }
       }),
-      Effect.timeoutFail({ duration: READY_TIMEOUT, onTimeout: () => "timed out" }),
-      Effect.catchAll((e) =>
-        Effect.succeed({
-          ok: false,
-          database: `unreachable (${typeof e === "string" ? e : "connection failed"})`,
-          migrations: "unknown"
-        })
-      )
-    ), READINESS_TTL)
+      Effect.catchAll(() => Effect.succeed({ ok: false, database: "unreachable (connection failed)", migrations: "unknown" }))
+    ), { ok: false, database: "unreachable (timed out)", migrations: "unknown" })
 
     // The operations endpoints answer at their own path only: the router also takes `/METRICS`, `/metrics/`,
     // `//metrics` and `/metrics;x`, which a proxy's rule for the exact path lets through.
@@ -85,7 +100,7 @@ export const OperationsLive = HttpApiBuilder.Router.use((router) =>
         const asked = pathOf(request.url)
         return asked === path
           ? answer
-          : Effect.fail(new NotFound({ message: `No route ${request.method.slice(0, 20)} ${asked.slice(0, 200)}.` }))
+          : Effect.fail(new NotFound({ message: `No route ${request.method.slice(0, 20)} ${withoutApiKeys(asked).slice(0, 200)}.` }))
       })
 
     yield* router.get("/healthz", exactly("/healthz", Effect.succeed(HttpServerResponse.unsafeJson({ status: "ok" }))))
@@ -102,7 +117,7 @@ export const OperationsLive = HttpApiBuilder.Router.use((router) =>
     )
 
     // the holds' gauges, read as readiness is: once a second at most, shared
-    const pendingHolds = yield* Effect.cachedWithTTL(ledger.pendingHolds.pipe(Effect.timeout(READY_TIMEOUT), Effect.option), READINESS_TTL)
+    const pendingHolds = yield* sharedReading(Effect.option(ledger.pendingHolds), Option.none())
 
     // Gauges that describe shared state are read when scraped (the database may be down: then they keep
     // their last value and the scrape still answers).

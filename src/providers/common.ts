@@ -220,13 +220,21 @@ export type AccountTool<T extends ToolName, P extends keyof Credentials> = Provi
  * followed by two hex digits kept as it is (never an error: the provider's answer is taken as the standard reads it).
  * The media type is the one `Artifacts.store` keeps (a malformed one, `application/octet-stream`).
  */
-export const parseDataUrl = (url: string): { readonly contentType: string; readonly data: Uint8Array } | undefined => {
+export const parseDataUrl = (given: string): { readonly contentType: string; readonly data: Uint8Array } | undefined => {
+  // the URL parser's own steps: C0 controls and spaces around it dropped, the fragment not part of the data
+  let start = 0
+  let end = given.length
+  while (start < end && given.charCodeAt(start) <= 0x20) start++
+  while (end > start && given.charCodeAt(end - 1) <= 0x20) end--
+  const url = given.slice(start, end).split("#")[0] ?? ""
   if (!/^data:/i.test(url)) return undefined
   const comma = url.indexOf(",")
   if (comma < 0) return undefined
   const meta = url.slice(5, comma)
   const base64 = /;[ \t]*base64[ \t]*$/i.exec(meta)
-  const contentType = (base64 === null ? meta : meta.slice(0, base64.index)).trim()
+  const named = (base64 === null ? meta : meta.slice(0, base64.index)).trim()
+  // no type, or parameters alone: text/plain, as the standard reads it
+  const contentType = named === "" ? "text/plain;charset=US-ASCII" : named.startsWith(";") ? `text/plain${named}` : named
   const bytes = percentDecode(url.slice(comma + 1))
   const data = base64 === null ? bytes : Buffer.from(Buffer.from(bytes).toString("latin1").replace(/[\t\n\f\r ]/g, ""), "base64")
   return { contentType, data }

@@ -68,11 +68,12 @@ export const FILE_CHUNKS_AT_ONCE = 4
 
 const TOKEN = "[!#$%&'*+.^_`|~0-9A-Za-z-]+"
 const QUOTED = '"(?:[\\t \\x21\\x23-\\x5B\\x5D-\\x7E\\x80-\\xFF]|\\\\[\\t \\x20-\\x7E\\x80-\\xFF])*"'
-const MEDIA_TYPE = new RegExp(`^${TOKEN}/${TOKEN}(?:[ \\t]*;[ \\t]*${TOKEN}=(?:${TOKEN}|${QUOTED}))*$`)
+// (a parameter may be empty: `text/html;`, `a/b; ; c=d`, as RFC 9110 writes `*( OWS ";" OWS [ parameter ] )`)
+const MEDIA_TYPE = new RegExp(`^${TOKEN}/${TOKEN}(?:[ \\t]*;[ \\t]*(?:${TOKEN}=(?:${TOKEN}|${QUOTED}))?)*$`)
 
 /**
  * The `Content-Type` a file is kept and served with: the media type given, as RFC 9110 §8.3.1 writes one
- * (`type/subtype`, then `; name=value` parameters, a value a token or a quoted string), its surrounding space
+ * (`type/subtype`, then `; name=value` parameters, a value a token or a quoted string, a parameter may be empty), its surrounding space
  * trimmed; anything else (a line break, a character outside Latin-1, a missing subtype, nothing) is
  * `application/octet-stream`. What a provider names is never sent as a header unchecked.
  */
@@ -110,10 +111,15 @@ export class Artifacts extends Context.Tag("Artifacts")<Artifacts, {
   /** A file the reader sees, if it has not expired: what it is, without its bytes. */
   readonly find: (reader: ArtifactReader, id: string) => Effect.Effect<ArtifactRef, NotFound>
   /**
-   * Bytes `start` to `end` (inclusive) of a file `find` answered, a chunk at a time as the stream is read. A file
+   * Bytes `start` to `end` (inclusive) of a file `find` answered: the first chunk read now (a database that fails is
+   * this effect's defect, before any answer is written), the rest a chunk at a time as the stream is read. A file
    * purged meanwhile fails the stream (a defect: the answer is cut off).
    */
-  readonly read: (reader: ArtifactReader, ref: ArtifactRef, range: { readonly start: number; readonly end: number }) => Stream.Stream<Uint8Array>
+  readonly read: (
+    reader: ArtifactReader,
+    ref: ArtifactRef,
+    range: { readonly start: number; readonly end: number }
+  ) => Effect.Effect<Stream.Stream<Uint8Array>>
   /** A whole file the reader sees, if it has not expired, read a chunk at a time. */
   readonly get: (reader: ArtifactReader, id: string) => Effect.Effect<StoredArtifact, NotFound>
   /** The files the reader sees that have not expired, newest first, `limit` at a time (without their bytes). */
@@ -304,12 +310,16 @@ export const make = Effect.gen(function* () {
       }))
     )
 
-  const read = (reader: ArtifactReader, ref: ArtifactRef, range: { readonly start: number; readonly end: number }) =>
-    Stream.paginateEffect(range.start, (from) => {
-      const length = Math.min(FILE_CHUNK_BYTES, range.end + 1 - from)
-      const next = from + length
-      return Effect.map(chunk(reader, ref, from, length), (data) => [data, next <= range.end ? Option.some(next) : Option.none()] as const)
-    }).pipe(Stream.filter((data) => data.length > 0))
+  const read = (reader: ArtifactReader, ref: ArtifactRef, range: { readonly start: number; readonly end: number }) => {
+    const lengthFrom = (from: number) => Math.min(FILE_CHUNK_BYTES, range.end + 1 - from)
+    const after = range.start + lengthFrom(range.start)
+    const rest = after > range.end ? Stream.empty : Stream.paginateEffect(after, (from) => {
+      const next = from + lengthFrom(from)
+      return Effect.map(chunk(reader, ref, from, lengthFrom(from)), (data) => [data, next <= range.end ? Option.some(next) : Option.none()] as const)
+    })
+    return Effect.map(chunk(reader, ref, range.start, lengthFrom(range.start)), (first) =>
+      Stream.concat(Stream.make(first), rest).pipe(Stream.filter((data) => data.length > 0)))
+  }
 
   const get = (reader: ArtifactReader, id: string) =>
     Effect.gen(function* () {

@@ -468,6 +468,33 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.0/8"] } }), { excludeTest
       expect(file.status).toBe(206)
     }).pipe(Effect.scoped))
 
+  it.effect("one org's many downloads at once do not queue another org's behind theirs", () =>
+    Effect.gen(function* () {
+      const busy = yield* givenOrg()
+      const other = yield* givenOrg()
+      const big = yield* keptFile(busy, 2 * 1024 * 1024)
+      const small = yield* keptFile(other, 1024 * 1024)
+      const base = yield* baseUrl
+      const { share } = yield* Effect.promise(async () => {
+        let received = 0
+        const total = 40 * big.bytes
+        const downloads = Promise.all(Array.from({ length: 40 }, async () => {
+          const response = await fetch(`${base}${big.url}`, { headers: { "x-api-key": busy.key } })
+          for await (const part of response.body ?? []) received += part.byteLength
+        }))
+        await new Promise((resolve) => setTimeout(resolve, 100))
+        const response = await fetch(`${base}${small.url}`, { headers: { "x-api-key": other.key } })
+        await response.arrayBuffer()
+        // how far the busy org's downloads had got when the other org's had all of its file
+        const share = received / total
+        await downloads
+        return { share }
+      })
+      // in the process's one queue each of the other org's four chunks waited behind forty of the busy org's: the busy
+      // org had 83% of its bytes when the other had its file (about 30% now, the busy org's two readers still going)
+      expect(share).toBeLessThan(0.6)
+    }))
+
   it.effect("a whole file read in chunks comes back byte for byte, and a range across chunks too", () =>
     Effect.gen(function* () {
       const owner = yield* givenOrg()

@@ -5,8 +5,8 @@
  * files that have not expired: a file past it is not kept (`artifact_quota_exceeded`, and its call is not charged).
  *
  * A file is read a chunk at a time (`FILE_CHUNK_BYTES`, a statement each, `FILE_CHUNKS_AT_ONCE` of a process's at
- * once): a download holds no pooled connection while its client reads, at most a chunk of memory, and a range or
- * a conditional request reads only what it answers (the column is stored uncompressed, migration 0022, so a
+ * once, `FILE_CHUNKS_PER_ORG` of an org's): a download holds no pooled connection while its client reads, at most a
+ * chunk of memory, and a range or a conditional request reads only what it answers (the column is stored uncompressed, migration 0022, so a
  * chunk is read without the rest of the file). A key whose tools are limited (`allowed_tools`) reads only the files
  * its own calls kept; a key with every tool reads all of its org's.
  */
@@ -65,6 +65,8 @@ export const FILE_CHUNK_BYTES = 256 * 1024
  * (20) than this, however many downloads run, so other statements always find one.
  */
 export const FILE_CHUNKS_AT_ONCE = 4
+/** How many of those one org's downloads take at once: the others' wait only for the chunks being read. */
+export const FILE_CHUNKS_PER_ORG = 2
 
 const TOKEN = "[!#$%&'*+.^_`|~0-9A-Za-z-]+"
 const QUOTED = '"(?:[\\t \\x21\\x23-\\x5B\\x5D-\\x7E\\x80-\\xFF]|\\\\[\\t \\x20-\\x7E\\x80-\\xFF])*"'
@@ -300,9 +302,15 @@ export const make = Effect.gen(function* () {
   // A chunk's statement is not interrupted when its client hangs up: it ends within a chunk's time, and its permit
   // is held until then (an interrupted statement would run to its end anyway, its permit given to another chunk
   // beside it: src/db/Database.ts). A permit a chunk, not a download: a client that stops reading holds none.
+  //
+  // An org's chunks wait their own turn first (`FILE_CHUNKS_PER_ORG` at once): one org's many downloads queued every
+  // other org's behind theirs in the process's one queue, and now take at most that many of its readers.
   const chunks = yield* Effect.makeSemaphore(FILE_CHUNKS_AT_ONCE)
+  const orgChunks = yield* RcMap.make({ lookup: (_: OrgId) => Effect.makeSemaphore(FILE_CHUNKS_PER_ORG) })
+  const inTurn = <A, E>(orgId: OrgId, read: Effect.Effect<A, E>) =>
+    Effect.scoped(Effect.flatMap(RcMap.get(orgChunks, orgId), (turn) => turn.withPermits(1)(chunks.withPermits(1)(read))))
   const chunk = (reader: ArtifactReader, ref: ArtifactRef, from: number, length: number) =>
-    chunks.withPermits(1)(Effect.uninterruptible(findChunk({ id: ref.id, orgId: reader.orgId, from, length }))).pipe(
+    inTurn(reader.orgId, Effect.uninterruptible(findChunk({ id: ref.id, orgId: reader.orgId, from, length }))).pipe(
       Effect.orDie,
       Effect.flatMap(Option.match({
         onNone: () => Effect.dieMessage(`artifact ${ref.id} was purged while it was read`),

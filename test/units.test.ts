@@ -10,9 +10,8 @@ import { deeperThan, jsonProblem } from "../src/domain/json.js"
 import { truncate } from "../src/providers/text.js"
 import { canonicalJson, fingerprint, validateKey } from "../src/services/Idempotency.js"
 import { decodeText, upstreamMessage } from "../src/services/ProviderClient.js"
-import { charsetOf } from "../src/domain/contentType.js"
+import { charsetOf, checkedContentType } from "../src/domain/contentType.js"
 import { withoutApiKeys } from "../src/domain/ids.js"
-import { mediaTypeOf } from "../src/services/Artifacts.js"
 import { parseDataUrl } from "../src/providers/common.js"
 import { base62 } from "../src/services/random.js"
 import { makePolicy, refusedAddress, refusedUrl } from "../src/services/Ssrf.js"
@@ -202,10 +201,10 @@ describe("what is said of an API key, a media type, a data: URL", () => {
 
   it("a media type as RFC 9110 writes one, an empty parameter included; anything else application/octet-stream", () => {
     for (const valid of ["image/png", "text/html;", "application/json; charset=utf-8;", "text/html; ; charset=utf-8", 'text/plain; name="a b"']) {
-      expect(mediaTypeOf(valid), valid).toBe(valid)
+      expect(checkedContentType(valid), valid).toBe(valid)
     }
     for (const invalid of ["", "text", "text/plain\r\nSet-Cookie: a=b", "image/p\u00e9ng", "a/b; c"]) {
-      expect(mediaTypeOf(invalid), invalid).toBe("application/octet-stream")
+      expect(checkedContentType(invalid), invalid).toBe("application/octet-stream")
     }
   })
 

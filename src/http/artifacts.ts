@@ -9,12 +9,12 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
 import { RangeNotSatisfiable } from "../domain/errors.js"
 import { Artifacts, readerOf } from "../services/Artifacts.js"
 import { Api, CurrentCaller } from "./Api.js"
+import { cutOffOnFailure } from "./envelope.js"
 
 /** The byte range a `Range` header asks for: undefined for the whole file, "unsatisfiable" when it cannot be served. */
 export const parseRange = (header: string | undefined, size: number): { start: number; end: number } | undefined | "unsatisfiable" => {
@@ -75,14 +75,11 @@ export const ArtifactsLive = HttpApiBuilder.group(Api, "artifacts", (handlers) =
         }
         const { start, end } = range ?? { start: 0, end: size - 1 }
         const length = end + 1 - start
-        // Once the headers are out, a failure can only cut the answer off: the connection is closed, so the client
-        // sees a download shorter than its Content-Length, never a shorter file that looks whole.
-        const socket = NodeHttpServerRequest.toIncomingMessage(request).socket
         // (the first chunk is read here, before the headers: a database that fails is a 500, not a cut-off 200; HEAD
         // reads none, the server writing no body)
         const body = length === 0 || request.method === "HEAD"
           ? Stream.empty
-          : (yield* artifacts.read(reader, ref, { start, end })).pipe(Stream.tapErrorCause(() => Effect.sync(() => socket.destroy())))
+          : cutOffOnFailure(request, yield* artifacts.read(reader, ref, { start, end }))
         return HttpServerResponse.stream(body, {
           status: range === undefined ? 200 : 206,
           contentType: ref.content_type,

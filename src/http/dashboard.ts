@@ -4,7 +4,6 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -26,6 +25,7 @@ import { Usage, type UsageRecord } from "../services/Usage.js"
 import { nowMillis, toDate } from "../services/time.js"
 import { connectionView, keyView, orgView } from "../views.js"
 import { Api, CurrentUser } from "./Api.js"
+import { cutOffOnFailure } from "./envelope.js"
 
 const iso = (d: Date) => d.toISOString()
 
@@ -185,10 +185,7 @@ export const DashboardLive = HttpApiBuilder.group(Api, "dashboard", (handlers) =
           }
           if (csv) {
             const exported = yield* usage.export(orgId, { ...filter, max: USAGE_CSV_MAX })
-            // Once the headers are out, a failure can only cut the answer off: the connection is closed without
-            // the body's last chunk, so the client sees an incomplete download, not a shorter file that looks whole.
-            const socket = NodeHttpServerRequest.toIncomingMessage(yield* HttpServerRequest.HttpServerRequest).socket
-            const body = csvOf(exported.records).pipe(Stream.tapErrorCause(() => Effect.sync(() => socket.destroy())))
+            const body = cutOffOnFailure(yield* HttpServerRequest.HttpServerRequest, csvOf(exported.records))
             return HttpServerResponse.stream(body, {
               contentType: "text/csv; charset=utf-8",
               headers: {

@@ -18,6 +18,7 @@ import * as FiberRef from "effect/FiberRef"
 import * as HashMap from "effect/HashMap"
 import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
+import * as Stream from "effect/Stream"
 import {
   envelope,
   envelopeOf,
@@ -75,13 +76,29 @@ export const pathOf = (url: string): string => {
   return match === null ? path : match[1] ?? "/"
 }
 
+/**
+ * A streamed answer's body that closes the request's connection if it fails: once the headers are out a failure can
+ * only cut the answer off, and the client then sees an incomplete download, never a shorter one that looks whole.
+ */
+export const cutOffOnFailure = <A, E, R>(request: HttpServerRequest.HttpServerRequest, body: Stream.Stream<A, E, R>) => {
+  const socket = NodeHttpServerRequest.toIncomingMessage(request).socket
+  return Stream.tapErrorCause(body, () => Effect.sync(() => socket.destroy()))
+}
+
 /** The longest path an error message quotes. */
 const MAX_QUOTED_PATH = 200
+
+/** A path as a message or a log line quotes it: an API key in it shortened first, then cut to its longest. */
+const quotedPath = (path: string): string => clip(withoutApiKeys(path), MAX_QUOTED_PATH)
+
+/** No route answers this method and path. */
+export const noRoute = (method: string, path: string): NotFound =>
+  new NotFound({ message: `No route ${clip(method, 20)} ${quotedPath(path)}.` })
 
 /** A method the path's routes do not answer, and the ones they do (`Allow`). */
 export const methodNotAllowed = (method: string, path: string, allowed: ReadonlyArray<string>) =>
   new MethodNotAllowed({
-    message: `${clip(method, 20)} is not allowed on ${clip(withoutApiKeys(path), MAX_QUOTED_PATH)}; use ${allowed.join(", ")}.`,
+    message: `${clip(method, 20)} is not allowed on ${quotedPath(path)}; use ${allowed.join(", ")}.`,
     allow: allowed.join(", ")
   })
 
@@ -135,13 +152,13 @@ const toGatewayError = (
     // (a percent-escape that is not UTF-8), which the router takes for no route
     if (allowed.includes(request.method) || (request.method === "HEAD" && allowed.includes("GET"))) {
       return new InvalidRequest({
-        message: `The path ${clip(withoutApiKeys(path), MAX_QUOTED_PATH)} does not decode: a percent-escape in it is not UTF-8.`
+        message: `The path ${quotedPath(path)} does not decode: a percent-escape in it is not UTF-8.`
       })
     }
     if (allowed.length > 0) {
       return methodNotAllowed(request.method, path, allowed)
     }
-    return new NotFound({ message: `No route ${clip(request.method, 20)} ${clip(withoutApiKeys(path), MAX_QUOTED_PATH)}.` })
+    return noRoute(request.method, path)
   }
   if (error instanceof HttpServerError.RequestError) return unreadableBody(error, maxBodyBytes)
   return undefined
@@ -171,7 +188,7 @@ export const renderCause = (
   }
   return Effect.logError("unexpected failure", cause).pipe(
     // the path, as the request's line has it: never its query (a key sent there by mistake), nor a key in the path
-    Effect.annotateLogs({ request_id: state.requestId, method: request.method, url: clip(withoutApiKeys(pathOf(request.url)), MAX_QUOTED_PATH) }),
+    Effect.annotateLogs({ request_id: state.requestId, method: request.method, url: quotedPath(pathOf(request.url)) }),
     Effect.as(respond(
       new InternalError({
         message: `An internal error occurred; it has been logged. Retry, or quote request id ${state.requestId}.`
@@ -226,7 +243,7 @@ const requestLine = (
   const fields = {
     request_id: state.requestId,
     method: request.method,
-    path: clip(withoutApiKeys(path), MAX_QUOTED_PATH),
+    path: quotedPath(path),
     status,
     code: state.code ?? (response.headers["idempotent-replayed"] === "true" ? "replayed" : "ok"),
     org_id: facts.orgId ?? null,

@@ -21,13 +21,12 @@ import * as Schema from "effect/Schema"
 import * as Crypto from "node:crypto"
 import { DatabasePool } from "../db/Database.js"
 import { migrationCount } from "../db/migrations/index.js"
-import { InvalidToken, NotFound, NotReady } from "../domain/errors.js"
-import { withoutApiKeys } from "../domain/ids.js"
+import { InvalidToken, type NotFound, NotReady } from "../domain/errors.js"
 import { ServerConfig } from "../config.js"
 import { Ledger } from "../services/Ledger.js"
 import { MetricsExporter } from "../services/Observability.js"
 import { clusterScrape } from "./clusterMetrics.js"
-import { pathOf } from "./envelope.js"
+import { noRoute, pathOf } from "./envelope.js"
 import { creditsHeld, holdsOutstanding, poolConnections, processMemory, unlabelledCounters } from "../services/Telemetry.js"
 
 const READY_TIMEOUT = Duration.seconds(2)
@@ -100,7 +99,7 @@ export const OperationsLive = HttpApiBuilder.Router.use((router) =>
         const asked = pathOf(request.url)
         return asked === path
           ? answer
-          : Effect.fail(new NotFound({ message: `No route ${request.method.slice(0, 20)} ${withoutApiKeys(asked).slice(0, 200)}.` }))
+          : Effect.fail(noRoute(request.method, asked))
       })
 
     yield* router.get("/healthz", exactly("/healthz", Effect.succeed(HttpServerResponse.unsafeJson({ status: "ok" }))))

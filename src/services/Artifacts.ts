@@ -21,6 +21,7 @@ import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as Crypto from "node:crypto"
 import { ArtifactQuotaExceeded, NotFound, ProviderResponseTooLarge } from "../domain/errors.js"
+import { checkedContentType } from "../domain/contentType.js"
 import type { KeyId, OrgId } from "../domain/ids.js"
 import { ProvidersConfig, ServerConfig } from "../config.js"
 import { randomId } from "./random.js"
@@ -68,21 +69,6 @@ export const FILE_CHUNKS_AT_ONCE = 4
 /** How many of those one org's downloads take at once: the others' wait only for the chunks being read. */
 export const FILE_CHUNKS_PER_ORG = 2
 
-const TOKEN = "[!#$%&'*+.^_`|~0-9A-Za-z-]+"
-const QUOTED = '"(?:[\\t \\x21\\x23-\\x5B\\x5D-\\x7E\\x80-\\xFF]|\\\\[\\t \\x20-\\x7E\\x80-\\xFF])*"'
-// (a parameter may be empty: `text/html;`, `a/b; ; c=d`, as RFC 9110 writes `*( OWS ";" OWS [ parameter ] )`)
-const MEDIA_TYPE = new RegExp(`^${TOKEN}/${TOKEN}(?:[ \\t]*;[ \\t]*(?:${TOKEN}=(?:${TOKEN}|${QUOTED}))?)*$`)
-
-/**
- * The `Content-Type` a file is kept and served with: the media type given, as RFC 9110 §8.3.1 writes one
- * (`type/subtype`, then `; name=value` parameters, a value a token or a quoted string, a parameter may be empty), its surrounding space
- * trimmed; anything else (a line break, a character outside Latin-1, a missing subtype, nothing) is
- * `application/octet-stream`. What a provider names is never sent as a header unchecked.
- */
-export const mediaTypeOf = (given: string): string => {
-  const trimmed = given.trim()
-  return trimmed.length <= 256 && MEDIA_TYPE.test(trimmed) ? trimmed : "application/octet-stream"
-}
 
 /** A kept file in a list: its reference, when it was kept and when it expires. */
 export interface ListedArtifact {
@@ -104,7 +90,7 @@ export interface ArtifactCursor {
 }
 
 export class Artifacts extends Context.Tag("Artifacts")<Artifacts, {
-  /** Keep a file for its owner's org (its media type as `mediaTypeOf` reads it). */
+  /** Keep a file for its owner's org (its media type as `checkedContentType` reads it). */
   readonly store: (
     owner: ArtifactOwner,
     contentType: string,
@@ -169,6 +155,15 @@ const ListRequest = Schema.Struct({
  * ledger sweeper's one-key lock.
  */
 export const QUOTA_LOCK = 746_269_002
+
+/**
+ * Each org's turn: at most `permits` of its effects at once in this process, the rest waiting (without a connection);
+ * an org's turn is dropped once nobody waits for it.
+ */
+const orgTurns = (permits: number) =>
+  Effect.map(RcMap.make({ lookup: (_: OrgId) => Effect.makeSemaphore(permits) }), (turns) =>
+    <A, E>(orgId: OrgId, effect: Effect.Effect<A, E>) =>
+      Effect.scoped(Effect.flatMap(RcMap.get(turns, orgId), (turn) => turn.withPermits(1)(effect))))
 
 export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
@@ -251,14 +246,14 @@ export const make = Effect.gen(function* () {
   // every other org's statements would wait for one and fail after the pool's 5 s. Here they wait their turn
   // without a connection: an org holds at most one of each process's connections for its files. The lock still
   // orders them across processes. An org's turn is dropped once nobody waits for it.
-  const turns = yield* RcMap.make({ lookup: (_: OrgId) => Effect.makeSemaphore(1) })
+  const keepTurn = yield* orgTurns(1)
   const keepInTurn = (row: Parameters<typeof keep>[0]) =>
-    Effect.scoped(Effect.flatMap(RcMap.get(turns, row.orgId), (turn) => turn.withPermits(1)(keep(row))))
+    keepTurn(row.orgId, keep(row))
 
   const store = (owner: ArtifactOwner, given: string, data: Uint8Array) =>
     Effect.gen(function* () {
       const { orgId, keyId } = owner
-      const contentType = mediaTypeOf(given)
+      const contentType = checkedContentType(given)
       if (data.length > config.artifactMaxBytes) {
         return yield* new ProviderResponseTooLarge({ message: `The file is larger than the ${config.artifactMaxBytes}-byte limit.` })
       }
@@ -287,7 +282,7 @@ export const make = Effect.gen(function* () {
 
   const refOf = (row: typeof ArtifactRow.Type): ArtifactRef =>
     // a type kept by an earlier build is checked as it is served
-    ({ id: row.id, content_type: mediaTypeOf(row.content_type), bytes: row.bytes, sha256: row.sha256, url: urlOf(row.id) })
+    ({ id: row.id, content_type: checkedContentType(row.content_type), bytes: row.bytes, sha256: row.sha256, url: urlOf(row.id) })
 
   const find = (reader: ArtifactReader, id: string) =>
     Effect.gen(function* () {
@@ -306,9 +301,8 @@ export const make = Effect.gen(function* () {
   // An org's chunks wait their own turn first (`FILE_CHUNKS_PER_ORG` at once): one org's many downloads queued every
   // other org's behind theirs in the process's one queue, and now take at most that many of its readers.
   const chunks = yield* Effect.makeSemaphore(FILE_CHUNKS_AT_ONCE)
-  const orgChunks = yield* RcMap.make({ lookup: (_: OrgId) => Effect.makeSemaphore(FILE_CHUNKS_PER_ORG) })
-  const inTurn = <A, E>(orgId: OrgId, read: Effect.Effect<A, E>) =>
-    Effect.scoped(Effect.flatMap(RcMap.get(orgChunks, orgId), (turn) => turn.withPermits(1)(chunks.withPermits(1)(read))))
+  const chunkTurn = yield* orgTurns(FILE_CHUNKS_PER_ORG)
+  const inTurn = <A, E>(orgId: OrgId, read: Effect.Effect<A, E>) => chunkTurn(orgId, chunks.withPermits(1)(read))
   const chunk = (reader: ArtifactReader, ref: ArtifactRef, from: number, length: number) =>
     inTurn(reader.orgId, Effect.uninterruptible(findChunk({ id: ref.id, orgId: reader.orgId, from, length }))).pipe(
       Effect.orDie,

@@ -668,6 +668,62 @@ layer(gatewayLayer(), { excludeTestServices: true })("hosted MCP", (it) => {
       const stranger = yield* connect(other.key)
       expect((yield* Effect.promise(() => stranger.listResources())).resources).toEqual([])
     }))
+
+  it.effect("twenty-four resources/read of a 10 MB file at once hold a few whole files, not all; another org's read is answered meanwhile", () =>
+    Effect.gen(function* () {
+      const owner = yield* givenOrg()
+      const other = yield* givenOrg()
+      const artifacts = yield* Artifacts
+      const bytes = Crypto.randomBytes(10 * 1024 * 1024)
+      const big = yield* Effect.orDie(artifacts.store(owner, "application/pdf", bytes))
+      const small = yield* Effect.orDie(artifacts.store(other, "application/pdf", new Uint8Array([1, 2, 3])))
+      const base = yield* baseUrl
+      const readOf = (key: string, id: string) =>
+        fetch(`${base}/mcp`, {
+          method: "POST",
+          headers: mcpHeaders(key),
+          body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "resources/read", params: { uri: `tool-gateway://artifacts/${id}` } })
+        })
+      // the answer's length only (and its hash, once): this process holds what the gateway holds and what it receives
+      const drained = async (response: Response) => {
+        const hash = Crypto.createHash("sha256")
+        let length = 0
+        for await (const chunk of response.body ?? []) {
+          length += chunk.length
+          hash.update(chunk)
+        }
+        return { status: response.status, length, sha256: hash.digest("hex") }
+      }
+      const { answers, meanwhile, grown, whole } = yield* Effect.promise(async () => {
+        const first = await readOf(owner.key, big.id).then((response) => response.json())
+        const before = process.memoryUsage().arrayBuffers
+        let peak = before
+        const sampler = setInterval(() => {
+          peak = Math.max(peak, process.memoryUsage().arrayBuffers)
+        }, 5)
+        try {
+          const burst = Promise.all(Array.from({ length: 24 }, () => readOf(owner.key, big.id).then(drained)))
+          await new Promise((resolve) => setTimeout(resolve, 100))
+          const started = performance.now()
+          const response = await readOf(other.key, small.id)
+          const meanwhile = { status: response.status, text: await response.text(), ms: performance.now() - started }
+          return { answers: await burst, meanwhile, grown: (peak - before) / 1024 / 1024, whole: first }
+        } finally {
+          clearInterval(sampler)
+        }
+      })
+      const blob = Schema.decodeUnknownSync(Schema.Struct({ result: Schema.Struct({ contents: Schema.Tuple(Schema.Struct({ blob: Schema.String })) }) }))(whole)
+        .result.contents[0].blob
+      expect(sha256(Buffer.from(blob, "base64"))).toBe(sha256(bytes))
+      // the answers alike, each the whole file
+      expect(new Set(answers.map((a) => `${a.status} ${a.length} ${a.sha256}`)).size).toBe(1)
+      expect(answers[0]?.length).toBeGreaterThan(bytes.length * 4 / 3)
+      // each read held its whole file at once: 240 MB of file bytes here (290 MB measured with thirty), besides their base64 and answers
+      expect(grown).toBeLessThan(150)
+      expect(meanwhile.status).toBe(200)
+      expect(meanwhile.text).toContain(Buffer.from([1, 2, 3]).toString("base64"))
+      expect(meanwhile.ms).toBeLessThan(3_000)
+    }), 120_000)
 })
 
 // the fake REST API a connection names, and Jina's screenshots, are on 127.0.0.1

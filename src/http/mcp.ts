@@ -48,7 +48,7 @@ import { describePrice, type Price } from "../domain/pricing.js"
 import { RunOutput, RunRequest } from "../domain/schemas.js"
 import { catalog, isToolName, type ToolName, toolNames } from "../domain/tools.js"
 import { ProviderRegistry } from "../services/ProviderRegistry.js"
-import { type ArtifactCursor, type ArtifactRef, Artifacts, type ListedArtifact, readerOf } from "../services/Artifacts.js"
+import { type ArtifactCursor, type ArtifactRef, Artifacts, type ListedArtifact, orgTurns, readerOf } from "../services/Artifacts.js"
 import { Betas } from "../services/Betas.js"
 import { Connections } from "../services/Connections.js"
 import { ServerConfig } from "../config.js"
@@ -56,7 +56,8 @@ import { Authentication } from "../services/Authentication.js"
 import { Gateway, type Outcome } from "../services/Gateway.js"
 import type { Caller } from "../services/KeyStore.js"
 import { Pricing } from "../services/Pricing.js"
-import { callFacts, CurrentCallFacts } from "../services/Telemetry.js"
+import { type CallFacts, callFacts, CurrentCallFacts } from "../services/Telemetry.js"
+import type { OrgId } from "../domain/ids.js"
 import { currentRequest, type RequestState } from "./envelope.js"
 import { jsonSchemaOf, objectSchemaOf } from "./jsonSchema.js"
 import { bodyProblems, emptyBody, isJsonObject, MAX_JSON_DEPTH, notJson, readJsonText } from "./security.js"
@@ -90,6 +91,13 @@ const INVALID_REQUEST = -32600
 const RESOURCES_PAGE = 50
 
 export const ARTIFACT_URI_PREFIX = "tool-gateway://artifacts/"
+
+/**
+ * How many `resources/read` answers a process makes at once, and an org's: each holds its whole file, the file's
+ * base64 and the JSON-RPC text until it is written (about four times the file). The rest wait their turn.
+ */
+export const MCP_FILE_READS_AT_ONCE = 2
+export const MCP_FILE_READS_PER_ORG = 1
 
 const Meta = Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
 /** A list request's params, when it has any: where the last page ended. */
@@ -435,6 +443,9 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
     const { maxBodyBytes } = yield* ServerConfig
     const runtime = yield* Effect.runtime<never>()
     const run = Runtime.runPromise(runtime)
+    const wholeFiles = yield* Effect.makeSemaphore(MCP_FILE_READS_AT_ONCE)
+    const fileTurn = yield* orgTurns(MCP_FILE_READS_PER_ORG)
+    const wholeFileTurn = <A, E>(orgId: OrgId, effect: Effect.Effect<A, E>) => fileTurn(orgId, wholeFiles.withPermits(1)(effect))
     const described = toolDescriptions(pricing)
 
     /**
@@ -615,79 +626,94 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
       }
       // tool calls run on the server's runtime: give them this request's facts for its log line and metrics
       const facts = yield* callFacts
-
-      const {
-        CallToolRequestSchema,
-        ListResourcesRequestSchema,
-        ListResourceTemplatesRequestSchema,
-        ListToolsRequestSchema,
-        ReadResourceRequestSchema,
-        Server,
-        WebStandardStreamableHTTPServerTransport
-      } = yield* sdk
-      const server = new Server({ name: "tool-gateway", version: VERSION }, { capabilities: { tools: {}, resources: {} } })
-      // the transport has refused a revision it does not know before any handler runs
-      const revision = request.headers["mcp-protocol-version"] ?? REVISION_WITHOUT_HEADER
-      server.setRequestHandler(ListToolsRequestSchema, () => run(Effect.map(listedTools(caller), (tools) => ({ tools }))))
-      server.setRequestHandler(CallToolRequestSchema, (call) => {
-        const meta = call.params._meta
-        const key: unknown = isRecord(meta) ? meta["idempotencyKey"] : undefined
-        return run(
-          callTool(caller, state, call.params.name, call.params.arguments, key, request.headers["idempotency-key"], revision).pipe(
-            Effect.locally(CurrentCallFacts, facts)
-          )
-        )
-      })
-      server.setRequestHandler(ListResourcesRequestSchema, async (list) => {
-        const listed = await run(Effect.either(listArtifacts(caller, list.params?.cursor)))
-        if (listed._tag === "Left") {
-          state.code = envelopeOf.InvalidRequest.code
-          throw new JsonRpcFailure(INVALID_PARAMS, listed.left.message)
-        }
-        return listed.right
-      })
-      server.setRequestHandler(ReadResourceRequestSchema, async (read) => {
-        const found = await run(Effect.either(readArtifact(caller, read.params.uri)))
-        if (found._tag === "Left") {
-          state.code = envelopeOf.NotFound.code
-          throw new JsonRpcFailure(RESOURCE_NOT_FOUND, found.left.message, { uri: read.params.uri.slice(0, 200) })
-        }
-        return found.right
-      })
-      // resources, but no templates: the kept files are listed one by one (clients that see the capability ask)
-      server.setRequestHandler(ListResourceTemplatesRequestSchema, () => ({ resourceTemplates: [] }))
-      // Stateless: no session id (the option left out), one server per HTTP request.
-      const transport = new WebStandardStreamableHTTPServerTransport({ enableJsonResponse: true })
-      yield* Effect.promise(() => server.connect(transport))
-      const headers = new Headers()
-      for (const [k, v] of Object.entries(request.headers)) headers.set(k, v)
-      // Every answer here is JSON: a client that takes JSON (`application/json`, `*/*` as curl sends, or no Accept)
-      // is served, though the transport wants `text/event-stream` named too (modelcontextprotocol/typescript-sdk#1944).
-      if (takesJson(request.headers["accept"])) headers.set("accept", "application/json, text/event-stream")
-      // The body was read and parsed above; the transport takes the parsed message.
-      const webRequest = new Request(`http://gateway${MCP_PATH}`, { method: "POST", headers })
-      const response = yield* Effect.promise(() => transport.handleRequest(webRequest, { parsedBody: message }))
-      const text = yield* Effect.promise(() => response.text())
-      yield* Effect.promise(() => server.close())
-      // a JSON-RPC error answered 200 (no such resource or method, bad params) is logged with its code too
-      if (state.code === undefined) state.code = codeOfJsonRpcError(text)
-      // A message the transport refuses as not JSON-RPC (the SDK says -32700 or -32600: it was JSON, so it is an
-      // invalid request); what it refuses of the HTTP request (a wrong Accept, protocol version) is the envelope.
-      if (response.status >= 400) {
-        const refused = new InvalidRequest({ message: `Not a valid MCP request: ${jsonRpcErrorMessage(text)}` })
-        const code = jsonRpcErrorCode(text)
-        if (response.status === 400 && (code === PARSE_ERROR || code === INVALID_REQUEST)) {
-          state.code = envelopeOf.InvalidRequest.code
-          return refusalResponse(refusal(INVALID_REQUEST, refused, message["id"]))
-        }
-        return yield* refused
-      }
-      const out: Record<string, string> = {}
-      response.headers.forEach((value, key) => {
-        if (key !== "content-length") out[key] = value
-      })
-      return HttpServerResponse.text(text, { status: response.status, headers: out })
+      // A file's whole answer (its bytes, their base64, the JSON-RPC text) is held until it is written: a few at a
+      // time, an org's one at a time (thirty reads of a 10 MB file at once held them all, over a gigabyte).
+      const answer = answerMessage(request, caller, state, facts, message)
+      return yield* message["method"] === "resources/read" ? wholeFileTurn(caller.orgId, answer) : answer
     })
+
+    /** What the MCP SDK's server answers a message the checks above let through. */
+    const answerMessage = (
+      request: HttpServerRequest.HttpServerRequest,
+      caller: Caller,
+      state: RequestState,
+      facts: CallFacts,
+      message: Message["message"]
+    ) =>
+      Effect.gen(function* () {
+
+        const {
+          CallToolRequestSchema,
+          ListResourcesRequestSchema,
+          ListResourceTemplatesRequestSchema,
+          ListToolsRequestSchema,
+          ReadResourceRequestSchema,
+          Server,
+          WebStandardStreamableHTTPServerTransport
+        } = yield* sdk
+        const server = new Server({ name: "tool-gateway", version: VERSION }, { capabilities: { tools: {}, resources: {} } })
+        // the transport has refused a revision it does not know before any handler runs
+        const revision = request.headers["mcp-protocol-version"] ?? REVISION_WITHOUT_HEADER
+        server.setRequestHandler(ListToolsRequestSchema, () => run(Effect.map(listedTools(caller), (tools) => ({ tools }))))
+        server.setRequestHandler(CallToolRequestSchema, (call) => {
+          const meta = call.params._meta
+          const key: unknown = isRecord(meta) ? meta["idempotencyKey"] : undefined
+          return run(
+            callTool(caller, state, call.params.name, call.params.arguments, key, request.headers["idempotency-key"], revision).pipe(
+              Effect.locally(CurrentCallFacts, facts)
+            )
+          )
+        })
+        server.setRequestHandler(ListResourcesRequestSchema, async (list) => {
+          const listed = await run(Effect.either(listArtifacts(caller, list.params?.cursor)))
+          if (listed._tag === "Left") {
+            state.code = envelopeOf.InvalidRequest.code
+            throw new JsonRpcFailure(INVALID_PARAMS, listed.left.message)
+          }
+          return listed.right
+        })
+        server.setRequestHandler(ReadResourceRequestSchema, async (read) => {
+          const found = await run(Effect.either(readArtifact(caller, read.params.uri)))
+          if (found._tag === "Left") {
+            state.code = envelopeOf.NotFound.code
+            throw new JsonRpcFailure(RESOURCE_NOT_FOUND, found.left.message, { uri: read.params.uri.slice(0, 200) })
+          }
+          return found.right
+        })
+        // resources, but no templates: the kept files are listed one by one (clients that see the capability ask)
+        server.setRequestHandler(ListResourceTemplatesRequestSchema, () => ({ resourceTemplates: [] }))
+        // Stateless: no session id (the option left out), one server per HTTP request.
+        const transport = new WebStandardStreamableHTTPServerTransport({ enableJsonResponse: true })
+        yield* Effect.promise(() => server.connect(transport))
+        const headers = new Headers()
+        for (const [k, v] of Object.entries(request.headers)) headers.set(k, v)
+        // Every answer here is JSON: a client that takes JSON (`application/json`, `*/*` as curl sends, or no Accept)
+        // is served, though the transport wants `text/event-stream` named too (modelcontextprotocol/typescript-sdk#1944).
+        if (takesJson(request.headers["accept"])) headers.set("accept", "application/json, text/event-stream")
+        // The body was read and parsed above; the transport takes the parsed message.
+        const webRequest = new Request(`http://gateway${MCP_PATH}`, { method: "POST", headers })
+        const response = yield* Effect.promise(() => transport.handleRequest(webRequest, { parsedBody: message }))
+        const text = yield* Effect.promise(() => response.text())
+        yield* Effect.promise(() => server.close())
+        // a JSON-RPC error answered 200 (no such resource or method, bad params) is logged with its code too
+        if (state.code === undefined) state.code = codeOfJsonRpcError(text)
+        // A message the transport refuses as not JSON-RPC (the SDK says -32700 or -32600: it was JSON, so it is an
+        // invalid request); what it refuses of the HTTP request (a wrong Accept, protocol version) is the envelope.
+        if (response.status >= 400) {
+          const refused = new InvalidRequest({ message: `Not a valid MCP request: ${jsonRpcErrorMessage(text)}` })
+          const code = jsonRpcErrorCode(text)
+          if (response.status === 400 && (code === PARSE_ERROR || code === INVALID_REQUEST)) {
+            state.code = envelopeOf.InvalidRequest.code
+            return refusalResponse(refusal(INVALID_REQUEST, refused, message["id"]))
+          }
+          return yield* refused
+        }
+        const out: Record<string, string> = {}
+        response.headers.forEach((value, key) => {
+          if (key !== "content-length") out[key] = value
+        })
+        return HttpServerResponse.text(text, { status: response.status, headers: out })
+      })
 
     yield* router.all(MCP_PATH, handle)
   }))

@@ -160,7 +160,7 @@ export const QUOTA_LOCK = 746_269_002
  * Each org's turn: at most `permits` of its effects at once in this process, the rest waiting (without a connection);
  * an org's turn is dropped once nobody waits for it.
  */
-const orgTurns = (permits: number) =>
+export const orgTurns = (permits: number) =>
   Effect.map(RcMap.make({ lookup: (_: OrgId) => Effect.makeSemaphore(permits) }), (turns) =>
     <A, E>(orgId: OrgId, effect: Effect.Effect<A, E>) =>
       Effect.scoped(Effect.flatMap(RcMap.get(turns, orgId), (turn) => turn.withPermits(1)(effect))))

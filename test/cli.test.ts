@@ -325,6 +325,36 @@ layer(gatewayLayer(), { excludeTestServices: true })("the CLI against DATABASE_U
       }
     }))
 
+  it.effect("connections reseal: a row the key it names does not open is counted and named, the others resealed, the answer one JSON document", () =>
+    Effect.gen(function* () {
+      const env = { ...(yield* envFor), GATEWAY_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY }
+      const { orgId } = yield* givenOrg()
+      const connections = yield* Connections
+      yield* Effect.orDie(connections.connect(orgId, "lambda", CREDENTIALS.lambda, null))
+      yield* Effect.orDie(connections.connect(orgId, "nu", CREDENTIALS.nu, null))
+      const sql = yield* SqlClient.SqlClient
+      // its authentication tag altered: the key it names no longer opens it
+      const altered = yield* sql<{ readonly id: string; readonly key_id: string }>`
+        UPDATE connections SET tag = decode(repeat('00', 16), 'hex') WHERE org_id = ${orgId} AND provider = 'lambda' RETURNING id, key_id`
+      const alteredId = altered[0]?.id ?? ""
+      const newKey = Buffer.alloc(32, 11).toString("base64")
+      // a rotation: one row fails, and did the whole command (no answer on stdout, a stack trace, the rest not resealed)
+      const answer = yield* run(["connections", "reseal", "--json"], { ...env, GATEWAY_ENCRYPTION_KEY: newKey, GATEWAY_ENCRYPTION_OLD_KEYS: TEST_ENCRYPTION_KEY })
+      expect(answer.code, answer.stdout + answer.stderr).toBe(1)
+      const result = JSON.parse(answer.stdout)
+      expect(result).toEqual({ resealed: expect.any(Number), unreadable: 1, sessions_deleted: expect.any(Number) })
+      expect(result.resealed).toBeGreaterThan(0)
+      expect(answer.stderr).toContain(`connection ${alteredId} (org ${orgId}, lambda) does not open with the key it names`)
+      expect(answer.stderr).not.toMatch(/\n\s+at /)
+      const nu = yield* sql<{ readonly key_id: string }>`SELECT key_id FROM connections WHERE org_id = ${orgId} AND provider = 'nu'`
+      expect(nu[0]?.key_id).not.toBe(altered[0]?.key_id)
+      // back to the tests' key, without the altered row
+      yield* sql`DELETE FROM connections WHERE id = ${alteredId}`
+      const back = yield* run(["connections", "reseal", "--json"], { ...env, GATEWAY_ENCRYPTION_OLD_KEYS: newKey })
+      expect(back.code, back.stderr).toBe(0)
+      expect(JSON.parse(back.stdout)).toMatchObject({ unreadable: 0 })
+    }))
+
   it.effect("dev token: only with DEV_IDENTITY, on a loopback HOST, with a sane lifetime", () =>
     Effect.gen(function* () {
       const env = yield* envFor

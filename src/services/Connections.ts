@@ -8,6 +8,7 @@ import * as SqlSchema from "@effect/sql/SqlSchema"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
@@ -64,7 +65,8 @@ export class Connections extends Context.Tag("Connections")<Connections, {
   readonly markRejected: (orgId: OrgId, provider: AccountProvider, used: unknown) => Effect.Effect<void>
   /**
    * Seal again, with the current key, every row sealed with an older one, so that the old key can then be
-   * dropped from `GATEWAY_ENCRYPTION_OLD_KEYS`. `unreadable` rows are sealed with a key that is not configured.
+   * dropped from `GATEWAY_ENCRYPTION_OLD_KEYS`. `unreadable` rows are sealed with a key that is not configured, or do
+   * not open with the key they name (each named at WARN).
    * delta's sessions sealed with another key are deleted (`sessionsDeleted`): found by a mac under that key, no call
    * would find them again (their orgs' next delta calls log in anew).
    */
@@ -160,7 +162,7 @@ export const make = Effect.gen(function* () {
     Request: Schema.String,
     Result: StaleRow,
     execute: (currentKeyId) => sql`
-      SELECT id, org_id, provider, key_id, iv, ciphertext, tag FROM connections WHERE key_id <> ${currentKeyId}`
+      SELECT id, org_id, provider, key_id, iv, ciphertext, tag FROM connections WHERE key_id <> ${currentKeyId} ORDER BY id`
   })
 
   /**
@@ -267,7 +269,7 @@ export const make = Effect.gen(function* () {
           })
         )
       )
-    }).pipe(Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die }), traced("Connections.credentials", { attributes: { provider } }))
+    }).pipe(Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die, SealBroken: Effect.die }), traced("Connections.credentials", { attributes: { provider } }))
 
   const markRejected = <P extends AccountProvider>(orgId: OrgId, provider: P, used: unknown) =>
     Effect.gen(function* () {
@@ -285,7 +287,7 @@ export const make = Effect.gen(function* () {
       // the row as it was read: a replacement meanwhile seals with a new IV
       yield* sql`UPDATE connections SET status = 'rejected', updated_at = ${toDate(now)}
                   WHERE org_id = ${orgId} AND provider = ${provider} AND iv = ${row.iv}`
-    }).pipe(Effect.asVoid, Effect.orDie)
+    }).pipe(Effect.asVoid, Effect.catchTag("SealBroken", () => Effect.void), Effect.orDie)
 
   const reseal = Effect.gen(function* () {
     const rows = yield* findStale(encryption.currentKeyId)
@@ -297,8 +299,18 @@ export const make = Effect.gen(function* () {
         continue
       }
       const aad = associatedData(row.org_id, row.provider)
-      const plaintext = yield* encryption.open({ keyId: row.key_id, iv: row.iv, ciphertext: row.ciphertext, tag: row.tag }, aad)
-      const sealed = yield* encryption.seal(plaintext, aad)
+      const opened = yield* Effect.either(encryption.open({ keyId: row.key_id, iv: row.iv, ciphertext: row.ciphertext, tag: row.tag }, aad))
+      // a row the key it names does not open (altered, or sealed by another key of the same id): counted and named,
+      // and the others resealed all the same
+      if (Either.isLeft(opened)) {
+        unreadable += 1
+        yield* Effect.logWarning(
+          `connection ${row.id} (org ${row.org_id}, ${row.provider}) does not open with the key it names: left as it is, ` +
+            "its calls fail until the org connects the account again"
+        )
+        continue
+      }
+      const sealed = yield* encryption.seal(opened.right, aad)
       // only if nobody replaced the row meanwhile
       const updated = yield* sql`
         UPDATE connections SET key_id = ${sealed.keyId}, iv = ${sealed.iv}, ciphertext = ${sealed.ciphertext}, tag = ${sealed.tag}

@@ -106,8 +106,9 @@ export const make = Effect.gen(function* () {
       const row = yield* findSealed({ orgId, key })
       if (Option.isNone(row) || !encryption.knows(row.value.key_id)) return undefined
       const { ciphertext, iv, key_id, tag } = row.value
-      const plaintext = yield* encryption.open({ keyId: key_id, iv, ciphertext, tag }, associatedData(key))
-      return yield* decodeStored(plaintext)
+      // a session that does not open (altered) is as none: the account logs in anew
+      const plaintext = yield* Effect.option(encryption.open({ keyId: key_id, iv, ciphertext, tag }, associatedData(key)))
+      return Option.isNone(plaintext) ? undefined : yield* decodeStored(plaintext.value)
     })
 
   const get = (account: DeltaAccount) =>

@@ -18,6 +18,9 @@ import { IdentityConfig, ServerConfig } from "../config.js"
 
 export class EncryptionKeyError extends Data.TaggedError("EncryptionKeyError")<{ readonly message: string }> {}
 
+/** A sealed row that cannot be opened: sealed with a key not configured, or altered since (its tag does not match). */
+export class SealBroken extends Data.TaggedError("SealBroken")<{ readonly message: string }> {}
+
 export interface Sealed {
   readonly keyId: string
   readonly iv: Uint8Array
@@ -27,8 +30,8 @@ export interface Sealed {
 
 export class Encryption extends Context.Tag("Encryption")<Encryption, {
   readonly seal: (plaintext: string, associatedData: string) => Effect.Effect<Sealed>
-  /** Fails (as a defect) when the row's key is unknown or the row was tampered with. */
-  readonly open: (sealed: Sealed, associatedData: string) => Effect.Effect<string>
+  /** Fails when the row's key is unknown or the row was tampered with (each caller decides what that means). */
+  readonly open: (sealed: Sealed, associatedData: string) => Effect.Effect<string, SealBroken>
   /** The id of the key new rows are sealed with. */
   readonly currentKeyId: string
   /** Whether a row sealed with this key id can be opened (the current key, or one of the old ones). */
@@ -129,10 +132,10 @@ export const make = Effect.gen(function* () {
     Effect.suspend(() => {
       const key = keys.get(sealed.keyId)
       if (key === undefined) {
-        return Effect.dieMessage(`a connection was sealed with key ${sealed.keyId}, which is not configured`)
+        return Effect.fail(new SealBroken({ message: `a connection was sealed with key ${sealed.keyId}, which is not configured` }))
       }
       if (sealed.tag.length !== TAG_BYTES) {
-        return Effect.dieMessage(`a connection's credentials failed authentication (a ${sealed.tag.length}-byte tag, not ${TAG_BYTES})`)
+        return Effect.fail(new SealBroken({ message: `a connection's credentials failed authentication (a ${sealed.tag.length}-byte tag, not ${TAG_BYTES})` }))
       }
       return Effect.try({
         try: () => {
@@ -142,8 +145,8 @@ export const make = Effect.gen(function* () {
           decipher.setAuthTag(Buffer.from(sealed.tag))
           return Buffer.concat([decipher.update(sealed.ciphertext), decipher.final()]).toString("utf8")
         },
-        catch: () => new EncryptionKeyError({ message: "a connection's credentials failed authentication" })
-      }).pipe(Effect.orDie)
+        catch: () => new SealBroken({ message: "a connection's credentials failed authentication" })
+      })
     })
 
   // one secret a purpose (the code's few labels), derived from the current key when first used

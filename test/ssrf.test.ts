@@ -10,7 +10,7 @@ import * as Os from "node:os"
 import { isToolName, tools } from "../src/domain/tools.js"
 import { Betas } from "../src/services/Betas.js"
 import { Connections } from "../src/services/Connections.js"
-import { EPSILON_TOKEN } from "./upstreams/accounts.js"
+import { EPSILON_TOKEN, EPSILON_WORDY_TOKEN } from "./upstreams/accounts.js"
 import { errorOf, expectEnvelope, expectOk } from "./support/assert.js"
 import { books, callTool, dashboard, gatewayLayer, givenMember, givenOrg, TestUpstreams } from "./support/gateway.js"
 
@@ -161,7 +161,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("SSRF guard", (it) => {
       ]
       for (const base_url of bases) {
         // refused when it is connected, and so never called
-        const connected = yield* dashboard("POST", "/v1/connections", token, { provider: "epsilon", credentials: { base_url, token: "x" } })
+        const connected = yield* dashboard("POST", "/v1/connections", token, { provider: "epsilon", credentials: { base_url, token: "x-token-1" } })
         expectEnvelope(connected, { ...refused, message: "credentials.base_url is not allowed" })
         expect(connected.text).not.toContain(base_url)
         const result = yield* callTool("epsilon_request", { path: "/anything" }, { key })
@@ -219,12 +219,35 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.0/8"] } }), { excludeTest
           : yield* callTool(tool, { path: "/headers" }, { key: member.key })
         expectOk(result)
         expect(result.text).not.toContain(EPSILON_TOKEN)
-        expect(result.text).toContain(`"authorization":"Bearer [redacted]"`)
+        expect(result.text).toContain(`"authorization":"[redacted]"`)
       }
       // an answer searched for it loses nothing else: a `__proto__` member stays (an assignment dropped it)
       const entries = yield* callTool("epsilon_request", { path: "/entries" }, { key: member.key })
       expectOk(entries)
-      expect(entries.text).toContain(`"body":{"__proto__":{"kept":1},"asked_by":"Bearer [redacted]"}`)
+      expect(entries.text).toContain(`"body":{"__proto__":{"kept":1},"asked_by":"[redacted]"}`)
+    }))
+
+  it.effect("the generic REST provider: a token in words is not given back by its key alone, nor percent-encoded as a form or RFC 3986 writes it", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      const member = yield* givenMember({ credits: 10 })
+      const connected = yield* dashboard("POST", "/v1/connections", member.token, {
+        provider: "epsilon",
+        credentials: { base_url: `${u.rest.url}/api`, ...EPSILON_WORDY_TOKEN }
+      })
+      expect(connected.status).toBe(201)
+      // the key after the scheme's word: a 2xx was searched for the whole header value only (an error answer word by word)
+      const issued = yield* callTool("epsilon_request", { path: "/api-token-auth" }, { key: member.key })
+      expectOk(issued)
+      expect(issued.text).toContain(`"body":{"token":"[redacted]"}`)
+      const links = yield* callTool("epsilon_request", { path: "/links" }, { key: member.key })
+      expectOk(links)
+      expect(links.text).toContain("page=2&access_token=[redacted]\"")
+      expect(links.text).toContain("page=0&access_token=[redacted]\"")
+      const key = EPSILON_WORDY_TOKEN.token.split(" ")[1] ?? ""
+      for (const spelling of [key, encodeURIComponent(key), new URLSearchParams({ t: key }).toString().slice(2), "tok%21en%28secret%29"]) {
+        expect(issued.text + links.text).not.toContain(spelling)
+      }
     }))
 
   it.effect("an account tool's cross-origin redirect is not followed: the token and the body stay home, the answer says where", () =>

@@ -31,9 +31,24 @@ const HeaderName = Schema.String.pipe(
  * value without obsolete text). A control character or a non-ASCII letter would be refused by the HTTP client on
  * every call; it is refused once here instead.
  */
+/** The longest secret a connection sends in a header. */
+export const MAX_HEADER_TOKEN = 4096
+
 const HeaderToken = NonEmpty.pipe(
   Schema.pattern(/^[\x21-\x7e]+(?:[ \t]+[\x21-\x7e]+)*$/, {
     message: () => "must be visible ASCII characters (a header value: no control characters, line breaks or letters outside ASCII)"
+  }),
+  // a longer header is refused by most servers (431), which would be a failure of every later call
+  Schema.maxLength(MAX_HEADER_TOKEN, { message: () => `must be at most ${MAX_HEADER_TOKEN} characters (a header value)` })
+)
+
+/**
+ * epsilon's token: an API that echoes its request gives it back, and it is taken out of every answer, which a
+ * secret of a few characters could not be told apart from (MIN_SECRET_LENGTH in ProviderClient.ts).
+ */
+const EpsilonToken = HeaderToken.pipe(
+  Schema.minLength(8, {
+    message: () => "must be at least 8 characters: it is taken out of every answer, and a shorter one could not be told from the answer's own text"
   })
 )
 
@@ -45,7 +60,7 @@ const schemas = {
   }, "DeltaCredentials", "delta: a handle and an app password"),
   epsilon: strict({
     base_url: BaseUrl.annotations({ description: "The REST API's base URL" }),
-    token: opt(HeaderToken.annotations({ description: "Sent as a Bearer token, or in `header`" })),
+    token: opt(EpsilonToken.annotations({ description: "Sent as a Bearer token, or in `header`" })),
     header: opt(HeaderName.annotations({ description: "Send the token in this header instead of Authorization" }))
   }, "EpsilonCredentials", "epsilon: a base URL and an optional token"),
   zeta: strict({ access_token: HeaderToken }, "ZetaCredentials", "zeta: an access token"),

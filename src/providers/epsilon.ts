@@ -6,7 +6,7 @@ import * as Effect from "effect/Effect"
 import type { Credentials } from "../domain/connections.js"
 import type { ToolInput, ToolOutput } from "../domain/tools.js"
 import { EPSILON_METHODS } from "../domain/schemas.js"
-import { idempotencyHeader, ProviderClient, withoutSecrets } from "../services/ProviderClient.js"
+import { headerSecrets, idempotencyHeader, ProviderClient, withoutSecrets } from "../services/ProviderClient.js"
 import { parseUpstreamJson } from "../domain/json.js"
 import { invalid, type ProviderTool, requestText, urlUnder } from "./common.js"
 
@@ -76,7 +76,10 @@ export const request: ProviderTool<ToolInput<"epsilon_request">, Credentials["ep
       })
       // Any REST API: JSON when it parses as JSON, whatever its media type says. The connection's token is never in
       // what the call answers (an API that echoes its request's headers would give it to any holder of an API key).
-      const secrets = credentials.token === undefined ? [] : [credentials.token]
+      // (as the header carried it, and each word of it: an API may echo the part after a scheme it knows)
+      const secrets = credentials.token === undefined
+        ? []
+        : headerSecrets(credentials.header !== undefined ? credentials.token : `Bearer ${credentials.token}`)
       const text = raw.body
       if (typeof text === "string" && text.trim() === "") return { ...raw, body: null }
       // a large answer is parsed and searched in its turn, as requestText read it (one already read as JSON, its media

@@ -291,24 +291,34 @@ const encoder = new TextEncoder()
  */
 const sentSecrets = (request: UpstreamRequest, hop: Hop): ReadonlyArray<string> => {
   const found = new Set<string>(request.secrets ?? [])
-  for (const value of Object.values(hop.headers)) {
-    found.add(value)
-    const words = value.split(/[\s,]+/)
-    if (words.length <= MAX_SECRET_WORDS) for (const word of words) found.add(word)
-  }
+  for (const value of Object.values(hop.headers)) for (const secret of headerSecrets(value)) found.add(secret)
   if (URL.canParse(hop.url)) {
     for (const [name, value] of new URL(hop.url).searchParams) if (SECRET_PARAMETER.test(name)) found.add(value)
   }
   return spelled(found)
 }
 
-/** Each secret, and each as a URL would carry it and as JSON with escaped slashes would; the longest first. */
+/** A header's value as secrets: the whole value, and each word of it when it has a few (`Bearer <token>`). */
+export const headerSecrets = (value: string): ReadonlyArray<string> => {
+  const words = value.split(/[\s,]+/)
+  return words.length <= MAX_SECRET_WORDS ? [value, ...words] : [value]
+}
+
+/**
+ * Each secret, and each as a URL would carry it (percent-encoded as `encodeURIComponent` does, as RFC 3986 does with
+ * `!'()*` encoded too, and as a form does, a space a `+`; in either case) and as JSON with escaped slashes would;
+ * the longest first.
+ */
 const spelled = (secrets: Iterable<string>): ReadonlyArray<string> => {
   const found = new Set(secrets)
   for (const secret of [...found]) {
     const encoded = encodeURIComponent(secret)
-    found.add(encoded)
-    found.add(encoded.replace(/%[0-9A-F]{2}/g, (hex) => hex.toLowerCase()))
+    const strict = encoded.replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)
+    const form = new URLSearchParams([["", secret]]).toString().slice(1)
+    for (const spelling of [encoded, strict, form]) {
+      found.add(spelling)
+      found.add(spelling.replace(/%[0-9A-F]{2}/g, (hex) => hex.toLowerCase()))
+    }
     // as JSON writes it, slashes escaped (PHP's json_encode): looked for in the text too, for an answer too long to
     // parse whole (its first 64 KiB) or not quite JSON
     found.add(JSON.stringify(secret).slice(1, -1).replaceAll("/", "\\/"))

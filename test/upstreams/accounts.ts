@@ -149,11 +149,30 @@ export const handleBluesky = (req: RecordedRequest): Reply => {
 
 // epsilon: any REST API; this one echoes what it got, behind a Bearer token (the README's demo token too)
 export const EPSILON_TOKEN = "rest-token"
-const EPSILON_TOKENS = [`Bearer ${EPSILON_TOKEN}`, "Bearer demo-token"]
+/**
+ * A token sent in its scheme's words, `Authorization: Token <key>` as Django REST framework's TokenAuthentication
+ * takes it (https://www.django-rest-framework.org/api-guide/authentication/#tokenauthentication), whose key has
+ * characters each way of percent-encoding treats its own way.
+ */
+export const EPSILON_WORDY_TOKEN = { header: "Authorization", token: "Token tok!en(secret)*xy~z" } as const
+const EPSILON_TOKENS: ReadonlyArray<string> = [`Bearer ${EPSILON_TOKEN}`, "Bearer demo-token", EPSILON_WORDY_TOKEN.token]
 export const handleRest = (req: RecordedRequest): Reply => {
-  if (!EPSILON_TOKENS.includes(req.headers["authorization"] ?? "")) return json(401, { message: "unauthorized" })
+  const authorization = req.headers["authorization"] ?? ""
+  if (!EPSILON_TOKENS.includes(authorization)) return json(401, { message: "unauthorized" })
   // httpbin's GET /headers (https://httpbin.org/#/Request_inspection): the request's headers, as received
   if (req.path.endsWith("/headers")) return json(200, { headers: req.headers })
+  const key = authorization.split(" ")[1] ?? ""
+  // Django REST framework's obtain_auth_token view (the page above): `{"token": "<key>"}`, the key alone
+  if (req.path.endsWith("/api-token-auth")) return json(200, { token: key })
+  // paging links that carry the caller's key in their query, as Graph's `paging.next` carries `access_token`
+  // (https://developers.facebook.com/docs/graph-api/results): written by a form encoder and by an RFC 3986 one
+  if (req.path.endsWith("/links")) {
+    const strict = encodeURIComponent(key).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)
+    return json(200, {
+      next: `https://api.example.com/items?${new URLSearchParams({ page: "2", access_token: key }).toString()}`,
+      previous: `https://api.example.com/items?page=0&access_token=${strict}`
+    })
+  }
   // a key-value store's entries, whatever they are named (a member named __proto__ too), and who asked
   if (req.path.endsWith("/entries")) {
     const entries: unknown = JSON.parse(`{"__proto__":{"kept":1},"asked_by":${JSON.stringify(req.headers["authorization"] ?? "")}}`)

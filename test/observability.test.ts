@@ -466,7 +466,7 @@ layer(gatewayLayer({ server: { otlpTracesUrl: Option.some(`${collectorUrl}/v1/tr
       expect(JSON.stringify(collected)).not.toContain(key)
     }), 15_000)
 
-  it.effect("a valid W3C traceparent is continued; an all-zero one, and B3 ids of any text, are not (a collector refuses ids it cannot read, and every span of their batch)", () =>
+  it.effect("a valid W3C traceparent is continued, and one not sampled is not exported; an all-zero one, and B3 ids of any text, are not continued (a collector refuses ids it cannot read, and every span of their batch)", () =>
     Effect.gen(function* () {
       const { key } = yield* givenOrg()
       const probes = {
@@ -475,11 +475,18 @@ layer(gatewayLayer({ server: { otlpTracesUrl: Option.some(`${collectorUrl}/v1/tr
         b3: { b3: "not-a-trace-id-1" },
         xb3: { "x-b3-traceid": "abc", "x-b3-spanid": "def" }
       }
+      // a caller that did not sample its trace (flags 00): the call is answered, and none of its spans exported (each was)
+      const unsampled = "5bf92f3577b34da6a3ce929d0e0e4737"
+      expectOk(yield* callTool("weather", { q: "Berlin" }, { key, headers: { traceparent: `00-${unsampled}-00f067aa0ba902b8-00` } }))
       for (const [probe, headers] of Object.entries(probes)) {
         expectOk(yield* callTool("weather", { q: "Berlin" }, { key, headers: { ...headers, "x-probe": probe } }))
       }
       const serverSpan = (probe: string) => collected.find((s) => s.attributes?.["http.request.header.x-probe"] === probe)
       for (let i = 0; i < 50 && Object.keys(probes).some((p) => serverSpan(p) === undefined); i++) yield* Effect.sleep("100 millis")
+      // the spans of the first call were due in an export before the others'
+      yield* Effect.sleep("1200 millis")
+      expect(collected.filter((s) => s.traceId === unsampled)).toEqual([])
+      expect(collected.filter((s) => s.traceId === "4bf92f3577b34da6a3ce929d0e0e4736").map((s) => s.name)).toContain("Gateway.run")
       expect(serverSpan("valid")).toMatchObject({ traceId: "4bf92f3577b34da6a3ce929d0e0e4736", parent: "00f067aa0ba902b7" })
       for (const probe of ["zeros", "b3", "xb3"]) {
         const span = serverSpan(probe)

@@ -9,6 +9,7 @@ import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import type * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
@@ -17,6 +18,7 @@ import * as Tracer from "effect/Tracer"
 import { ServerConfig } from "../config.js"
 import { withoutApiKeys } from "../domain/ids.js"
 import { cachedSuccess } from "./cachedSuccess.js"
+import * as Crypto from "node:crypto"
 
 export const SERVICE_VERSION = "0.1.0"
 
@@ -82,6 +84,38 @@ export const REDACTED_HEADERS: ReadonlyArray<string | RegExp> = [
 ]
 
 /**
+ * A span of a trace that is not sampled: the W3C trace context's sampled flag, which OpenTelemetry's default sampler
+ * (parent-based, https://opentelemetry.io/docs/specs/otel/trace/sdk/#parentbased) follows, and which the OTLP tracer
+ * does not read. It records nothing and is exported nowhere; its children are not sampled either.
+ */
+class UnsampledSpan implements Tracer.Span {
+  readonly _tag = "Span"
+  readonly spanId = Crypto.randomBytes(8).toString("hex")
+  readonly sampled = false
+  readonly attributes: ReadonlyMap<string, unknown> = new Map()
+  readonly links: ReadonlyArray<Tracer.SpanLink>
+  status: Tracer.SpanStatus
+  constructor(
+    readonly name: string,
+    readonly traceId: string,
+    readonly parent: Option.Option<Tracer.AnySpan>,
+    readonly context: Context.Context<never>,
+    links: Iterable<Tracer.SpanLink>,
+    startTime: bigint,
+    readonly kind: Tracer.SpanKind
+  ) {
+    this.links = Array.from(links)
+    this.status = { _tag: "Started", startTime }
+  }
+  end(endTime: bigint, exit: Exit.Exit<unknown, unknown>): void {
+    this.status = { _tag: "Ended", startTime: this.status.startTime, endTime, exit }
+  }
+  attribute(): void {}
+  event(): void {}
+  addLinks(): void {}
+}
+
+/**
  * What a span says of a request's URL, as its log line says it: the path without its query (a key or token sent there
  * by mistake, `?api_key=…`, `?token=<METRICS_TOKEN>`), an API key in the path shortened. The platform's server span
  * writes `url.full` and `url.query` as sent; this tracer takes those attributes out of every span it makes.
@@ -90,6 +124,8 @@ const withoutQueries = (tracer: Tracer.Tracer): Tracer.Tracer =>
   Tracer.make({
     context: tracer.context,
     span: (name, parent, context, links, startTime, kind, options) => {
+      // a trace its caller did not sample (a `traceparent` whose flags say so) is not exported, nor its spans' children
+      if (Option.isSome(parent) && !parent.value.sampled) return new UnsampledSpan(name, parent.value.traceId, parent, context, links, startTime, kind)
       const span = tracer.span(name, parent, context, links, startTime, kind, options)
       return new Proxy(span, {
         get: (target, property, receiver) =>

@@ -585,6 +585,23 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.0/8"] } }), { excludeTest
       expect(yield* scrapeWith("data:text/plain;;base64,aGk=#f")).toEqual({ type: "text/plain;", served: "text/plain;", status: 200, text: "hi" })
     }))
 
+  it.effect("a call that fails after keeping a file (a normalization failure, charged) leaves no file behind: nothing names it", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      const { key, orgId } = yield* givenOrg()
+      // Firecrawl's v2 scrape answer (https://docs.firecrawl.dev/api-reference/endpoint/scrape) with a screenshot, and a
+      // markdown that is not a string: the screenshot is kept before the answer is read as the tool's output
+      u.firecrawl.fault({ status: 200, body: { success: true, data: { screenshot: "data:image/png;base64,aGk=", markdown: 5 } }, times: 1 })
+      const failed = yield* callTool("gamma_scrape", { url: "https://example.com/", formats: ["markdown", "screenshot"] }, { key })
+      expectEnvelope(failed, { status: 502, type: "normalization", code: "normalization_failed", retryable: false, billable: true })
+      // it was kept, counted against the org's quota and listed by MCP's resources/list, for no answer to name
+      expect(yield* keptBytes(orgId)).toEqual({ n: 0, bytes: 0 })
+      // a call that succeeds keeps its file
+      u.firecrawl.fault({ status: 200, body: { success: true, data: { screenshot: "data:image/png;base64,aGk=", markdown: "# hi" } }, times: 1 })
+      expectOk(yield* callTool("gamma_scrape", { url: "https://example.com/", formats: ["markdown", "screenshot"] }, { key }))
+      expect(yield* keptBytes(orgId)).toEqual({ n: 1, bytes: 2 })
+    }))
+
   it.effect("a key limited to some tools reads only the files its own calls kept; a key with every tool reads all of its org's", () =>
     Effect.gen(function* () {
       const keys = yield* KeyStore

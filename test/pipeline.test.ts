@@ -368,6 +368,7 @@ const makeWorld = (options: WorldOptions = {}) =>
       read: () => Effect.dieMessage("no files in these tests"),
       get: () => Effect.dieMessage("no files in these tests"),
       list: () => Effect.dieMessage("no files in these tests"),
+      discard: () => Effect.dieMessage("no files in these tests"),
       purgeExpired: Effect.succeed(0)
     })
 

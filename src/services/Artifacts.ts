@@ -112,6 +112,11 @@ export class Artifacts extends Context.Tag("Artifacts")<Artifacts, {
   readonly get: (reader: ArtifactReader, id: string) => Effect.Effect<StoredArtifact, NotFound>
   /** The files the reader sees that have not expired, newest first, `limit` at a time (without their bytes). */
   readonly list: (reader: ArtifactReader, options: { readonly limit: number; readonly after?: ArtifactCursor | undefined }) => Effect.Effect<ArtifactPage>
+  /**
+   * Deletes files an org's call kept that nothing names: its call failed after keeping them (a normalization failure
+   * is charged, and its answer carries no file). A database that fails leaves them to expire, said at WARN.
+   */
+  readonly discard: (orgId: OrgId, ids: ReadonlyArray<string>) => Effect.Effect<void>
   readonly purgeExpired: Effect.Effect<number>
 }>() {}
 
@@ -352,7 +357,15 @@ export const make = Effect.gen(function* () {
 
   const purgeExpired = retention.purgeExpired(sql, "artifacts")
 
-  return Artifacts.of({ store, find, read, get, list, purgeExpired })
+  const discard = (orgId: OrgId, ids: ReadonlyArray<string>) =>
+    ids.length === 0 ? Effect.void : sql`DELETE FROM artifacts WHERE org_id = ${orgId} AND id IN ${sql.in(ids)}`.pipe(
+      Effect.asVoid,
+      Effect.catchAll((error) =>
+        Effect.logWarning(`could not delete the files of a failed call (they expire with ARTIFACT_RETENTION_SECONDS): ${error.message}`)),
+      Effect.uninterruptible
+    )
+
+  return Artifacts.of({ store, find, read, get, list, discard, purgeExpired })
 })
 
 export const ArtifactsLive = Layer.scoped(Artifacts, make)

@@ -326,8 +326,10 @@ export const make = Effect.gen(function* () {
    */
   const invoke = <T extends ToolName, A>(call: Call<T>, mode: Mode<T, A>, credentials: CredentialFor<T>, heldUntil: () => number) =>
     Effect.gen(function* () {
+      // the files this call keeps: deleted if it fails after keeping them (nothing would name them)
+      const kept: Array<string> = []
       const sink = ArtifactSink.of({
-        store: (contentType, data) => artifacts.store(call.caller, contentType, data),
+        store: (contentType, data) => Effect.tap(artifacts.store(call.caller, contentType, data), (ref) => kept.push(ref.id)),
         maxBytes: config.artifactMaxBytes
       })
       // what belongs to this call: where files go, its deadline, its key at providers, whose pages it converts
@@ -350,6 +352,7 @@ export const make = Effect.gen(function* () {
         Effect.exit
       )
       const providerMs = (yield* preciseMillis) - started
+      if (Exit.isFailure(exit) && kept.length > 0) yield* artifacts.discard(call.caller.orgId, kept)
       const facts = yield* callFacts
       facts.providerMs = providerMs
       yield* recordProvider(call.label, providerMs / 1000)

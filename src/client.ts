@@ -61,6 +61,8 @@ export interface CallMeta {
   readonly creditsCharged: number
   /** The answer is the stored answer of an earlier call with the same Idempotency-Key. */
   readonly replayed: boolean
+  /** For a replay: the request id of the call that produced the answer. */
+  readonly originalRequestId: string | undefined
   /** The key's rate limit: `limit` requests per `windowSeconds`, `remaining` now, full again in `resetSeconds`. */
   readonly rateLimit: {
     readonly limit: number
@@ -74,6 +76,7 @@ const MetaHeaders = Schema.Struct({
   "x-request-id": Schema.String,
   "x-credits-charged": Schema.optional(Schema.NumberFromString),
   "idempotent-replayed": Schema.optional(Schema.Literal("true")),
+  "x-original-request-id": Schema.optional(Schema.String),
   ratelimit: Schema.optional(Schema.String),
   "ratelimit-policy": Schema.optional(Schema.String)
 })
@@ -95,6 +98,7 @@ export const callMeta = (response: HttpClientResponse.HttpClientResponse): Effec
       requestId: h["x-request-id"],
       creditsCharged: h["x-credits-charged"] ?? 0,
       replayed: h["idempotent-replayed"] === "true",
+      originalRequestId: h["x-original-request-id"],
       rateLimit: limit !== undefined && windowSeconds !== undefined && remaining !== undefined && resetSeconds !== undefined
         ? { limit, windowSeconds, remaining, resetSeconds }
         : undefined

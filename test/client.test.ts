@@ -48,9 +48,11 @@ layer(gatewayLayer(), { excludeTestServices: true })("the typed client", (it) =>
         }
       }).pipe(Effect.provide(yield* clientLayer(key)))
       expect(result.output.location.name).toBe("Berlin")
-      expect(result.meta).toEqual({ requestId: expect.stringMatching(/^req_/), creditsCharged: 1, replayed: false, rateLimit: undefined })
+      expect(result.meta).toEqual({ requestId: expect.stringMatching(/^req_/), creditsCharged: 1, replayed: false, originalRequestId: undefined, rateLimit: undefined })
       expect(result.again).toEqual(result.output)
-      expect(result.replayed).toMatchObject({ creditsCharged: 0, replayed: true })
+      // the replay has a request id of its own, and names the call whose answer it is
+      expect(result.replayed).toMatchObject({ creditsCharged: 0, replayed: true, originalRequestId: result.meta.requestId })
+      expect(result.replayed.requestId).not.toBe(result.meta.requestId)
       expect(result.fresh).toMatchObject({ creditsCharged: 1, replayed: false })
       // the replay reached no provider; the call without a key did
       expect(u.openMeteo.hits("/v1/forecast")).toBe(2)

@@ -606,6 +606,7 @@ layer(gatewayLayer({ server: { corsOrigins: ["https://dash.example.com", "http:/
         expect(read.status).toBe(200)
         expect(read.headers.get("access-control-allow-origin")).toBe("http://localhost:5173")
         expect(read.headers.get("access-control-expose-headers")).toContain("x-request-id")
+        expect(read.headers.get("access-control-expose-headers")).toContain("x-original-request-id")
         // an export past its rows says where the rest starts: a dashboard on another origin reads it too
         expect(read.headers.get("access-control-expose-headers")).toContain("x-next-cursor")
         const refused = yield* dashboard("GET", "/v1/org", undefined, undefined, { origin: "https://dash.example.com" })

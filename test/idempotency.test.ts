@@ -544,7 +544,7 @@ layer(servicesLayer())("Idempotency-Key in process, on TestClock", (it) => {
       })
       for (const key of claimed) {
         const again = yield* idempotency.claim(request(key, "Berlin"))
-        expect(again).toEqual({ _tag: "Replay", response: { status: 200, body: `{"key":"${key}"}`, charged: 1 } })
+        expect(again).toEqual({ _tag: "Replay", response: { status: 200, body: `{"key":"${key}"}`, charged: 1 }, requestId: `req_${key}_Berlin` })
       }
       const after = yield* stateOf
       // every claim and answer went through a batch, and there were fewer statements than of them

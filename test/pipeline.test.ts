@@ -271,7 +271,7 @@ const makeWorld = (options: WorldOptions = {}) =>
         if (existing.fingerprint !== request.fingerprint) {
           return Effect.fail(new IdempotencyKeyReused({ message: "this Idempotency-Key was used for another request" }))
         }
-        if (existing.response !== undefined) return Effect.succeed({ _tag: "Replay", response: existing.response })
+        if (existing.response !== undefined) return Effect.succeed({ _tag: "Replay", response: existing.response, requestId: "req_of_the_first_call" })
         return Effect.fail(new RequestInProgress({ message: "a request with this Idempotency-Key is running", retryAfter: 1 }))
       })
     const idempotency = Idempotency.of({

@@ -25,8 +25,8 @@ const respond = <A>(outcome: Outcome<A>): HttpServerResponse.HttpServerResponse 
     : HttpServerResponse.text(outcome.body, {
       status: outcome.status,
       contentType: "application/json",
-      // A replay charges nothing: the credits were charged by the call that produced the answer.
-      headers: { "idempotent-replayed": "true", "x-credits-charged": "0" }
+      // A replay charges nothing: the credits were charged by the call that produced the answer (which it names).
+      headers: { "idempotent-replayed": "true", "x-credits-charged": "0", "x-original-request-id": outcome.originalRequestId }
     })
 
 export const ToolsLive = builtIn(HttpApiBuilder.group(Api, "tools", (handlers) =>

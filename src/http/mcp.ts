@@ -324,6 +324,8 @@ type CallMeta = {
   readonly "tool-gateway/request-id": string
   readonly "tool-gateway/credits-charged": number
   readonly "tool-gateway/replayed"?: true
+  /** With `replayed`: the request id of the call whose answer this is. */
+  readonly "tool-gateway/original-request-id"?: string
   /** A refusal that says when to come back (HTTP's `Retry-After`, which an MCP result has no header for), in seconds. */
   readonly "tool-gateway/retry-after"?: number
 }
@@ -375,7 +377,7 @@ const resultOf = (outcome: Outcome<unknown>, revision: string): CallToolResult =
   const meta: CallMeta = {
     "tool-gateway/request-id": outcome.requestId,
     "tool-gateway/credits-charged": outcome._tag === "Fresh" ? outcome.charged : 0,
-    ...(outcome._tag === "Replayed" ? { "tool-gateway/replayed": true } : {})
+    ...(outcome._tag === "Replayed" ? { "tool-gateway/replayed": true, "tool-gateway/original-request-id": outcome.originalRequestId } : {})
   }
   if (outcome._tag === "Replayed" && outcome.status !== 200) {
     // a stored failure (a normalization failure, or a write whose outcome is unknown), replayed

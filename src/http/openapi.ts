@@ -60,6 +60,11 @@ const HEADERS = {
     required: false,
     schema: { type: "string", enum: ["true"] }
   },
+  "X-Original-Request-Id": {
+    description: "With `Idempotent-Replayed`: the `X-Request-Id` of the call that produced this answer (its log line and usage record).",
+    required: false,
+    schema: { type: "string" }
+  },
   RateLimit: {
     description:
       "Where the API key stands against its rate limit (draft-ietf-httpapi-ratelimit-headers): `\"key\";r=<requests left>;t=<seconds until full>`. " +
@@ -114,6 +119,7 @@ const headersOf = (kind: OperationKind, status: number, errors: ReadonlyArray<En
   if (kind.call && REPLAYED_STATUSES.has(status)) {
     headers["X-Credits-Charged"] = header("X-Credits-Charged", status === 200)
     headers["Idempotent-Replayed"] = header("Idempotent-Replayed")
+    headers["X-Original-Request-Id"] = header("X-Original-Request-Id")
   } else if (some("credits-charged")) {
     headers["X-Credits-Charged"] = header("X-Credits-Charged", false)
   }

@@ -154,6 +154,7 @@ const EXPOSED = [
   "x-request-id",
   "x-credits-charged",
   "idempotent-replayed",
+  "x-original-request-id",
   "ratelimit",
   "ratelimit-policy",
   "retry-after",

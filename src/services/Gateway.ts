@@ -98,6 +98,8 @@ export interface Fresh<A> {
 export interface Replayed {
   readonly _tag: "Replayed"
   readonly requestId: string
+  /** The request id of the call whose answer this is (its log line, its usage record). */
+  readonly originalRequestId: string
   readonly status: number
   readonly body: string
   readonly charged: number
@@ -528,7 +530,7 @@ export const make = Effect.gen(function* () {
           // whose tools are limited, or an org whose beta was turned off gets what a fresh call would get.
           yield* keys.confirm(caller)
           yield* admit(call)
-          return { _tag: "Replayed", requestId, ...claimed.response } satisfies Replayed
+          return { _tag: "Replayed", requestId, originalRequestId: claimed.requestId, ...claimed.response } satisfies Replayed
         }
         const run = (reserved: Effect.Effect<Reserved<T>, ToolError<T>>, lease?: ClaimLease) =>
           Effect.gen(function* () {

@@ -44,7 +44,8 @@ export interface StoredResponse {
 
 export type Claim =
   | { readonly _tag: "Claimed" }
-  | { readonly _tag: "Replay"; readonly response: StoredResponse }
+  /** The stored answer, and the request id of the call that made it. */
+  | { readonly _tag: "Replay"; readonly response: StoredResponse; readonly requestId: string }
 
 export type ClaimError = IdempotencyKeyReused | RequestInProgress | IdempotencyReplayUnavailable
 
@@ -270,7 +271,8 @@ export const make = Effect.gen(function* () {
         }
         return {
           _tag: "Replay",
-          response: { status: row.response_status, body: row.response_body, charged: row.charged ?? 0 }
+          response: { status: row.response_status, body: row.response_body, charged: row.charged ?? 0 },
+          requestId: row.request_id
         } as const
       }
       if (row.status !== "abandoned") {

@@ -150,6 +150,10 @@ layer(gatewayLayer(), { excludeTestServices: true })("dashboard API: keys, usage
         expect(listOf(yield* dashboard("GET", "/v1/keys", a.token)).find((k) => k["id"] === id)).toMatchObject({ name: "a" })
         yield* dashboard("DELETE", `/v1/keys/${id}`, a.token)
         expectEnvelope(yield* dashboard("PATCH", `/v1/keys/${id}`, a.token, { name: "revived?" }), { ...invalidRequest, message: "revoked" })
+        // a token that is not one is refused with the challenge a 401 carries (RFC 9110 §15.5.2, RFC 6750 §3)
+        const malformed = yield* request("/v1/keys", { method: "GET", headers: { authorization: "Bearer not-a-jwt" } })
+        expect(malformed.status).toBe(401)
+        expect(malformed.headers.get("www-authenticate")).toBe(`Bearer realm="tool-gateway"`)
         // an API key is no dashboard credential
         expectEnvelope(yield* request(`/v1/keys/${id}`, { method: "PATCH", body: "{}", headers: { "content-type": "application/json", "x-api-key": a.key } }), {
           status: 401,

@@ -14,7 +14,8 @@ const headerNames: { readonly [H in ErrorHeader]: ReadonlyArray<string> } = {
   allow: ["Allow"],
   "content-range": ["Content-Range"],
   "connection-close": ["Connection: close"],
-  "credits-charged": ["X-Credits-Charged"]
+  "credits-charged": ["X-Credits-Charged"],
+  "www-authenticate": ["WWW-Authenticate"]
 }
 
 /** The rows of the first markdown table under `heading` (or of the first table, without one), as cells. */

@@ -253,6 +253,8 @@ layer(gatewayLayer({ server: { metricsToken: Option.some(Redacted.make("scrape-s
         })
         const wrong = yield* request("/metrics", { method: "GET", headers: { authorization: "Bearer nope" } })
         expect(wrong.status).toBe(401)
+        // a 401 says how to authenticate (RFC 9110 §15.5.2)
+        expect(wrong.headers.get("www-authenticate")).toBe(`Bearer realm="tool-gateway"`)
         // the token and something after it is not the header (it was taken)
         expect((yield* request("/metrics", { method: "GET", headers: { authorization: "Bearer scrape-secret junk" } })).status).toBe(401)
         expect((yield* request("/metrics", { method: "GET", headers: { authorization: "Bearer scrape-secrets" } })).status).toBe(401)

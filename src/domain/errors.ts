@@ -45,8 +45,13 @@ export class InvalidKey extends Schema.TaggedError<InvalidKey>()("InvalidKey", {
   message: Schema.String
 }) {}
 export class InvalidToken extends Schema.TaggedError<InvalidToken>()("InvalidToken", {
-  message: Schema.String
+  message: Schema.String,
+  /** What `WWW-Authenticate` asks for where a Bearer token is the way in (RFC 9110 §11.6.1, RFC 6750 §3). */
+  challenge: Schema.optional(Schema.String)
 }) {}
+
+/** The challenge of a route that takes a Bearer token (an ID token, the METRICS_TOKEN). */
+export const BEARER_CHALLENGE = `Bearer realm="tool-gateway"`
 export class CredentialRequired extends Schema.TaggedError<CredentialRequired>()("CredentialRequired", {
   message: Schema.String
 }) {}
@@ -247,9 +252,10 @@ export type ErrorType =
  * The headers an answer carries besides the envelope, each from a field of its error: `retry-after` (the
  * error's `retryAfter`, or 1 s), `ratelimit` (the key's policy: `limit`, `windowSeconds`), `allow`,
  * `content-range` (the file's `size`), `connection-close` (the rest of the request is not read), and
- * `credits-charged` (`X-Credits-Charged`: what a billable failure was charged, its `charged`, as a success says).
+ * `credits-charged` (`X-Credits-Charged`: what a billable failure was charged, its `charged`, as a success says), and
+ * `www-authenticate` (the `challenge` of a route that takes a Bearer token).
  */
-export type ErrorHeader = "retry-after" | "ratelimit" | "allow" | "content-range" | "connection-close" | "credits-charged"
+export type ErrorHeader = "retry-after" | "ratelimit" | "allow" | "content-range" | "connection-close" | "credits-charged" | "www-authenticate"
 
 export interface EnvelopeSpec {
   readonly type: ErrorType
@@ -315,7 +321,7 @@ export const envelopeOf: EnvelopeTable<GatewayError> = {
     headers: ["content-range"]
   },
   InvalidKey: { type: "auth", code: "invalid_key", status: 401, retryable: false, billable: false },
-  InvalidToken: { type: "auth", code: "invalid_token", status: 401, retryable: false, billable: false },
+  InvalidToken: { type: "auth", code: "invalid_token", status: 401, retryable: false, billable: false, headers: ["www-authenticate"] },
   CredentialRequired: { type: "auth", code: "credential_required", status: 401, retryable: false, billable: false },
   BetaUnavailable: { type: "auth", code: "beta_unavailable", status: 401, retryable: false, billable: false },
   ToolNotAllowed: { type: "auth", code: "tool_not_allowed", status: 401, retryable: false, billable: false },
@@ -538,6 +544,9 @@ export const responseHeaders = (error: GatewayError): Record<string, string> => 
         break
       case "credits-charged":
         if ("charged" in error && error.charged !== undefined) headers["x-credits-charged"] = String(error.charged)
+        break
+      case "www-authenticate":
+        if (error._tag === "InvalidToken" && error.challenge !== undefined) headers["www-authenticate"] = error.challenge
         break
     }
   }

@@ -79,6 +79,11 @@ const HEADERS = {
     schema: { type: "string" },
     example: "\"key\";q=10;w=1"
   },
+  "WWW-Authenticate": {
+    description: "On an `invalid_token` of a route that takes a Bearer token (an ID token): `Bearer realm=\"tool-gateway\"`.",
+    required: false,
+    schema: { type: "string" }
+  },
   "Retry-After": {
     description: "Seconds to wait before trying again.",
     required: true,
@@ -123,6 +128,7 @@ const headersOf = (kind: OperationKind, status: number, errors: ReadonlyArray<En
   } else if (some("credits-charged")) {
     headers["X-Credits-Charged"] = header("X-Credits-Charged", false)
   }
+  if (some("www-authenticate")) headers["WWW-Authenticate"] = header("WWW-Authenticate")
   if (some("retry-after")) {
     headers["Retry-After"] = header("Retry-After", errors.every((spec) => spec.headers?.includes("retry-after") === true))
   }

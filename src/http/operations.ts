@@ -21,7 +21,7 @@ import * as Schema from "effect/Schema"
 import * as Crypto from "node:crypto"
 import { DatabasePool } from "../db/Database.js"
 import { migrationCount } from "../db/migrations/index.js"
-import { InvalidToken, type NotFound, NotReady } from "../domain/errors.js"
+import { BEARER_CHALLENGE, InvalidToken, type NotFound, NotReady } from "../domain/errors.js"
 import { ServerConfig } from "../config.js"
 import { Ledger } from "../services/Ledger.js"
 import { MetricsExporter } from "../services/Observability.js"
@@ -144,7 +144,7 @@ export const OperationsLive = HttpApiBuilder.Router.use((router) =>
       // compared in constant time (their digests, of equal length): how long the comparison takes says nothing of the token
       const digest = (text: string) => Crypto.createHash("sha256").update(text).digest()
       if (bearer === undefined || !Crypto.timingSafeEqual(digest(bearer), digest(Redacted.value(config.metricsToken.value)))) {
-        return yield* new InvalidToken({ message: "GET /metrics needs Authorization: Bearer <METRICS_TOKEN>." })
+        return yield* new InvalidToken({ message: "GET /metrics needs Authorization: Bearer <METRICS_TOKEN>.", challenge: BEARER_CHALLENGE })
       }
     })
 

@@ -32,7 +32,7 @@ import {
   jwtVerify,
   SignJWT
 } from "jose"
-import { InvalidToken, ProviderUnavailable } from "../domain/errors.js"
+import { BEARER_CHALLENGE, InvalidToken, ProviderUnavailable } from "../domain/errors.js"
 import { IdentityConfig, ServerConfig } from "../config.js"
 import { base62 } from "./random.js"
 import { nowMillis, toDate } from "./time.js"
@@ -185,7 +185,7 @@ export const make = Effect.gen(function* () {
     dev = Option.some({ jwks, keySet: createLocalJWKSet(jwks), key })
   }
 
-  const invalid = (message: string) => new InvalidToken({ message })
+  const invalid = (message: string) => new InvalidToken({ message, challenge: BEARER_CHALLENGE })
 
   const verify = (token: string): Effect.Effect<Principal, InvalidToken | ProviderUnavailable> =>
     Effect.gen(function* () {

@@ -269,19 +269,19 @@ layer(servicesLayer())("the ledger, in process, on TestClock", (it) => {
       expect((yield* claimed("paid"))._tag).toBe("Claimed")
       const paid = yield* hold(org, 5)
       expect(yield* ledger.settle(paid, 3, { orgId: org.orgId, key: "paid", requestId: "req_paid", status: 200, body: "{\"ok\":1}" })).toBe(true)
-      expect(yield* claimed("paid")).toEqual({ _tag: "Replay", response: { status: 200, body: "{\"ok\":1}", charged: 3 } })
+      expect(yield* claimed("paid")).toEqual({ _tag: "Replay", response: { status: 200, body: "{\"ok\":1}", charged: 3 }, requestId: "req_paid" })
       expect((yield* Metric.value(completes)).count).toBe(before.count)
       // a hold voided meanwhile (a sweeper took the call for dead): kept, as charged 0 — what the call posted
       expect((yield* claimed("swept"))._tag).toBe("Claimed")
       const swept = yield* hold(org, 5)
       yield* ledger.void(swept)
       expect(yield* ledger.settle(swept, 3, { orgId: org.orgId, key: "swept", requestId: "req_swept", status: 200, body: "{\"ok\":2}" })).toBe(false)
-      expect(yield* claimed("swept")).toEqual({ _tag: "Replay", response: { status: 200, body: "{\"ok\":2}", charged: 0 } })
+      expect(yield* claimed("swept")).toEqual({ _tag: "Replay", response: { status: 200, body: "{\"ok\":2}", charged: 0 }, requestId: "req_swept" })
       // a normalization failure's 502, kept the same way with the minimum it was charged
       expect((yield* claimed("failed"))._tag).toBe("Claimed")
       const failed = yield* hold(org, 5)
       expect(yield* ledger.settle(failed, 1, { orgId: org.orgId, key: "failed", requestId: "req_failed", status: 502, body: "{\"error\":{}}" })).toBe(true)
-      expect(yield* claimed("failed")).toEqual({ _tag: "Replay", response: { status: 502, body: "{\"error\":{}}", charged: 1 } })
+      expect(yield* claimed("failed")).toEqual({ _tag: "Replay", response: { status: 502, body: "{\"error\":{}}", charged: 1 }, requestId: "req_failed" })
       expect(yield* books(org.orgId)).toMatchObject({ balance: 6, held: 0, journalSum: 6 })
     }))
 

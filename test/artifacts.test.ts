@@ -71,6 +71,13 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.0/8"] } }), { excludeTest
       const suffix = yield* download(url, key, { range: "bytes=-7" })
       expect(suffix.status).toBe(206)
       expect(suffix.text).toBe("%%EOF\n".padStart(7, "\n"))
+      // a suffix as long as the file, or longer, is the whole file from its first byte (RFC 9110 §14.1.1)
+      for (const length of [PDF.length, PDF.length + 100]) {
+        const whole = yield* download(url, key, { range: `bytes=-${length}` })
+        expect(whole.status).toBe(206)
+        expect(whole.headers.get("content-range")).toBe(`bytes 0-${PDF.length - 1}/${PDF.length}`)
+        expect(Buffer.from(whole.bytes).equals(PDF)).toBe(true)
+      }
       const open = yield* download(url, key, { range: `bytes=${PDF.length - 3}-` })
       expect(Buffer.from(open.bytes).equals(PDF.subarray(PDF.length - 3))).toBe(true)
       const beyond = yield* download(url, key, { range: `bytes=${PDF.length + 10}-` })
@@ -290,6 +297,9 @@ layer(servicesLayer({ providers: { artifactQuotaBytes: 2 * PNG.length } }))("art
       expect(full).toBeInstanceOf(ArtifactQuotaExceeded)
       // the first file expires 6 days from now
       expect(full).toMatchObject({ retryAfter: 6 * 24 * 3600 })
+      // and 1.5 s later, in 6 days less 1.5 s: Retry-After rounds up (rounded down, a client on time is refused again)
+      yield* TestClock.adjust("1500 millis")
+      expect(yield* Effect.flip(artifacts.store(owner, "image/png", PNG))).toMatchObject({ retryAfter: 6 * 24 * 3600 - 1 })
       yield* TestClock.adjust("6 days")
       // expired, not purged: it counts for nothing
       yield* artifacts.store(owner, "image/png", PNG)
@@ -437,7 +447,8 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.0/8"] } }), { excludeTest
         return { meanwhile: { status: response.status, ms: performance.now() - started }, answers: await burst }
       })
       expect(meanwhile.status).toBe(200)
-      expect(meanwhile.ms).toBeLessThan(2_000)
+      // 17.1 s without the chunked reads; under 1 s on an idle machine, 3.3 s beside other test runs
+      expect(meanwhile.ms).toBeLessThan(6_000)
       expect(new Set(answers)).toEqual(new Set(["206 1"]))
     }))
 

@@ -144,6 +144,27 @@ layer(servicesLayer())("the ledger, in process, on TestClock", (it) => {
       expect(yield* Effect.flip(hold(poor, 2))).toBeInstanceOf(InsufficientCredits)
     }))
 
+  it.effect("at the edges: credits that cover the call exactly are enough, so the cap is what refuses; a call of the whole cap fits next month", () =>
+    Effect.gen(function* () {
+      yield* TestClock.setTime(Date.parse("2026-03-10T12:00:00Z"))
+      const ledger = yield* Ledger
+      // 10 credits, a cap of 9, 5 spent this month: the 5 credits left cover a call of 5 exactly, the cap's 4 left do
+      // not — the cap refuses it (a boundary read the other way said "add credits")
+      const org = yield* givenOrg({ credits: 10, cap: 9 })
+      yield* ledger.settle(yield* hold(org, 5), 5)
+      const refused = yield* Effect.flip(hold(org, 5))
+      expect(refused).toBeInstanceOf(SpendCapExceeded)
+      // a call of exactly the whole cap fits in a month, the next one: not "fits in no month, raise the cap"
+      const capped = yield* givenOrg({ credits: 100, cap: 5 })
+      yield* ledger.settle(yield* hold(capped, 1), 1)
+      const later = yield* Effect.flip(hold(capped, 5))
+      expect(later).toBeInstanceOf(SpendCapExceeded)
+      expect(later.message).toContain("would be exceeded")
+      expect(later.message).not.toContain("in all")
+      // and one of more than the cap fits in none
+      expect((yield* Effect.flip(hold(capped, 6))).message).toContain("in all")
+    }))
+
   it.effect("a free call (0 credits) fits under a cap or key limit lowered below the month's spend; a paid one does not", () =>
     Effect.gen(function* () {
       yield* TestClock.setTime(Date.parse("2026-03-10T12:00:00Z"))

@@ -267,7 +267,10 @@ layer(gatewayLayer({ server: { maxBodyBytes: 64 * 1024, rateLimitPerSecond: 5, r
           u.openMeteo.fault({ delayMs: 500, times: 1, status: 200, body: { results: [] } })
           const { key } = yield* givenOrg()
           const first = yield* Effect.fork(callTool("weather", { q: "Berlin" }, { key, idempotencyKey: "slow-1" }))
-          yield* Effect.sleep("150 millis")
+          // the first call has claimed the key once its request reached the provider (a fixed wait was outlasted on a
+          // loaded machine: the second call claimed it, and the first was refused)
+          for (let i = 0; i < 100 && u.openMeteo.requests.length === 0; i++) yield* Effect.sleep("20 millis")
+          expect(u.openMeteo.requests.length).toBe(1)
           const second = yield* callTool("weather", { q: "Berlin" }, { key, idempotencyKey: "slow-1" })
           expectError(second, { status: 429, type: "rate_limited", code: "request_in_progress", retryable: true, billable: false })
           yield* Fiber.join(first)

@@ -56,7 +56,7 @@ export const wireOf = <C extends ErrorClass>(cls: C): Schema.Schema<Schema.Schem
         ...(error.size !== undefined ? { size: error.size } : {})
       }),
     // exactly the five fields of the envelope: what else an error knows goes in its headers
-    encode: (error) =>
+    encode: (error: GatewayError) =>
       ParseResult.succeed({
         error: { type: spec.type, code: spec.code, message: error.message, retryable: spec.retryable, billable: spec.billable }
       })

@@ -438,7 +438,12 @@ export const handleTrakt = (req: RecordedRequest): Reply => {
   })
 }
 
-// iota: Render
+/**
+ * iota: Render's public API (https://api-docs.render.com/reference/delete-service): `DELETE /v1/services/{serviceId}`
+ * with `Authorization: Bearer <API key>` answers 204 with no body; its errors are the spec's `error` object,
+ * `{id, message}` (401 for a key it does not take, 404 for a service it does not have) — the same operation as the
+ * client generated from Render's OpenAPI document has it (the render-api crate, src/request/delete_service.rs).
+ */
 export const handleRender = (req: RecordedRequest): Reply => {
   if (req.headers["authorization"] !== `Bearer ${CREDENTIALS.iota.api_key}`) return json(401, { message: "unauthorized" })
   const match = /^\/v1\/services\/([^/]+)$/.exec(req.path)

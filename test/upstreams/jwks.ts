@@ -1,5 +1,8 @@
 /**
- * A JWKS endpoint like Google's securetoken one, with keys the test mints tokens with, and rotation.
+ * A JWKS endpoint like Google's securetoken one (https://www.googleapis.com/service_accounts/v1/jwk/securetoken@system.gserviceaccount.com,
+ * which Firebase's "Verify ID tokens using a third-party JWT library" names: https://firebase.google.com/docs/auth/admin/verify-id-tokens):
+ * `{keys: [JWK]}`, RS256 keys each with its `kid`, rotated by publishing new ones; here with keys the test mints
+ * tokens with.
  */
 import { exportJWK, generateKeyPair, type JWK, SignJWT } from "jose"
 import * as Http from "node:http"

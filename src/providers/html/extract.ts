@@ -24,8 +24,24 @@ export const MAX_ELEMENTS = 50_000
 const turndown = new TurndownService({ headingStyle: "atx", codeBlockStyle: "fenced", bulletListMarker: "-" })
 turndown.remove(["script", "style", "noscript", "iframe"])
 
-type DomDocument = ReturnType<typeof parseHTML>["document"]
-type DomNode = DomDocument["documentElement"]
+/**
+ * What is read of a parsed page. linkedom's declarations name the DOM library's types, which this build does not
+ * load, so its nodes arrive untyped: these say what is relied on, and every read below is checked against them.
+ */
+interface DomNode {
+  readonly nodeType: number
+  readonly nodeName: string
+  readonly textContent: string | null
+  readonly childNodes: ArrayLike<DomNode>
+  readonly children: ArrayLike<DomNode>
+}
+interface DomElement extends DomNode {
+  readonly innerHTML: string
+}
+interface DomDocument {
+  readonly documentElement: DomNode
+  querySelector(selectors: string): DomElement | null
+}
 
 const SKIPPED = new Set(["SCRIPT", "STYLE", "NOSCRIPT", "IFRAME", "TEMPLATE", "SVG", "HEAD"])
 const BLOCK = new Set([
@@ -33,10 +49,7 @@ const BLOCK = new Set([
   "H1", "H2", "H3", "H4", "H5", "H6", "BLOCKQUOTE", "PRE", "BR", "HR", "DD", "DT", "DL", "FIGURE", "FIGCAPTION"
 ])
 
-/**
- * What `documentOf` reads of a node at the top of a parsed page. linkedom's declarations name the DOM library's
- * types, which this build does not load, so its nodes arrive untyped: this says what is relied on.
- */
+/** What `documentOf` reads of a node at the top of a parsed page. */
 interface TopNode {
   readonly nodeType: number
   readonly nodeName: string

@@ -24,7 +24,7 @@ export { startEmbedded, type EmbeddedDatabase, type EmbeddedOptions, EmbeddedPos
 
 // What building the exported layers can fail with, besides `SqlError`, `MigrationError` and `EmbeddedPostgresError`:
 // no usable encryption key, a dev identity that cannot start, a prices file that cannot be read or parsed.
-export { EncryptionKeyError } from "./services/Encryption.js"
+export { EncryptionKeyError, SealBroken } from "./services/Encryption.js"
 export { IdentityError } from "./services/Identity.js"
 export { PricingError } from "./services/Pricing.js"
 

@@ -264,7 +264,7 @@ layer(gatewayLayer({ server: { maxBodyBytes: 64 * 1024, rateLimitPerSecond: 5, r
         Effect.gen(function* () {
           const u = yield* TestUpstreams
           u.resetAll()
-          u.openMeteo.fault({ delayMs: 500, times: 1, status: 200, body: { results: [] } })
+          u.openMeteo.fault({ delayMs: 1_000, times: 1, status: 200, body: { results: [] } })
           const { key } = yield* givenOrg()
           const first = yield* Effect.fork(callTool("weather", { q: "Berlin" }, { key, idempotencyKey: "slow-1" }))
           // the first call has claimed the key once its request reached the provider (a fixed wait was outlasted on a

@@ -250,6 +250,21 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.0/8"] } }), { excludeTest
       }
     }))
 
+  it.effect("the generic REST provider: a caller's many long credential-like query values do not push the connection's token out of an error answer's search", () =>
+    Effect.gen(function* () {
+      const u = yield* TestUpstreams
+      u.resetAll()
+      const { key, orgId } = yield* givenOrg({ credits: 10 })
+      yield* connectTo(u.rest.url, orgId)
+      // an API that quotes the request's Authorization in its refusal
+      u.rest.fault({ status: 400, body: { message: `refused for Bearer ${EPSILON_TOKEN}` }, times: 1 })
+      // ten values, each with characters every percent-encoding writes its own way: 80 spellings, all longer than the token's
+      const query = Object.fromEntries(Array.from({ length: 10 }, (_, i) => [`token${i}`, `${"v".repeat(100)} *:${i}`]))
+      const refused = yield* callTool("epsilon_request", { path: "/items", query }, { key })
+      expectEnvelope(refused, { status: 502, type: "provider", code: "provider_rejected", retryable: false, billable: false, message: "refused for [redacted]" })
+      expect(refused.text).not.toContain(EPSILON_TOKEN)
+    }))
+
   it.effect("an account tool's cross-origin redirect is not followed: the token and the body stay home, the answer says where", () =>
     Effect.gen(function* () {
       const u = yield* TestUpstreams

@@ -394,7 +394,9 @@ const connectionsReseal = Command.make("reseal", { json }, ({ json }) =>
       json,
       { resealed, unreadable, sessions_deleted: sessionsDeleted },
       `Sealed ${resealed} connection(s) again with the current key.` +
-        (unreadable > 0 ? ` ${unreadable} are sealed with a key that is not configured (GATEWAY_ENCRYPTION_OLD_KEYS).` : "") +
+        (unreadable > 0
+          ? ` ${unreadable} cannot be opened: sealed with a key that is not configured (GATEWAY_ENCRYPTION_OLD_KEYS), or altered since (each named in a WARN line).`
+          : "") +
         ` Deleted ${sessionsDeleted} delta session(s) sealed with another key (their orgs' next delta call logs in again).`
     )
     // connections no process can read: a script that runs this after a rotation must see it

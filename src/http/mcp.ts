@@ -628,10 +628,11 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
       }
       // tool calls run on the server's runtime: give them this request's facts for its log line and metrics
       const facts = yield* callFacts
-      // A file's whole answer (its bytes, their base64, the JSON-RPC text) is held until it is written: a few at a
-      // time, an org's one at a time (thirty reads of a 10 MB file at once held them all, over a gigabyte).
+      // A file's whole answer (its bytes, their base64, the JSON-RPC text) is made a few at a time, an org's one at a
+      // time (thirty reads of a 10 MB file at once held them all, over a gigabyte). Made to its end once begun: the
+      // SDK reads the file in a fiber of its own, which a client that hangs up would leave running without a turn.
       const answer = answerMessage(request, caller, state, facts, message)
-      return yield* message["method"] === "resources/read" ? wholeFileTurn(caller.orgId, answer) : answer
+      return yield* message["method"] === "resources/read" ? wholeFileTurn(caller.orgId, Effect.uninterruptible(answer)) : answer
     })
 
     /** What the MCP SDK's server answers a message the checks above let through. */

@@ -155,6 +155,7 @@ const EXPOSED = [
   "x-credits-charged",
   "idempotent-replayed",
   "x-original-request-id",
+  "www-authenticate",
   "ratelimit",
   "ratelimit-policy",
   "retry-after",

@@ -358,7 +358,7 @@ export const make = Effect.gen(function* () {
       const facts = yield* callFacts
       facts.providerMs = providerMs
       yield* recordProvider(call.label, providerMs / 1000)
-      return exit
+      return { exit, kept }
     })
 
   // -- charge -----------------------------------------------------------------------------------------
@@ -385,7 +385,8 @@ export const make = Effect.gen(function* () {
     mode: Mode<T, A>,
     hold: Hold,
     exit: Exit.Exit<Answered<A>, ProviderFailure>,
-    credentials: CredentialFor<T>
+    credentials: CredentialFor<T>,
+    kept: ReadonlyArray<string>
   ): Effect.Effect<Fresh<A>, ToolError<T>> =>
     Effect.gen(function* () {
       /** Charged the tool's minimum (the provider answered), kept by the settlement's statement like a 200. */
@@ -415,6 +416,8 @@ export const make = Effect.gen(function* () {
           yield* Effect.logError("a provider's answer could not be encoded as the tool's output", encoded.cause).pipe(
             Effect.annotateLogs({ request_id: call.requestId, tool: call.label, provider: answered.provider })
           )
+          // the files it kept are named by no answer
+          if (kept.length > 0) yield* artifacts.discard(call.caller.orgId, kept)
           return yield* normalizationFailed({
             message: `The ${answered.provider} answer could not be written as ${call.label}'s output; the call was carried out ` +
               "(check before sending a write again)."
@@ -538,9 +541,9 @@ export const make = Effect.gen(function* () {
             // this process renews the hold's lease until it is settled or voided, however long the provider takes
             yield* leases.holdHeld(hold.id, started + leases.leaseMs)
             return yield* invoke(call, mode, credentials, () => leases.heldUntil(hold.id, lease)).pipe(
-              Effect.flatMap((exit) => {
+              Effect.flatMap(({ exit, kept }) => {
                 provider = providerOf(exit)
-                return charge(call, mode, hold, exit, credentials)
+                return charge(call, mode, hold, exit, credentials, kept)
               }),
               Effect.ensuring(leases.releaseHold(hold.id))
             )

@@ -290,12 +290,16 @@ const encoder = new TextEncoder()
  * (percent-encoded, in either case) and as JSON with escaped slashes would, where those differ.
  */
 const sentSecrets = (request: UpstreamRequest, hop: Hop): ReadonlyArray<string> => {
-  const found = new Set<string>(request.secrets ?? [])
-  for (const value of Object.values(hop.headers)) for (const secret of headerSecrets(value)) found.add(secret)
+  const own = new Set<string>(request.secrets ?? [])
+  for (const value of Object.values(hop.headers)) for (const secret of headerSecrets(value)) own.add(secret)
+  const queried = new Set<string>()
   if (URL.canParse(hop.url)) {
-    for (const [name, value] of new URL(hop.url).searchParams) if (SECRET_PARAMETER.test(name)) found.add(value)
+    for (const [name, value] of new URL(hop.url).searchParams) if (SECRET_PARAMETER.test(name)) queried.add(value)
   }
-  return spelled(found)
+  // the request's own secrets first: a caller names query parameters (epsilon's, zeta's `params`), and theirs take
+  // only the places left, so that many long ones cannot push a connection's token out of the search
+  const first = spelled(own)
+  return queried.size === 0 ? first : longestFirst([...first, ...spelled(queried)].slice(0, MAX_SECRETS))
 }
 
 /** A header's value as secrets: the whole value, and each word of it when it has a few (`Bearer <token>`). */
@@ -323,9 +327,11 @@ const spelled = (secrets: Iterable<string>): ReadonlyArray<string> => {
     // parse whole (its first 64 KiB) or not quite JSON
     found.add(JSON.stringify(secret).slice(1, -1).replaceAll("/", "\\/"))
   }
-  // the longest first, so that a whole header value goes before a word of it
-  return [...found].filter((s) => s.length >= MIN_SECRET_LENGTH).sort((a, b) => b.length - a.length).slice(0, MAX_SECRETS)
+  return longestFirst([...found].filter((s) => s.length >= MIN_SECRET_LENGTH)).slice(0, MAX_SECRETS)
 }
+
+/** The longest first, so that a whole header value is replaced before a word of it (no part of it left readable). */
+const longestFirst = (secrets: ReadonlyArray<string>): ReadonlyArray<string> => [...new Set(secrets)].sort((a, b) => b.length - a.length)
 
 /**
  * A 2xx answer's body (its text, or the JSON read from it) with none of `secrets` in it, in any of the spellings an

@@ -57,7 +57,6 @@ import { Gateway, type Outcome } from "../services/Gateway.js"
 import type { Caller } from "../services/KeyStore.js"
 import { Pricing } from "../services/Pricing.js"
 import { type CallFacts, callFacts, CurrentCallFacts } from "../services/Telemetry.js"
-import type { OrgId } from "../domain/ids.js"
 import { currentRequest, type RequestState } from "./envelope.js"
 import { jsonSchemaOf, objectSchemaOf } from "./jsonSchema.js"
 import { bodyProblems, emptyBody, isJsonObject, MAX_JSON_DEPTH, notJson, readJsonText } from "./security.js"
@@ -445,9 +444,7 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
     const { maxBodyBytes } = yield* ServerConfig
     const runtime = yield* Effect.runtime<never>()
     const run = Runtime.runPromise(runtime)
-    const wholeFiles = yield* Effect.makeSemaphore(MCP_FILE_READS_AT_ONCE)
-    const fileTurn = yield* orgTurns(MCP_FILE_READS_PER_ORG)
-    const wholeFileTurn = <A, E>(orgId: OrgId, effect: Effect.Effect<A, E>) => fileTurn(orgId, wholeFiles.withPermits(1)(effect))
+    const wholeFileTurn = yield* orgTurns(MCP_FILE_READS_PER_ORG, MCP_FILE_READS_AT_ONCE)
     const described = toolDescriptions(pricing)
 
     /**

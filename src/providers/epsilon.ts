@@ -57,10 +57,13 @@ export const request: ProviderTool<ToolInput<"epsilon_request">, Credentials["ep
       const method = yield* methodOf(input)
       // a write carries the call's derived Idempotency-Key (the IETF httpapi header), for an API that honours it
       const headers: Record<string, string> = method === "GET" ? {} : { ...(yield* idempotencyHeader) }
-      if (credentials.token !== undefined) {
-        if (credentials.header !== undefined) headers[credentials.header.toLowerCase()] = credentials.token
-        else headers["authorization"] = `Bearer ${credentials.token}`
-      }
+      // the token as its header carries it: in `header`, or as a Bearer token
+      const sent = credentials.token === undefined
+        ? undefined
+        : credentials.header !== undefined
+        ? { name: credentials.header.toLowerCase(), value: credentials.token }
+        : { name: "authorization", value: `Bearer ${credentials.token}` }
+      if (sent !== undefined) headers[sent.name] = sent.value
       const raw = yield* requestText({
         provider: PROVIDER,
         method,
@@ -77,9 +80,7 @@ export const request: ProviderTool<ToolInput<"epsilon_request">, Credentials["ep
       // Any REST API: JSON when it parses as JSON, whatever its media type says. The connection's token is never in
       // what the call answers (an API that echoes its request's headers would give it to any holder of an API key).
       // (as the header carried it, and each word of it: an API may echo the part after a scheme it knows)
-      const secrets = credentials.token === undefined
-        ? []
-        : headerSecrets(credentials.header !== undefined ? credentials.token : `Bearer ${credentials.token}`)
+      const secrets = sent === undefined ? [] : headerSecrets(sent.value)
       const text = raw.body
       if (typeof text === "string" && text.trim() === "") return { ...raw, body: null }
       // a large answer is parsed and searched in its turn, as requestText read it (one already read as JSON, its media

@@ -163,12 +163,17 @@ export const QUOTA_LOCK = 746_269_002
 
 /**
  * Each org's turn: at most `permits` of its effects at once in this process, the rest waiting (without a connection);
- * an org's turn is dropped once nobody waits for it.
+ * an org's turn is dropped once nobody waits for it. With `atOnce`, its effects then wait for one of the process's
+ * `atOnce` places too (an org's turn first, so that one org's many wait behind each other, not in front of others).
  */
-export const orgTurns = (permits: number) =>
-  Effect.map(RcMap.make({ lookup: (_: OrgId) => Effect.makeSemaphore(permits) }), (turns) =>
-    <A, E>(orgId: OrgId, effect: Effect.Effect<A, E>) =>
-      Effect.scoped(Effect.flatMap(RcMap.get(turns, orgId), (turn) => turn.withPermits(1)(effect))))
+export const orgTurns = (permits: number, atOnce?: number) =>
+  Effect.gen(function* () {
+    const turns = yield* RcMap.make({ lookup: (_: OrgId) => Effect.makeSemaphore(permits) })
+    const places = atOnce === undefined ? undefined : yield* Effect.makeSemaphore(atOnce)
+    return <A, E>(orgId: OrgId, effect: Effect.Effect<A, E>) =>
+      Effect.scoped(Effect.flatMap(RcMap.get(turns, orgId), (turn) =>
+        turn.withPermits(1)(places === undefined ? effect : places.withPermits(1)(effect))))
+  })
 
 export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
@@ -305,9 +310,7 @@ export const make = Effect.gen(function* () {
   //
   // An org's chunks wait their own turn first (`FILE_CHUNKS_PER_ORG` at once): one org's many downloads queued every
   // other org's behind theirs in the process's one queue, and now take at most that many of its readers.
-  const chunks = yield* Effect.makeSemaphore(FILE_CHUNKS_AT_ONCE)
-  const chunkTurn = yield* orgTurns(FILE_CHUNKS_PER_ORG)
-  const inTurn = <A, E>(orgId: OrgId, read: Effect.Effect<A, E>) => chunkTurn(orgId, chunks.withPermits(1)(read))
+  const inTurn = yield* orgTurns(FILE_CHUNKS_PER_ORG, FILE_CHUNKS_AT_ONCE)
   const chunk = (reader: ArtifactReader, ref: ArtifactRef, from: number, length: number) =>
     inTurn(reader.orgId, Effect.uninterruptible(findChunk({ id: ref.id, orgId: reader.orgId, from, length }))).pipe(
       Effect.orDie,

@@ -368,6 +368,30 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.1"] } }), { excludeTestSe
         expectOk(yield* callTool("nu_account", {}, { key }))
       }))
 
+    it.effect("epsilon: a 403 refuses the call, not the token (the connection stays active); a call the API takes after a 401 shows it active again", () =>
+      Effect.gen(function* () {
+        const u = yield* TestUpstreams
+        u.resetAll()
+        const { key, token } = yield* givenMember()
+        expect((yield* dashboard("POST", "/v1/connections", token, { provider: "epsilon", credentials: { base_url: u.rest.url, token: EPSILON_TOKEN } })).status).toBe(201)
+        const status = Effect.map(dashboard("GET", "/v1/connections", token), (listed) => listOf(listed)[0]?.status)
+        // any key of the org can call a path the token may not reach
+        u.rest.fault({ status: 403, body: { detail: "You do not have permission to perform this action." }, times: 1 })
+        expectEnvelope(yield* callTool("epsilon_request", { path: "/admin" }, { key }), {
+          status: 502, type: "provider", code: "provider_credential_rejected", retryable: false, billable: false,
+          message: "You do not have permission to perform this action"
+        })
+        expect(yield* status).toBe("active")
+        // a 401 refuses the token: shown; the next call the API takes with it (the refusal has passed) shows it active
+        u.rest.fault({ status: 401, body: { detail: "Invalid token." }, times: 1 })
+        expectEnvelope(yield* callTool("epsilon_request", { path: "/items" }, { key }), {
+          status: 502, type: "provider", code: "provider_credential_rejected", retryable: false, billable: false
+        })
+        expect(yield* status).toBe("rejected")
+        expectOk(yield* callTool("epsilon_request", { path: "/items" }, { key }))
+        expect(yield* status).toBe("active")
+      }))
+
     it.effect("a refusal of the old credentials that arrives after the connection was replaced leaves the new one active", () =>
       Effect.gen(function* () {
         const u = yield* TestUpstreams

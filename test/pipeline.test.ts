@@ -317,6 +317,7 @@ const makeWorld = (options: WorldOptions = {}) =>
           : Effect.orDie(Schema.decodeUnknown(credentialSchemas[provider])(stored))
       },
       markRejected: (_orgId, provider) => Effect.sync(() => void w.rejected.push(provider)),
+      markAccepted: () => Effect.void,
       reseal: Effect.succeed({ resealed: 0, unreadable: 0, sessionsDeleted: 0 })
     })
 

@@ -106,9 +106,15 @@ export class ProviderRejected extends Schema.TaggedError<ProviderRejected>()("Pr
   message: Schema.String,
   upstreamStatus: Schema.optional(Schema.Number)
 }) {}
+/**
+ * The provider refused the credentials. `forbidden`: it read them and refused this one request with them (RFC 9110's
+ * 403 — they lack a permission it needs), which leaves a connection's `status` as it is; otherwise the credentials
+ * themselves are no longer accepted, and a connection holding them is shown `rejected`.
+ */
 export class ProviderCredentialRejected
   extends Schema.TaggedError<ProviderCredentialRejected>()("ProviderCredentialRejected", {
-    message: Schema.String
+    message: Schema.String,
+    forbidden: Schema.optional(Schema.Boolean)
   })
 {}
 export class ProviderNotConfigured extends Schema.TaggedError<ProviderNotConfigured>()("ProviderNotConfigured", {

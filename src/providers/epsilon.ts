@@ -6,7 +6,8 @@ import * as Effect from "effect/Effect"
 import type { Credentials } from "../domain/connections.js"
 import type { ToolInput, ToolOutput } from "../domain/tools.js"
 import { EPSILON_METHODS } from "../domain/schemas.js"
-import { headerSecrets, idempotencyHeader, ProviderClient, withoutSecrets } from "../services/ProviderClient.js"
+import { ProviderCredentialRejected } from "../domain/errors.js"
+import { headerSecrets, idempotencyHeader, ProviderClient, upstreamMessage, type UpstreamResponse, withoutSecrets } from "../services/ProviderClient.js"
 import { parseUpstreamJson } from "../domain/json.js"
 import { invalid, type ProviderTool, requestText, urlUnder } from "./common.js"
 
@@ -48,6 +49,21 @@ const jsonOrText = (text: string): unknown => {
   }
 }
 
+/**
+ * Any REST API's 403 as RFC 9110 §15.5.4 has it: the server understood the request and refuses it; credentials it
+ * was given are "insufficient to grant access" — to this path with this method, which another path may not be. The
+ * call is `provider_credential_rejected`, but the connection is not shown `rejected` for it (any key of the org can
+ * call a path the token may not reach); a 401 says the token itself is refused, and is (the general rule).
+ */
+const restStatus = (response: UpstreamResponse) =>
+  response.status === 403
+    ? new ProviderCredentialRejected({
+      message: `${PROVIDER} refused this request with the connection's token (HTTP 403): ${upstreamMessage(response.body)}. ` +
+        "The token may lack a permission this path needs.",
+      forbidden: true
+    })
+    : undefined
+
 export const request: ProviderTool<ToolInput<"epsilon_request">, Credentials["epsilon"], ToolOutput<"epsilon_request">> = {
   check: (input, credentials) => Effect.asVoid(targetOf(input, credentials)),
   fetch: (input, credentials) =>
@@ -75,7 +91,8 @@ export const request: ProviderTool<ToolInput<"epsilon_request">, Credentials["ep
         callerUrl: true,
         credentialed: true,
         // a redirect may not take the token out of the base URL's path either
-        scope: credentials.base_url
+        scope: credentials.base_url,
+        classify: restStatus
       })
       // Any REST API: JSON when it parses as JSON, whatever its media type says. The connection's token is never in
       // what the call answers (an API that echoes its request's headers would give it to any holder of an API key).

@@ -64,6 +64,12 @@ export class Connections extends Context.Tag("Connections")<Connections, {
    */
   readonly markRejected: (orgId: OrgId, provider: AccountProvider, used: unknown) => Effect.Effect<void>
   /**
+   * The provider accepted the credentials a call was given (`used`): a connection shown `rejected` that still holds
+   * them is `active` again (a refusal it was marked for has passed). One read, which finds nothing unless the
+   * connection is `rejected`.
+   */
+  readonly markAccepted: (orgId: OrgId, provider: AccountProvider, used: unknown) => Effect.Effect<void>
+  /**
    * Seal again, with the current key, every row sealed with an older one, so that the old key can then be
    * dropped from `GATEWAY_ENCRYPTION_OLD_KEYS`. `unreadable` rows are sealed with a key that is not configured, or do
    * not open with the key they name (each named at WARN).
@@ -157,6 +163,13 @@ export const make = Effect.gen(function* () {
     Result: SealedRow,
     execute: (r) => sql`
       SELECT key_id, iv, ciphertext, tag FROM connections WHERE org_id = ${r.orgId} AND provider = ${r.provider}`
+  })
+  const findRejected = SqlSchema.findOne({
+    Request: OrgProvider,
+    Result: SealedRow,
+    execute: (r) => sql`
+      SELECT key_id, iv, ciphertext, tag FROM connections
+       WHERE org_id = ${r.orgId} AND provider = ${r.provider} AND status = 'rejected'`
   })
   const findStale = SqlSchema.findAll({
     Request: Schema.String,
@@ -271,9 +284,19 @@ export const make = Effect.gen(function* () {
       )
     }).pipe(Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die, SealBroken: Effect.die }), traced("Connections.credentials", { attributes: { provider } }))
 
-  const markRejected = <P extends AccountProvider>(orgId: OrgId, provider: P, used: unknown) =>
+  /**
+   * Set the connection's `status` if the row `find` reads holds the credentials a call used: the row as it was
+   * read (a replacement meanwhile seals with a new IV, and is left as it is).
+   */
+  const markIfHeld = <P extends AccountProvider>(
+    find: typeof findSealed,
+    status: "active" | "rejected",
+    orgId: OrgId,
+    provider: P,
+    used: unknown
+  ) =>
     Effect.gen(function* () {
-      const found = yield* findSealed({ orgId, provider })
+      const found = yield* find({ orgId, provider })
       if (Option.isNone(found) || !encryption.knows(found.value.key_id)) return
       const row = found.value
       const plaintext = yield* encryption.open(
@@ -284,10 +307,23 @@ export const make = Effect.gen(function* () {
       const stored = Schema.decodeUnknownOption(Schema.parseJson(schema))(plaintext)
       if (Option.isNone(stored) || !Schema.is(schema)(used) || !Schema.equivalence(schema)(stored.value, used)) return
       const now = yield* nowMillis
-      // the row as it was read: a replacement meanwhile seals with a new IV
-      yield* sql`UPDATE connections SET status = 'rejected', updated_at = ${toDate(now)}
+      yield* sql`UPDATE connections SET status = ${status}, updated_at = ${toDate(now)}
                   WHERE org_id = ${orgId} AND provider = ${provider} AND iv = ${row.iv}`
-    }).pipe(Effect.asVoid, Effect.catchTag("SealBroken", () => Effect.void), Effect.orDie)
+    }).pipe(
+      Effect.asVoid,
+      Effect.catchTag("SealBroken", () => Effect.void),
+      // what is shown on the connection: the call it follows is answered as it is
+      Effect.catchTags({
+        SqlError: (error) => Effect.logWarning(`the ${provider} connection could not be marked ${status}`, error),
+        ParseError: Effect.die
+      })
+    )
+
+  const markRejected = (orgId: OrgId, provider: AccountProvider, used: unknown) =>
+    markIfHeld(findSealed, "rejected", orgId, provider, used)
+
+  const markAccepted = (orgId: OrgId, provider: AccountProvider, used: unknown) =>
+    markIfHeld(findRejected, "active", orgId, provider, used)
 
   const reseal = Effect.gen(function* () {
     const rows = yield* findStale(encryption.currentKeyId)
@@ -321,7 +357,7 @@ export const make = Effect.gen(function* () {
     return { resealed, unreadable, sessionsDeleted }
   }).pipe(Effect.orDie, traced("Connections.reseal"))
 
-  return Connections.of({ connect, list, disconnect, credentials, markRejected, reseal })
+  return Connections.of({ connect, list, disconnect, credentials, markRejected, markAccepted, reseal })
 })
 
 export const ConnectionsLive = Layer.effect(Connections, make)

@@ -427,14 +427,23 @@ export const make = Effect.gen(function* () {
         // under an Idempotency-Key, the answer is kept by the settlement's statement (see `store`)
         const keep = call.key === undefined ? undefined : { orgId: call.caller.orgId, key: call.key, requestId: call.requestId, status: 200, body }
         const charged = yield* settle(call, hold, chargeFor(call.price, mode.units(answered), call.reservation), keep)
+        // the provider took the org's own credentials: a connection shown rejected for them is active again
+        const def = catalog[call.tool]
+        if (def.account && isAccountProvider(def.provider)) {
+          yield* connections.markAccepted(call.caller.orgId, def.provider, credentials)
+        }
         return { _tag: "Fresh", requestId: call.requestId, output: answered.output, body, provider: answered.provider, charged }
       }
       const failure = failureOf(exit)?.error
       if (failure?._tag === "NormalizationFailed") return yield* normalizationFailed(failure)
       yield* ledger.void(hold)
-      // the provider refused the org's own credentials: show it on the connection (if it still holds them)
+      // the provider refused the org's own credentials: show it on the connection (if it still holds them) — not
+      // when it refused one request with them (`forbidden`)
       const def = catalog[call.tool]
-      if (failure?._tag === "ProviderCredentialRejected" && def.account && isAccountProvider(def.provider)) {
+      if (
+        failure?._tag === "ProviderCredentialRejected" && failure.forbidden !== true && def.account &&
+        isAccountProvider(def.provider)
+      ) {
         yield* connections.markRejected(call.caller.orgId, def.provider, credentials)
       }
       return yield* Effect.failCause(Cause.map(exit.cause, (failed) => failed.error))

@@ -5,16 +5,19 @@
 import * as ValidationError from "@effect/cli/ValidationError"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import { defaultTeardown, type Teardown } from "@effect/platform/Runtime"
+import * as Cause from "effect/Cause"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as Option from "effect/Option"
 import Cluster from "node:cluster"
 import { cli } from "./cli/main.js"
 import { describeStartupError, startupEnvelopeError } from "./cli/errors.js"
-import { envelopeOnFailure, outputLayer, wantsJson } from "./cli/terminal.js"
+import { commandOf, envelopeOnFailure, outputLayer, wantsJson } from "./cli/terminal.js"
 import { databaseUrlIsSet, logging } from "./config.js"
 import { envelope } from "./domain/errors.js"
 
@@ -64,10 +67,23 @@ const again = () => {
 process.on("SIGINT", again)
 process.on("SIGTERM", again)
 
+/**
+ * A command stopped by SIGINT or SIGTERM before it finished exits 130 (128 + SIGINT, as a shell reports an
+ * interrupted command) and says so: what it printed, if anything, is not an answer a script may take for one.
+ * `serve` told to stop has drained its calls first: 0, as any stop it was asked for.
+ */
+const teardown: Teardown = (exit, onExit) => {
+  if (Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause) && commandOf(process.argv) !== "serve") {
+    process.stderr.write("interrupted: the command did not finish\n")
+    return onExit(130)
+  }
+  defaultTeardown(exit, onExit)
+}
+
 Either.match(logs, {
   onLeft: refuseToStart,
   onRight: ({ level }) => cli(process.argv).pipe(Effect.catchAll(refuseToStart), Effect.provide(Logger.minimumLogLevel(level)))
 }).pipe(
   Effect.provide(Layer.merge(NodeContext.layer, output)),
-  NodeRuntime.runMain({ disableErrorReporting: false, disablePrettyLogger: true })
+  NodeRuntime.runMain({ disableErrorReporting: false, disablePrettyLogger: true, teardown })
 )

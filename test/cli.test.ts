@@ -6,9 +6,12 @@
  */
 import { SqlClient } from "@effect/sql"
 import { describe, expect, it, layer } from "@effect/vitest"
-import { Clock, Effect, Schema } from "effect"
+import { Clock, Effect, Redacted, Schema } from "effect"
 import * as Child from "node:child_process"
 import * as Fs from "node:fs/promises"
+import Pg from "pg"
+import { startEmbedded } from "../src/db/embedded.js"
+import * as Net from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import { TestDatabaseUrl } from "./support/database.js"
@@ -496,6 +499,25 @@ layer(gatewayLayer(), { excludeTestServices: true })("the CLI against DATABASE_U
       })
     }), 60_000)
 
+  it.effect("a PORT another process listens on stops serve at start-up with one line that names it", () =>
+    Effect.gen(function* () {
+      const env = yield* envFor
+      const taken = yield* Effect.acquireRelease(
+        Effect.async<Net.Server>((resume) => {
+          const server = Net.createServer()
+          server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
+        }),
+        (server) => Effect.sync(() => server.close())
+      )
+      const address = taken.address()
+      const port = typeof address === "object" && address !== null ? address.port : 0
+      const refused = yield* run(["serve"], { ...env, GATEWAY_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY, HOST: "127.0.0.1", PORT: String(port) })
+      expect(refused.code, refused.stderr).toBe(2)
+      expect(refused.stderr.trim().split("\n").at(-1)).toBe(
+        `cannot listen: listen EADDRINUSE: address already in use 127.0.0.1:${port} (check HOST and PORT)`
+      )
+    }).pipe(Effect.scoped), 60_000)
+
   it.effect("a key revoked through the CLI is refused at once by the running server", () =>
     Effect.gen(function* () {
       const env = yield* envFor
@@ -530,6 +552,45 @@ describe("colour", () => {
       expect(plain.stdout).toContain("USAGE")
       expect(plain.stdout).not.toContain(ESC)
     }), 60_000)
+})
+
+describe("a command stopped before it finished", () => {
+  it.live("Ctrl-C while it waits for its database: status 130 and a line that says so, not 0 with no answer", () =>
+    Effect.gen(function* () {
+      // a database that takes the connection and never answers: the command waits (up to DATABASE_TIMEOUT_MS)
+      const sockets = new Set<Net.Socket>()
+      const silent = yield* Effect.acquireRelease(
+        Effect.async<Net.Server>((resume) => {
+          const server = Net.createServer((socket) => void sockets.add(socket))
+          server.listen(0, "127.0.0.1", () => resume(Effect.succeed(server)))
+        }),
+        (server) => Effect.sync(() => {
+          for (const socket of sockets) socket.destroy()
+          server.close()
+        })
+      )
+      const address = silent.address()
+      const port = typeof address === "object" && address !== null ? address.port : 0
+      const child = Child.spawn("node", [BIN, "org", "list", "--json"], {
+        env: { ...baseEnv(), DATABASE_URL: `postgres://nobody@127.0.0.1:${port}/none` },
+        detached: true
+      })
+      let stdout = ""
+      let stderr = ""
+      child.stdout.on("data", (d: Buffer) => (stdout += d.toString()))
+      child.stderr.on("data", (d: Buffer) => (stderr += d.toString()))
+      const exited = new Promise<number | null>((done) => child.once("exit", (code) => done(code)))
+      // connected: the command is under way
+      yield* Effect.promise(async () => {
+        while (sockets.size === 0) await new Promise((resolve) => setTimeout(resolve, 20))
+      })
+      process.kill(-(child.pid ?? 0), "SIGINT")
+      const code = yield* Effect.promise(() => exited)
+      expect(code, stderr).toBe(130)
+      expect(stdout).toBe("")
+      expect(stderr).toContain("interrupted: the command did not finish")
+      expect(stderr).not.toMatch(/\n\s+at /)
+    }).pipe(Effect.scoped), 60_000)
 })
 
 /** A data directory of its own, removed after the test; as root, the database runs as postgres, which must enter it. */
@@ -580,6 +641,21 @@ describe("the embedded database", () => {
       expect(JSON.parse(typo.stdout)).toEqual([])
       expect(typo.stderr).toContain(`Made a new, empty database in ${other} (GATEWAY_DATA_DIR)`)
       expect((yield* run(["org", "list", "--json"], { GATEWAY_DATA_DIR: other })).stderr).not.toContain("Made a new")
+
+      // A database that fails the first start's own statements (its orgs table gone): one line and status 2, as
+      // any database that cannot be used at start — not a stack trace and status 1.
+      yield* Effect.scoped(Effect.gen(function* () {
+        const db = yield* startEmbedded(other, { ownProcessGroup: false })
+        yield* Effect.promise(async () => {
+          const client = new Pg.Client({ connectionString: Redacted.value(db.url) })
+          await client.connect()
+          await client.query("ALTER TABLE orgs RENAME TO orgs_gone").finally(() => client.end())
+        })
+      }))
+      const broken = yield* run(["serve"], { GATEWAY_DATA_DIR: other, PORT: "0" })
+      expect(broken.code, broken.stderr).toBe(2)
+      expect(broken.stderr.trim().split("\n").at(-1)).toMatch(/^database error: .*orgs/)
+      expect(broken.stderr + broken.stdout).not.toMatch(/\n\s+at |SqlError: Failed/)
 
       // On a terminal (a pseudo-terminal here), the first start makes an org and prints its key, once.
       if (!hasScript) return

@@ -26,12 +26,17 @@ afterAll(() => sharedDataDir.then((dir) => Fs.rm(dir, { recursive: true, force: 
 const Created = Schema.parseJson(Schema.Struct({ id: Schema.String }))
 const CreatedKey = Schema.parseJson(Schema.Struct({ key: Schema.String }))
 
-/** The gateway as a terminal runs it: a process group of its own (the shell's job), the embedded database. */
-const launch = (args: ReadonlyArray<string>, env: Record<string, string>) =>
+/**
+ * The gateway as a terminal runs it: a process group of its own (the shell's job), the embedded database — or as
+ * `npm start` runs it (`--ignore-scripts`: the build its `prestart` makes is made).
+ */
+const launch = (args: ReadonlyArray<string>, env: Record<string, string>, npm = false) =>
   Effect.acquireRelease(
     Effect.gen(function* () {
       const port = yield* freePort
-      const child = Child.spawn("node", [BIN, "serve", ...args], { env: { ...env, PORT: String(port) }, detached: true })
+      const child = npm
+        ? Child.spawn("npm", ["start", "--ignore-scripts", "--silent", "--", ...args], { env: { ...env, PORT: String(port) }, detached: true })
+        : Child.spawn("node", [BIN, "serve", ...args], { env: { ...env, PORT: String(port) }, detached: true })
       let output = ""
       child.stdout.on("data", (d: Buffer) => (output += d.toString()))
       child.stderr.on("data", (d: Buffer) => (output += d.toString()))
@@ -89,6 +94,8 @@ const booksAfter = (dataDir: string, orgId: string) =>
 
 const ways = [
   { name: "Ctrl-C (SIGINT to the process group)", args: [], stop: (pid: number) => process.kill(-pid, "SIGINT") },
+  // a service manager's stop (systemd's, `docker stop`'s) signals the process it started: npm, which passes it on
+  { name: "SIGTERM to npm start", args: [], npm: true, stop: (pid: number) => process.kill(pid, "SIGTERM") },
   { name: "SIGTERM to the server process", args: [], stop: (pid: number) => process.kill(pid, "SIGTERM") },
   { name: "Ctrl-C with --workers 2", args: ["--workers", "2"], stop: (pid: number) => process.kill(-pid, "SIGINT") },
   { name: "SIGTERM to the primary of --workers 2", args: ["--workers", "2"], stop: (pid: number) => process.kill(pid, "SIGTERM") },
@@ -125,7 +132,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("stopping with calls in fli
           RATE_LIMIT_PER_SECOND: "0",
           PROVIDER_TIMEOUT_MS: "5000"
         }
-        const gateway = yield* launch(way.args, env)
+        const gateway = yield* launch(way.args, env, "npm" in way && way.npm)
         // an org and a key, made with the CLI (which joins the running server's database)
         const org = Schema.decodeUnknownSync(Created)(yield* cli(["org", "create", "--name", "stop", "--credits", "100"], env))
         const key = Schema.decodeUnknownSync(CreatedKey)(yield* cli(["keys", "create", "--org", org.id], env)).key

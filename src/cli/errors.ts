@@ -14,9 +14,10 @@ const tagOf = (u: unknown): string | undefined =>
 const messageOf = (u: unknown): string =>
   typeof u === "object" && u !== null && "message" in u && typeof u.message === "string" ? u.message : String(u)
 
-const causeMessage = (u: unknown): string => {
+/** An error's message and its cause's, joined by a colon: either may be empty (the platform's `ServeError` has none). */
+const withCause = (u: unknown): string => {
   const cause = typeof u === "object" && u !== null && "cause" in u ? u.cause : undefined
-  return cause === undefined ? "" : `: ${messageOf(cause)}`
+  return [messageOf(u), cause === undefined ? "" : messageOf(cause)].filter((part) => part !== "").join(": ")
 }
 
 /** What the process knows about where the database is, for a database error's hint. */
@@ -31,11 +32,11 @@ export const describeStartupError = (error: unknown, context: StartupContext): s
   if (ValidationError.isValidationError(error)) return ""
   switch (tagOf(error)) {
     case "SqlError":
-      return `database error: ${messageOf(error)}${causeMessage(error)}${context.databaseUrlSet ? " (check DATABASE_URL)" : ""}`
+      return `database error: ${withCause(error)}${context.databaseUrlSet ? " (check DATABASE_URL)" : ""}`
     case "MigrationError":
       return `migration failed: ${messageOf(error)}`
     case "EmbeddedPostgresError":
-      return `embedded PostgreSQL: ${messageOf(error)}${causeMessage(error)}`
+      return `embedded PostgreSQL: ${withCause(error)}`
     case "IdentityError":
       return `sign-in: ${messageOf(error)}`
     case "PricingError":
@@ -45,7 +46,7 @@ export const describeStartupError = (error: unknown, context: StartupContext): s
     case "WorkerStartError":
       return `workers: ${messageOf(error)}`
     case "ServeError":
-      return `cannot listen: ${messageOf(error)}${causeMessage(error)} (check HOST and PORT)`
+      return `cannot listen: ${withCause(error)} (check HOST and PORT)`
     default:
       return `error: ${messageOf(error)}`
   }

@@ -20,7 +20,7 @@ export const envelopeOnFailure = (argv: ReadonlyArray<string>): boolean =>
   wantsJson(argv) && commandOf(argv) !== "serve"
 
 /** The command named on the command line (its first word that is not an option). */
-const commandOf = (argv: ReadonlyArray<string>): string | undefined => argv.slice(2).find((arg) => !arg.startsWith("-"))
+export const commandOf = (argv: ReadonlyArray<string>): string | undefined => argv.slice(2).find((arg) => !arg.startsWith("-"))
 
 /** Colour only for a terminal, and not when `NO_COLOR` is set to anything but the empty string. */
 const useColour = (noColor: string | undefined, isTerminal: boolean): boolean => isTerminal && (noColor ?? "") === ""

@@ -5,6 +5,7 @@
  * sum is the balance.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
 import * as SqlSchema from "@effect/sql/SqlSchema"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -42,7 +43,8 @@ export class Orgs extends Context.Tag("Orgs")<Orgs, {
   readonly get: (id: OrgId) => Effect.Effect<Org, NotFound>
   /** Every org, oldest first. */
   readonly list: Effect.Effect<ReadonlyArray<Org>>
-  readonly count: Effect.Effect<number>
+  /** How many orgs there are (the first start's check): a database that does not answer is the caller's to say. */
+  readonly count: Effect.Effect<number, SqlError>
   /** Add credits; a grant that would take the balance past `MAX_CREDITS` is refused. */
   readonly grant: (id: OrgId, amount: number, note?: string) => Effect.Effect<Org, NotFound | InvalidRequest>
   readonly setSpendCap: (id: OrgId, cap: number | null) => Effect.Effect<Org, NotFound | InvalidRequest>
@@ -147,7 +149,10 @@ export const make = Effect.gen(function* () {
       return yield* read(id)
     }).pipe(Effect.catchTags({ SqlError: Effect.die, ParseError: Effect.die, NotFound: Effect.die }), traced("Orgs.create"))
 
-  const count = countRows(undefined).pipe(Effect.map((row) => row.n), Effect.orDie)
+  const count = countRows(undefined).pipe(
+    Effect.map((row) => row.n),
+    Effect.catchTags({ ParseError: Effect.die, NoSuchElementException: Effect.die })
+  )
 
   const grant = (id: OrgId, amount: number, note?: string) =>
     Effect.gen(function* () {

@@ -135,6 +135,29 @@ layer(gatewayLayer(), { excludeTestServices: true })("dashboard API: keys, usage
         expectOk(yield* callTool("weather", { q: "Berlin" }, { key }))
       }))
 
+    it.effect("a field of the wrong kind is refused saying what it must be: never a field's description, nor a choice's first member alone", () =>
+      Effect.gen(function* () {
+        const a = yield* givenMember()
+        const { id } = yield* createKey(a.token, { name: "a" })
+        const cases = [
+          [dashboard("POST", "/v1/connections", a.token, { provider: "github", credentials: { token: "x" } }), "provider: must be one of delta, epsilon, zeta, eta, theta, iota, kappa, lambda, mu or nu"],
+          [dashboard("POST", "/v1/connections", a.token, { provider: "nu", credentials: "ghp_token" }), "credentials: must be an object of the provider's credential fields"],
+          [dashboard("PATCH", `/v1/keys/${id}`, a.token, { allowed_tools: "weather" }), "allowed_tools: must be a list of tool names, or null"],
+          [dashboard("PATCH", `/v1/keys/${id}`, a.token, { allowed_tools: [] }), "allowed_tools: must name at least one tool (null: every tool)"],
+          [dashboard("PATCH", `/v1/keys/${id}`, a.token, { rate_limit: 5 }), "rate_limit: must be an object {per_second, burst}, each an integer from 1 to 100000"],
+          [dashboard("GET", "/v1/usage?status=failed", a.token), "status: must be ok or error"],
+          [dashboard("GET", "/v1/usage?format=xlsx", a.token), "format: must be json or csv"],
+          [dashboard("GET", "/v1/usage/summary?group_by=key", a.token), "group_by: must be day or tool"],
+          [callTool("eta_personal_bests", { mode: "sprint" }, { key: a.key }), "mode: must be one of time, words, quote, zen or custom"]
+        ] as const
+        for (const [answer, message] of cases) {
+          const result = yield* answer
+          expectEnvelope(result, { ...invalidRequest, message })
+          const said = String(bodyOf(result)["error"] !== undefined ? JSON.stringify(bodyOf(result)["error"]) : "")
+          expect(said).not.toMatch(/Expected "|\(and \d+ more\)|What the provider needs|ghp_token/)
+        }
+      }))
+
     it.effect("nothing to change, a bad field, a revoked key: invalid_request; an unknown or another org's key: not_found", () =>
       Effect.gen(function* () {
         const a = yield* givenMember()

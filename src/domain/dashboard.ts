@@ -4,9 +4,9 @@
  */
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
-import { AccountProviderSchema } from "./connections.js"
+import { accountProviders, AccountProviderSchema } from "./connections.js"
 import { Credits } from "./credits.js"
-import { NonEmptyText, opt, strict, Text } from "./schema-helpers.js"
+import { NonEmptyText, opt, refusedAs, refusedAsOneOf, strict, Text } from "./schema-helpers.js"
 import { ToolNameSchema, tools } from "./tools.js"
 
 export { ToolNameSchema }
@@ -64,7 +64,11 @@ const PerSecond = Schema.Int.pipe(Schema.between(1, MAX_RATE, { message: () => `
 export const KeyRateLimitView = Schema.Struct({
   per_second: PerSecond,
   burst: PerSecond
-}).annotations({ identifier: "KeyRateLimit", description: "Requests per second (sustained) and the burst allowed at once" })
+}).annotations({
+  identifier: "KeyRateLimit",
+  description: "Requests per second (sustained) and the burst allowed at once",
+  ...refusedAs(`an object {per_second, burst}, each an integer from 1 to ${MAX_RATE}`)
+})
 const betaToolNameList: ReadonlyArray<string> = Object.values(tools).filter((t) => t.beta).map((t) => t.name)
 
 /** The value a refinement refused, quoted and cut short, for a message. */
@@ -81,9 +85,10 @@ export const BetaToolSchema = Schema.String.pipe(
 // -- connections ---------------------------------------------------------------------------------------
 
 export const CreateConnection = strict({
-  provider: AccountProviderSchema,
+  provider: AccountProviderSchema.annotations(refusedAsOneOf(accountProviders)),
   credentials: Schema.Record({ key: Schema.String, value: Schema.Unknown }).annotations({
-    description: "What the provider needs; see the connection table in docs/dashboard-and-connections.md"
+    description: "What the provider needs; see the connection table in docs/dashboard-and-connections.md",
+    ...refusedAs("an object of the provider's credential fields (the connection table in docs/dashboard-and-connections.md)")
   }),
   label: opt(DisplayName)
 }, "CreateConnection", "Connect (or reconnect) the org's account at a provider")
@@ -107,10 +112,15 @@ export const ConnectionList = Schema.Struct({ data: Schema.Array(ConnectionView)
 /** A key's name (and, in the CLI, an org's): 1 to 100 characters, not blank. */
 export const KeyName = DisplayName
 
+/** A key's allow-list: tool names, at least one (null, where it is taken, is every tool). */
+const AllowedTools = Schema.Array(ToolNameSchema).annotations(refusedAs("a list of tool names, or null")).pipe(
+  Schema.minItems(1, { message: () => "must name at least one tool (null: every tool)" })
+)
+
 export const CreateKey = strict({
   name: KeyName,
   monthly_spend_limit: opt(Schema.NullOr(Credits)),
-  allowed_tools: opt(Schema.NullOr(Schema.Array(ToolNameSchema).pipe(Schema.minItems(1)))),
+  allowed_tools: opt(Schema.NullOr(AllowedTools)),
   rate_limit: opt(Schema.NullOr(KeyRateLimitView)),
   expires_at: opt(Schema.NullOr(Instant).annotations({ description: "From then on the key is refused (invalid_key); null or absent: never" }))
 }, "CreateKey", "A new API key, optionally with a monthly spend limit, a tool allow-list, its own rate limit and an expiry")
@@ -118,7 +128,7 @@ export const CreateKey = strict({
 export const UpdateKey = strict({
   name: opt(KeyName),
   monthly_spend_limit: opt(Schema.NullOr(Credits).annotations({ description: "Credits per UTC month; null removes the limit" })),
-  allowed_tools: opt(Schema.NullOr(Schema.Array(ToolNameSchema).pipe(Schema.minItems(1))).annotations({
+  allowed_tools: opt(Schema.NullOr(AllowedTools).annotations({
     description: "The only tools the key may call; null: every tool"
   })),
   rate_limit: opt(Schema.NullOr(KeyRateLimitView).annotations({ description: "null: the gateway's default" })),
@@ -187,10 +197,14 @@ export const UsageQuery = Schema.Struct({
   }))),
   key_id: opt(Text),
   tool: opt(Text),
-  status: opt(Schema.Literal("ok", "error").annotations({ description: "ok: answered 2xx (replays included); error: any error answer" })),
+  status: opt(Schema.Literal("ok", "error").annotations({
+    description: "ok: answered 2xx (replays included); error: any error answer",
+    ...refusedAsOneOf(["ok", "error"])
+  })),
   from: opt(Instant.annotations({ description: "Records at or after this instant" })),
   to: opt(Instant.annotations({ description: "Records before this instant" })),
   format: opt(Schema.Literal("json", "csv").annotations({
+    ...refusedAsOneOf(["json", "csv"]),
     description: `csv: every matching record (at most ${USAGE_CSV_MAX} rows, newest first) as text/csv, instead of a page; ` +
       "when more match, the X-Next-Cursor header holds the cursor of the rest"
   }))
@@ -220,7 +234,10 @@ export const USAGE_CSV_COLUMNS = ["id", "time", "key_id", "tool", "status", "cod
 export const UsageSummaryQuery = Schema.Struct({
   from: opt(Instant.annotations({ description: "Start, inclusive (default: 30 days before `to`, at 00:00 UTC)" })),
   to: opt(Instant.annotations({ description: "End, exclusive (default: now)" })),
-  group_by: opt(Schema.Literal("day", "tool").annotations({ description: "day (default): every UTC day of the range; tool: most credits first" }))
+  group_by: opt(Schema.Literal("day", "tool").annotations({
+    description: "day (default): every UTC day of the range; tool: most credits first",
+    ...refusedAsOneOf(["day", "tool"])
+  }))
 })
 
 export const UsageGroupView = Schema.Struct({

@@ -23,7 +23,11 @@ export const meaningfulIssues = <I extends { readonly path: ReadonlyArray<Proper
 ): ReadonlyArray<I> => {
   const key = (issue: I) => formatPath(issue.path)
   const isNullBranch = (issue: I) => /^Expected null\b/.test(issue.message)
-  return issues.filter((issue) => !isNullBranch(issue) || !issues.some((other) => other !== issue && !isNullBranch(other) && key(other) === key(issue)))
+  // the members of a union whose message overrides theirs each say it: once is enough
+  const repeated = (issue: I, at: number) => issues.findIndex((other) => key(other) === key(issue) && other.message === issue.message) < at
+  return issues.filter((issue, at) =>
+    !repeated(issue, at) &&
+    (!isNullBranch(issue) || !issues.some((other) => other !== issue && !isNullBranch(other) && key(other) === key(issue))))
 }
 
 /** `s` cut after `max` characters, with an ellipsis to say so. */

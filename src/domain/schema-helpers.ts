@@ -96,6 +96,17 @@ export function refusedAs(expected: string) {
   return { message: () => `must be ${expected}` }
 }
 
+/**
+ * What a refusal of a choice among literals says: `must be ok or error`, `must be one of a, b or c`. Effect says a
+ * union's failure member by member ("Expected \"ok\", actual \"x\" (and 1 more)") unless its message overrides
+ * theirs — which a union of literals can take: there is nothing inside a literal to say more precisely.
+ */
+export function refusedAsOneOf(values: ReadonlyArray<string>) {
+  const last = values.at(-1) ?? ""
+  const said = values.length <= 2 ? values.join(" or ") : `one of ${values.slice(0, -1).join(", ")} or ${last}`
+  return { message: () => ({ message: `must be ${said}`, override: true }) }
+}
+
 /** An optional field: absent, or present with a value of the schema (never `null` or `undefined`). */
 export const opt = <S extends Schema.Schema.All>(schema: S) => Schema.optionalWith(schema, { exact: true })
 

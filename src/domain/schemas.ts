@@ -4,7 +4,7 @@
  */
 import * as Schema from "effect/Schema"
 
-import { HttpUrl, intBetween, JsonObject, NonEmpty, numberBetween, open, opt, PathSegment, refusedAs, strict } from "./schema-helpers.js"
+import { HttpUrl, intBetween, JsonObject, NonEmpty, numberBetween, open, opt, PathSegment, refusedAs, refusedAsOneOf, strict } from "./schema-helpers.js"
 
 /**
  * A JSON Schema that requires these properties (for a published rule across fields). Each is named under `properties`
@@ -218,7 +218,7 @@ export const ZetaRequestInput = strict({
 export const EtaPersonalBestsInput = strict({
   mode: Schema.Literal("time", "words", "quote", "zen", "custom").annotations({
     description: "Monkeytype mode: time, words, quote, zen or custom",
-    ...refusedAs("one of time, words, quote, zen or custom")
+    ...refusedAsOneOf(["time", "words", "quote", "zen", "custom"])
   }),
   mode2: opt(Schema.String.annotations({ description: "One length of that mode, e.g. \"60\" (seconds) for time; default all" }))
 }, "EtaPersonalBestsInput", "Personal bests of the connected Monkeytype account")

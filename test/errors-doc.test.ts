@@ -5,7 +5,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as Fs from "node:fs"
-import { type EnvelopeSpec, envelopeOf, type ErrorHeader, gatewayErrors } from "../src/domain/errors.js"
+import * as HttpApiError from "@effect/platform/HttpApiError"
+import { type EnvelopeSpec, envelopeOf, type ErrorHeader, gatewayErrors, isGatewayError, NotFound } from "../src/domain/errors.js"
 
 /** How the documentation names each header an error's answer carries. */
 const headerNames: { readonly [H in ErrorHeader]: ReadonlyArray<string> } = {
@@ -120,5 +121,16 @@ describe("the README's short error table", () => {
       )
       expect(matches, `README: ${JSON.stringify(row)}`).not.toEqual([])
     }
+  })
+})
+
+describe("isGatewayError", () => {
+  it("is an instance of one of the gateway's classes, not another library's error of the same tag", () => {
+    for (const error of gatewayErrors) expect(isGatewayError(Object.create(error.prototype)), error._tag).toBe(true)
+    expect(isGatewayError(new NotFound({ message: "gone" }))).toBe(true)
+    // the platform's NotFound has the tag, not the message an envelope says
+    expect(isGatewayError(new HttpApiError.NotFound())).toBe(false)
+    expect(isGatewayError(Object.assign(new Error("x"), { _tag: "InvalidRequest" }))).toBe(false)
+    expect(isGatewayError({ _tag: "InternalError", message: "x" })).toBe(false)
   })
 })

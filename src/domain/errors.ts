@@ -616,5 +616,8 @@ export type DashboardError = ErrorsOf<typeof DashboardErrors>
 export type ArtifactError = ErrorsOf<typeof ArtifactErrors>
 export type ServerError = ErrorsOf<typeof ServerErrors>
 
-export const isGatewayError = (u: unknown): u is GatewayError =>
-  u instanceof Error && "_tag" in u && typeof u._tag === "string" && Object.hasOwn(envelopeOf, u._tag)
+/**
+ * One of the gateway's own errors: an instance of one of its classes — not another library's error that happens to
+ * share a tag (the platform's `HttpApiError.NotFound` is a `NotFound` too, without the message an envelope says).
+ */
+export const isGatewayError = (u: unknown): u is GatewayError => gatewayErrors.some((error) => u instanceof error)

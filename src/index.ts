@@ -20,7 +20,7 @@ export { type Hold, Ledger } from "./services/Ledger.js"
 export { type NewOrg, type Org, Orgs } from "./services/Orgs.js"
 export { ProviderClient } from "./services/ProviderClient.js"
 export { RateLimit } from "./services/RateLimit.js"
-export { startEmbedded, type EmbeddedDatabase, type EmbeddedOptions, EmbeddedPostgresError } from "./db/embedded.js"
+export { startEmbedded, type EmbeddedDatabase, type EmbeddedOptions, EmbeddedPostgresError, type EmbeddedRole } from "./db/embedded.js"
 
 // What building the exported layers can fail with, besides `SqlError`, `MigrationError` and `EmbeddedPostgresError`:
 // no usable encryption key, a dev identity that cannot start, a prices file that cannot be read or parsed.

@@ -19,7 +19,7 @@ import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Runtime from "effect/Runtime"
 import Cluster from "node:cluster"
-import { databaseUrl, MigrationsLive, pgLayer } from "../db/Database.js"
+import { databaseUrl, EmbeddedDatabaseRole, MigrationsLive, pgLayer } from "../db/Database.js"
 import { CLUSTER_METRICS_ENV, serveClusterMetrics } from "../http/clusterMetrics.js"
 import { HttpServerLive } from "../http/server.js"
 import { GatewayLive } from "../layers.js"
@@ -89,7 +89,8 @@ const single = Layer.launch(
   ).pipe(
     Layer.provideMerge(HttpServerLive),
     Layer.provideMerge(GatewayLive),
-    Layer.provideMerge(ConfigFromEnv)
+    Layer.provideMerge(ConfigFromEnv),
+    Layer.provide(Layer.succeed(EmbeddedDatabaseRole, "server"))
   )
 )
 
@@ -112,7 +113,7 @@ const primary = (count: number) =>
     // the workers reach the database by DATABASE_URL, so they get the key (on the embedded database, the
     // one generated into the data dir) explicitly
     const encryptionKey = yield* currentKeyText(identity, config)
-    const url = yield* databaseUrl
+    const url = yield* Effect.provideService(databaseUrl, EmbeddedDatabaseRole, "server")
     yield* bootstrap(`http://${config.host}:${config.port}`, process.stdout.isTTY === true).pipe(
       // only what bootstrapping needs: no rate-limit store, metrics, usage writer or provider pools here
       Effect.provide(

@@ -15,7 +15,7 @@ import * as Redacted from "effect/Redacted"
 import * as Path from "node:path"
 import Pg from "pg"
 import { ServerConfig } from "../config.js"
-import { type EmbeddedPostgresError, startEmbedded } from "./embedded.js"
+import { type EmbeddedPostgresError, type EmbeddedRole, startEmbedded } from "./embedded.js"
 import { migrate } from "./migrations/index.js"
 
 const INT8_OID = 20
@@ -148,11 +148,19 @@ export const pgLayer = (
     })
   }))
 
+/**
+ * What this process is to the embedded database: `serve` provides `server` (one at a time on a data directory);
+ * anything else is a `command`, which joins a running server.
+ */
+export class EmbeddedDatabaseRole extends Context.Reference<EmbeddedDatabaseRole>()("EmbeddedDatabaseRole", {
+  defaultValue: (): EmbeddedRole => "command"
+}) {}
+
 /** The database URL: the configured one, or the embedded server's (started for the life of the scope). */
 export const databaseUrl = Effect.gen(function* () {
   const config = yield* ServerConfig
   if (Option.isSome(config.databaseUrl)) return config.databaseUrl.value
-  const embedded = yield* startEmbedded(config.dataDir)
+  const embedded = yield* startEmbedded(config.dataDir, { role: yield* EmbeddedDatabaseRole })
   // said on a first start, and to an operator whose command was given another data directory than the server's
   // (a typo, another working directory): what it does there, the server does not see
   if (embedded.created) {

@@ -9,9 +9,11 @@
  * settled them and written their usage. It is stopped last, when the scope that started it closes (a fast
  * shutdown: SIGINT to the postmaster). Nothing here listens to process signals.
  *
- * One data directory is served by one postmaster. A process that finds it already running (the server,
- * while the CLI runs; or a server that was killed) connects to it instead of starting another, and leaves
- * it running when it exits.
+ * One data directory is served by one postmaster, which one process owns at a time: the one whose pid is in
+ * `<GATEWAY_DATA_DIR>/pg-owner`. The owner started the postmaster (or took over one whose owner died) and stops
+ * it when it exits. A command finding a live owner joins its server; a `serve` finding another `serve` there is
+ * refused, and one finding a command there waits for it to end. A `postmaster.pid` counts only when its process
+ * is that directory's postmaster; the cluster appears in `pg/` only once initdb has finished.
  */
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
@@ -47,7 +49,14 @@ export interface EmbeddedOptions {
    * the gateway, which stops the database last. Test harnesses that want the server to die with them pass false.
    */
   readonly ownProcessGroup?: boolean
+  /**
+   * What this process does with the database: `server` (`serve`) is refused while another live `server` owns the
+   * data directory; `command` (the default: the CLI, a program using the library) joins a running server.
+   */
+  readonly role?: EmbeddedRole
 }
+
+export type EmbeddedRole = "server" | "command"
 
 const DATABASE = "tool_gateway"
 const USER = "postgres"
@@ -82,27 +91,130 @@ const freePort = Effect.async<number, EmbeddedPostgresError>((resume) => {
 
 const exists = (path: string) => Effect.promise(() => Fs.access(path).then(() => true, () => false))
 
+const codeOf = (error: unknown) => (error instanceof Error && "code" in error ? error.code : undefined)
+
 const alive = (pid: number) => {
   try {
     process.kill(pid, 0)
     return true
   } catch (error) {
     // EPERM: alive, owned by another user (the postgres user when the gateway runs as root).
-    return error instanceof Error && "code" in error && error.code === "EPERM"
+    return codeOf(error) === "EPERM"
   }
 }
 
-/** Where a live postmaster serving `dir` listens, read from its `postmaster.pid`: its port and socket directory. */
-export const runningServer = (dir: string): Effect.Effect<{ readonly port: number; readonly socketDir: string | null } | undefined> =>
-  Effect.promise(async () => {
+/** The fields of `/proc/<pid>/stat` after the command's name (Linux): [0] the state, [19] the start time. */
+const procStat = (pid: number) =>
+  Fs.readFile(`/proc/${pid}/stat`, "utf8").then((stat) => stat.slice(stat.lastIndexOf(")") + 2).split(" "), () => undefined)
+
+/** Whether `pid` has ended (a zombie nobody reaps has, too). */
+const ended = async (pid: number) => !alive(pid) || (await procStat(pid))?.[0] === "Z"
+
+/** When a process started ("-" where that cannot be read): with its pid, it names the process even once the pid is reused. */
+const startedAt = async (pid: number) => (await procStat(pid))?.[19] ?? "-"
+
+/** Create `file` holding `text`, whole (a link to a file already written) or not at all: false if it exists. */
+const createWhole = async (file: string, text: string, mode: number) => {
+  const draft = `${file}.${process.pid}.${Crypto.randomBytes(4).toString("hex")}`
+  await Fs.writeFile(draft, text, { mode })
+  try {
+    await Fs.link(draft, file)
+    return true
+  } catch (error) {
+    if (codeOf(error) === "EEXIST") return false
+    throw error
+  } finally {
+    await Fs.rm(draft, { force: true })
+  }
+}
+
+/** The process that owns a data directory's PostgreSQL: started it (or took it over), and stops it on exit. */
+interface Owner {
+  readonly pid: number
+  readonly started: string
+  readonly role: EmbeddedRole
+}
+
+const ownerFile = (root: string) => Path.join(root, "pg-owner")
+
+const readOwner = (root: string) =>
+  Fs.readFile(ownerFile(root), "utf8").then((text): Owner | undefined => {
+    const [pid, started, role] = text.trim().split(" ")
+    const n = Number(pid)
+    return Number.isInteger(n) && n > 0 && started !== undefined && (role === "server" || role === "command")
+      ? { pid: n, started, role }
+      : undefined
+  }, () => undefined)
+
+/** Whether the owner still runs: its pid, started when it says (where either start time cannot be read, the pid alone). */
+const isLive = async (owner: Owner) => {
+  if (owner.pid === process.pid) return true
+  if (await ended(owner.pid)) return false
+  const started = await startedAt(owner.pid)
+  return owner.started === "-" || started === "-" || started === owner.started
+}
+
+/**
+ * Make this process the data directory's owner, unless a live process is: then that one (a dead one's file is
+ * removed). The owner file is let go when the scope closes, after the server has stopped.
+ */
+const ownership = (root: string, role: EmbeddedRole) =>
+  Effect.acquireRelease(
+    Effect.tryPromise({
+      try: async (): Promise<Owner | undefined> => {
+        const me = `${process.pid} ${await startedAt(process.pid)} ${role}\n`
+        for (;;) {
+          if (await createWhole(ownerFile(root), me, 0o644)) return undefined
+          const holder = await readOwner(root)
+          if (holder !== undefined && (await isLive(holder))) return holder
+          await Fs.rm(ownerFile(root), { force: true })
+        }
+      },
+      catch: fail(`cannot write ${ownerFile(root)}`)
+    }),
+    (holder) =>
+      holder !== undefined ? Effect.void : Effect.promise(async () => {
+        if ((await readOwner(root))?.pid === process.pid) await Fs.rm(ownerFile(root), { force: true })
+      })
+  )
+
+/** What `postmaster.pid` says (it may be stale): the postmaster's pid, port and socket directory. */
+interface Postmaster {
+  readonly pid: number
+  readonly port: number
+  readonly socketDir: string | null
+}
+
+const lockFileOf = (dir: string) =>
+  Effect.promise(async (): Promise<Postmaster | undefined> => {
     const text = await Fs.readFile(Path.join(dir, "postmaster.pid"), "utf8").catch(() => undefined)
     if (text === undefined) return undefined
     const lines = text.split("\n")
     const pid = Number(lines[0])
     const port = Number(lines[3])
-    if (!Number.isInteger(pid) || !Number.isInteger(port) || port <= 0) return undefined
+    if (!Number.isInteger(pid) || pid <= 0 || !Number.isInteger(port) || port <= 0) return undefined
     const socketDir = lines[4]?.trim() ?? ""
-    return alive(pid) ? { port, socketDir: socketDir === "" ? null : socketDir } : undefined
+    return { pid, port, socketDir: socketDir === "" ? null : socketDir }
+  })
+
+/** Whether `pid` is a postgres started with `-D dir`, by its command line; undefined where that cannot be read. */
+const isPostmasterOf = (pid: number, dir: string) =>
+  Fs.readFile(`/proc/${pid}/cmdline`, "utf8").then((text) => {
+    const argv = text.split("\0")
+    return Path.basename(argv[0] ?? "") === "postgres" && argv.some((arg, i) => arg === "-D" && argv[i + 1] === dir)
+  }, () => undefined)
+
+/**
+ * The live postmaster serving `dir`, if there is one. Its `postmaster.pid` alone does not say: after a reboot
+ * or a SIGKILL its pid may be another process's. It counts when that process is a postgres serving `dir`, or
+ * when the server it names takes the gateway's login.
+ */
+const runningServer = (dir: string, password: string) =>
+  Effect.gen(function* () {
+    const found = yield* lockFileOf(dir)
+    if (found === undefined || (yield* Effect.promise(() => ended(found.pid)))) return undefined
+    if ((yield* Effect.promise(() => isPostmasterOf(found.pid, dir))) === true) return found
+    return (yield* login(found.port, password)) === "ready" ? found : undefined
   })
 
 /**
@@ -131,10 +243,14 @@ const readOrCreatePassword = (dataDir: string) =>
       if (created !== undefined && Os.userInfo().uid === 0) {
         for (const dir of pathsDown(Path.resolve(created), Path.resolve(dataDir))) await Fs.chmod(dir, 0o755)
       }
-      const existing = await Fs.readFile(passwordFile(dataDir), "utf8").catch(() => undefined)
-      if (existing !== undefined && existing.trim().length > 0) return existing.trim()
+      const existing = await Fs.readFile(passwordFile(dataDir), "utf8").then((text) => text.trim(), () => undefined)
+      if (existing !== undefined && existing !== "") return existing
       const password = Crypto.randomBytes(24).toString("base64url")
-      await Fs.writeFile(passwordFile(dataDir), password + "\n", { mode: 0o600 })
+      // an empty file is a write cut short, replaced; else two processes starting at once: the first one's counts
+      if (existing === "") await Fs.writeFile(passwordFile(dataDir), password + "\n", { mode: 0o600 })
+      else if (!(await createWhole(passwordFile(dataDir), password + "\n", 0o600))) {
+        return (await Fs.readFile(passwordFile(dataDir), "utf8")).trim()
+      }
       return password
     },
     catch: fail(`cannot write the data directory ${dataDir}`)
@@ -195,7 +311,7 @@ const checkReachable = (root: string, as: RunAs) =>
     }
   })
 
-/** Run a program of the embedded distribution to its end (initdb). */
+/** Run a program of the embedded distribution to its end (initdb); killed if the start is interrupted. */
 const runToEnd = (file: string, args: ReadonlyArray<string>, as: RunAs, what: string) =>
   Effect.async<void, EmbeddedPostgresError>((resume) => {
     const child = Child.spawn(file, args, { ...as, stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, LC_ALL: "C" } })
@@ -204,89 +320,153 @@ const runToEnd = (file: string, args: ReadonlyArray<string>, as: RunAs, what: st
     child.once("error", (cause) => resume(Effect.fail(new EmbeddedPostgresError({ message: `${what} could not start`, cause }))))
     child.once("exit", (code) =>
       resume(code === 0 ? Effect.void : Effect.fail(new EmbeddedPostgresError({ message: `${what} failed: ${stderr.trim().split("\n").slice(-3).join(" ")}` }))))
+    return Effect.sync(() => child.kill("SIGKILL"))
+  })
+
+/** initdb works in `pg.init-<random>` beside `pg` (its password in `pg.init-<random>.password`): the cluster becomes `pg` only once it is whole. */
+const DRAFT = "pg.init-"
+
+/** Remove what an initdb that was stopped part-way left (this process owns the data directory). */
+const removeDrafts = (root: string) =>
+  Effect.promise(async () => {
+    for (const name of await Fs.readdir(root).catch(() => [])) {
+      if (name.startsWith(DRAFT)) await Fs.rm(Path.join(root, name), { recursive: true, force: true }).catch(() => undefined)
+    }
   })
 
 const initialise = (initdb: string, root: string, dir: string, password: string, as: RunAs) =>
   Effect.gen(function* () {
-    const pwfile = Path.join(root, `pg-init-password-${Crypto.randomBytes(6).toString("hex")}`)
+    const draft = Path.join(root, DRAFT + Crypto.randomBytes(6).toString("hex"))
+    // beside the draft and named after it: removed with it if initdb is stopped part-way
+    const pwfile = `${draft}.password`
     yield* Effect.tryPromise({
       try: async () => {
-        await Fs.mkdir(dir, { recursive: true, mode: 0o700 })
+        await Fs.mkdir(draft, { mode: 0o700 })
         await Fs.writeFile(pwfile, password + "\n", { mode: 0o600 })
         if (as.uid !== undefined && as.gid !== undefined) {
-          await Fs.chown(dir, as.uid, as.gid)
+          await Fs.chown(draft, as.uid, as.gid)
           await Fs.chown(pwfile, as.uid, as.gid)
         }
       },
-      catch: fail(`cannot prepare ${dir}`)
+      catch: fail(`cannot prepare ${draft}`)
     })
     yield* runToEnd(
       initdb,
-      [`--pgdata=${dir}`, "--auth=scram-sha-256", `--username=${USER}`, `--pwfile=${pwfile}`, "--encoding=UTF8", "--no-locale"],
+      [`--pgdata=${draft}`, "--auth=scram-sha-256", `--username=${USER}`, `--pwfile=${pwfile}`, "--encoding=UTF8", "--no-locale"],
       as,
       "initdb"
-    ).pipe(Effect.ensuring(Effect.promise(() => Fs.rm(pwfile, { force: true }))))
+    ).pipe(
+      Effect.ensuring(Effect.promise(() => Fs.rm(pwfile, { force: true }))),
+      Effect.onError(() => removeDrafts(root))
+    )
+    yield* Effect.tryPromise({ try: () => Fs.rename(draft, dir), catch: fail(`cannot move the new cluster ${draft} to ${dir}`) })
   })
 
-/** Whether a connection to the server succeeds (it is accepting connections). */
-const accepting = (port: number, password: string) =>
-  Effect.promise(async () => {
+/**
+ * Whether the server takes the gateway's login: "ready"; "not yet" while it cannot answer (not listening, starting
+ * up: 57P03); any other refusal of the server's (a database missing, the password refused) is its last word.
+ */
+const login = (port: number, password: string) =>
+  Effect.promise(async (): Promise<"ready" | "not yet" | Pg.DatabaseError> => {
     const client = new Pg.Client({ host: "127.0.0.1", port, user: USER, password, database: "postgres", connectionTimeoutMillis: 1_000 })
     client.on("error", () => {})
     try {
       await client.connect()
       await client.end()
-      return true
-    } catch {
-      return false
+      return "ready"
+    } catch (error) {
+      return error instanceof Pg.DatabaseError && error.code !== "57P03" ? error : "not yet"
     }
   })
 
-const logTail = (file: string) =>
-  Effect.promise(() => Fs.readFile(file, "utf8").then((t) => t.trim().split("\n").slice(-5).join(" | "), () => ""))
+/** What the server refused the login with, and what to do about it where that is known. */
+const refusal = (dir: string, error: Pg.DatabaseError) => {
+  const hint = error.code === "3D000"
+    ? `: its cluster was not made to the end; move ${dir} away to make a new, empty one`
+    : error.code === "28P01"
+    ? `: ${passwordFile(Path.dirname(dir))} is not the password ${dir} was made with`
+    : ""
+  return `the embedded PostgreSQL in ${dir} refused the gateway's login: ${error.message} (${error.code ?? "no code"})${hint}`
+}
 
 /**
- * The postmaster, in a process group of its own (unless told otherwise), its output appended to `log`; the
- * scope stops it (fast shutdown) and waits for it to exit.
+ * What the server wrote to its log after `from` (bytes: where this start began): from the line before its first
+ * FATAL or PANIC (often the cause: a bad setting is said at LOG) to the end, else its last lines; five at most.
+ */
+const logSince = (file: string, from: number) =>
+  Effect.promise(async () => {
+    const text = await Fs.readFile(file).then((b) => b.subarray(from).toString("utf8"), () => "")
+    // the default log_line_prefix (a time and the pid) is left out
+    const lines = text.split("\n").map((line) => line.replace(/^\d{4}-\d\d-\d\d [\d:.]+ \S+ \[\d+\] /, "").trim()).filter((line) => line !== "")
+    const fatal = lines.findIndex((line) => /^(FATAL|PANIC):/.test(line))
+    const quoted = (fatal === -1 ? lines.slice(-5) : lines.slice(Math.max(0, fatal - 1), fatal + 4)).join(" | ")
+    return quoted === "" ? `nothing in ${file}` : quoted
+  })
+
+const logSize = (file: string) => Effect.promise(() => Fs.stat(file).then((s) => s.size, () => 0))
+
+/**
+ * Wait until the server takes the gateway's login. It fails at once when the server refuses it or `ended` says
+ * it stopped, quoting what this start wrote to `log`; and after START_TIMEOUT_MS. Interruptible: a Ctrl-C here
+ * closes the scope, which stops the server.
+ */
+const untilAccepting = (port: number, password: string, dir: string, ended: Effect.Effect<boolean>, log: string, from: number) =>
+  Effect.gen(function* () {
+    for (;;) {
+      const answer = yield* login(port, password)
+      if (answer === "ready") return
+      if (answer !== "not yet") return yield* new EmbeddedPostgresError({ message: refusal(dir, answer) })
+      if (yield* ended) {
+        return yield* new EmbeddedPostgresError({ message: `the embedded PostgreSQL in ${dir} did not start: ${yield* logSince(log, from)}` })
+      }
+      yield* Effect.sleep(POLL_MS)
+    }
+  }).pipe(Effect.timeoutFail({
+    duration: START_TIMEOUT_MS,
+    onTimeout: () => new EmbeddedPostgresError({ message: `the embedded PostgreSQL in ${dir} did not accept connections within ${START_TIMEOUT_MS / 1000} s` })
+  }))
+
+/**
+ * `unix_socket_directories` is a list, split at commas: the directory is quoted (its quotes doubled), so that a
+ * comma or a space in the data directory's path stays in it. None: TCP only.
+ */
+const socketDirectories = (socketDir: string | null) => (socketDir === null ? "" : `"${socketDir.replace(/"/g, "\"\"")}"`)
+
+/**
+ * The postmaster, in a process group of its own (unless told otherwise), its output appended to `log` (and the
+ * log's size before, where this start's lines begin); the scope stops it (fast shutdown) and waits for it to
+ * exit. `stalePid`, a `postmaster.pid`'s that is not this directory's postmaster, is one the server is told to
+ * disregard (PG_GRANDPARENT_PID, as pg_ctl tells it of its shell); its check of the old shared memory stays.
  */
 const startServer = (
   postgres: string,
   dir: string,
   port: number,
   socketDir: string | null,
-  password: string,
   as: RunAs,
   log: string,
-  ownProcessGroup: boolean
+  ownProcessGroup: boolean,
+  stalePid: number | undefined
 ) =>
   Effect.acquireRelease(
     Effect.gen(function* () {
       const fd = yield* Effect.tryPromise({ try: () => Fs.open(log, "a", 0o600), catch: fail(`cannot open ${log}`) })
+      const from = yield* Effect.promise(() => fd.stat().then((s) => s.size))
       const child = yield* Effect.try({
         try: () =>
-          Child.spawn(postgres, ["-D", dir, "-p", String(port), "-c", "listen_addresses=127.0.0.1", "-c", `unix_socket_directories=${socketDir ?? ""}`, "-c", "max_connections=200"], {
+          Child.spawn(postgres, ["-D", dir, "-p", String(port), "-c", "listen_addresses=127.0.0.1", "-c", `unix_socket_directories=${socketDirectories(socketDir)}`, "-c", "max_connections=200"], {
             ...as,
             detached: ownProcessGroup,
             stdio: ["ignore", fd.fd, fd.fd],
-            env: { ...process.env, LC_ALL: "C" }
+            env: { ...process.env, LC_ALL: "C", ...(stalePid === undefined ? {} : { PG_GRANDPARENT_PID: String(stalePid) }) }
           }),
         catch: fail("the embedded PostgreSQL could not be started")
       }).pipe(Effect.ensuring(Effect.promise(() => fd.close())))
       // the gateway stops it explicitly; its exit is not a reason for the event loop to stay
       child.unref()
-      for (let waited = 0; !(yield* accepting(port, password)); waited += POLL_MS) {
-        if (child.exitCode !== null || child.signalCode !== null) {
-          return yield* new EmbeddedPostgresError({ message: `the embedded PostgreSQL in ${dir} did not start: ${yield* logTail(log)}` })
-        }
-        if (waited > START_TIMEOUT_MS) {
-          child.kill("SIGKILL")
-          return yield* new EmbeddedPostgresError({ message: `the embedded PostgreSQL in ${dir} did not accept connections within ${START_TIMEOUT_MS / 1000} s` })
-        }
-        yield* Effect.sleep(POLL_MS)
-      }
-      return child
+      return { child, from }
     }),
-    (child) =>
+    ({ child }) =>
       Effect.async<void>((resume) => {
         if (child.exitCode !== null || child.signalCode !== null) return resume(Effect.void)
         const kill = setTimeout(() => child.kill("SIGKILL"), STOP_TIMEOUT_MS)
@@ -299,9 +479,70 @@ const startServer = (
       })
   )
 
+/** Stop a postmaster this process took over (not its child): SIGINT, SIGKILL after STOP_TIMEOUT_MS, until it has ended. */
+const stopTakenOver = (pid: number) =>
+  Effect.gen(function* () {
+    const signal = (name: NodeJS.Signals) => Effect.sync(() => {
+      try {
+        process.kill(pid, name)
+      } catch {
+        // already gone
+      }
+    })
+    yield* signal("SIGINT")
+    // a postmaster this process may not signal (another user's) is not waited for past the SIGKILL
+    for (let waited = 0; waited <= STOP_TIMEOUT_MS + 5_000 && !(yield* Effect.promise(() => ended(pid))); waited += POLL_MS) {
+      if (waited === STOP_TIMEOUT_MS) yield* signal("SIGKILL")
+      yield* Effect.sleep(POLL_MS)
+    }
+  })
+
+/** The gateway's database, made if the server has none. */
+const ensureDatabase = (port: number, password: string, database: string) =>
+  Effect.tryPromise({
+    try: async () => {
+      const client = new Pg.Client({ host: "127.0.0.1", port, user: USER, password, database: "postgres" })
+      await client.connect()
+      try {
+        const found = await client.query("SELECT 1 FROM pg_database WHERE datname = $1", [database])
+        if (found.rowCount === 0) await client.query(`CREATE DATABASE "${database.replace(/"/g, "\"\"")}"`)
+      } finally {
+        await client.end()
+      }
+    },
+    catch: fail("cannot create the gateway database")
+  })
+
+/**
+ * Own the data directory (undefined), or the running server of the live process that owns it, to join. A `serve`
+ * is refused while another `serve` owns it, and waits while a command does (for the command to end); a command
+ * waits while the owner's server is starting.
+ */
+const settle = (root: string, dir: string, role: EmbeddedRole, password: string) =>
+  Effect.gen(function* () {
+    for (;;) {
+      const holder = yield* ownership(root, role)
+      if (holder === undefined) return undefined
+      if (role === "server" && holder.role === "server") {
+        return yield* new EmbeddedPostgresError({ message: `another gateway (pid ${holder.pid}) serves ${root}: stop it, or use serve --workers` })
+      }
+      if (role === "command") {
+        const running = yield* runningServer(dir, password)
+        if (running !== undefined && (yield* login(running.port, password)) === "ready") return running
+      }
+      yield* Effect.sleep(POLL_MS)
+    }
+  }).pipe(Effect.timeoutFail({
+    duration: START_TIMEOUT_MS,
+    onTimeout: () =>
+      new EmbeddedPostgresError({
+        message: `another process owns ${root} (its pid is in ${ownerFile(root)}), and within ${START_TIMEOUT_MS / 1000} s neither let it go nor had its database accept connections`
+      })
+  }))
+
 /**
  * Start (or join) the embedded server for `dataDir` and make sure the gateway's database exists.
- * The server is stopped when the scope closes, if this call started it.
+ * The server is stopped when the scope closes, if this call owns it.
  */
 export const startEmbedded = (
   dataDir: string,
@@ -311,33 +552,39 @@ export const startEmbedded = (
     const root = Path.resolve(dataDir)
     const dir = Path.join(root, "pg")
     const database = options.database ?? DATABASE
+    const log = Path.join(root, "postgres.log")
     const password = yield* readOrCreatePassword(root)
 
-    const running = yield* runningServer(dir)
-    if (running !== undefined) {
-      return { url: urlFor(password, running.port, database, running.socketDir), owned: false, created: false }
+    const joined = yield* settle(root, dir, options.role ?? "command", password)
+    if (joined !== undefined) {
+      return { url: urlFor(password, joined.port, database, joined.socketDir), owned: false, created: false }
+    }
+
+    // This process owns the data directory: a server its last owner left running (killed) is this process's now.
+    const left = yield* runningServer(dir, password)
+    if (left !== undefined) {
+      yield* Effect.logWarning(
+        `The embedded PostgreSQL in ${dir} (pid ${left.pid}) was left running by a process that is gone: ` +
+          "this process takes it over, and stops it when it exits"
+      )
+      yield* Effect.addFinalizer(() => stopTakenOver(left.pid))
+      yield* untilAccepting(left.port, password, dir, Effect.promise(() => ended(left.pid)), log, yield* logSize(log))
+      yield* ensureDatabase(left.port, password, database)
+      return { url: urlFor(password, left.port, database, left.socketDir), owned: true, created: false }
     }
 
     const { initdb, postgres } = yield* binaries
     const as = yield* runAs
     yield* checkReachable(root, as)
+    yield* removeDrafts(root)
     const created = !(yield* exists(Path.join(dir, "PG_VERSION")))
     if (created) yield* initialise(initdb, root, dir, password, as)
     const port = yield* freePort
     const socketDir = socketDirFor(dir, port)
-    yield* startServer(postgres, dir, port, socketDir, password, as, Path.join(root, "postgres.log"), options.ownProcessGroup ?? true)
-    yield* Effect.tryPromise({
-      try: async () => {
-        const client = new Pg.Client({ host: "127.0.0.1", port, user: USER, password, database: "postgres" })
-        await client.connect()
-        try {
-          const found = await client.query("SELECT 1 FROM pg_database WHERE datname = $1", [database])
-          if (found.rowCount === 0) await client.query(`CREATE DATABASE "${database.replace(/"/g, "\"\"")}"`)
-        } finally {
-          await client.end()
-        }
-      },
-      catch: fail("cannot create the gateway database")
-    })
+    const stale = yield* lockFileOf(dir)
+    const server = yield* startServer(postgres, dir, port, socketDir, as, log, options.ownProcessGroup ?? true, stale?.pid)
+    const exited = Effect.sync(() => server.child.exitCode !== null || server.child.signalCode !== null)
+    yield* untilAccepting(port, password, dir, exited, log, server.from)
+    yield* ensureDatabase(port, password, database)
     return { url: urlFor(password, port, database, socketDir), owned: true, created }
   })

@@ -26,6 +26,7 @@ import {
   ToolGatewayClient
 } from "tool-gateway/client"
 import { Api } from "../src/http/Api.js"
+import { isArray } from "../src/domain/json.js"
 import { wireOf, wireUnion } from "../src/http/wire.js"
 import { inputExamples, outputExamples } from "../src/domain/examples.js"
 import type { ToolName } from "../src/domain/tools.js"
@@ -112,5 +113,15 @@ describe("the tool list is written once", () => {
     expectTypeOf<keyof typeof bindings>().toEqualTypeOf<ToolName>()
     expectTypeOf<keyof typeof inputExamples>().toEqualTypeOf<ToolName>()
     expectTypeOf<keyof typeof outputExamples>().toEqualTypeOf<ToolName>()
+  })
+})
+
+describe("parsed JSON stays unknown", () => {
+  it("an array found in a value of unknown type is an array of unknown values, not any[]", () => {
+    const value: unknown = JSON.parse("[1]")
+    if (isArray(value)) {
+      expectTypeOf(value).toEqualTypeOf<ReadonlyArray<unknown>>()
+      expectTypeOf(value[0]).toEqualTypeOf<unknown>()
+    }
   })
 })

@@ -6,6 +6,12 @@
  * cannot overflow the stack itself.
  */
 
+/**
+ * `Array.isArray` for a value of unknown type, which it narrows to `any[]`: this says what is known, an array of
+ * values of unknown type.
+ */
+export const isArray = (u: unknown): u is ReadonlyArray<unknown> => Array.isArray(u)
+
 /** What is wrong with a parsed JSON value, if anything, beside its nesting past `maxDepth` levels. */
 export type JsonProblem = "too_deep" | "infinite_number" | "proto_key"
 
@@ -23,7 +29,7 @@ const walk = (value: unknown, maxDepth: number, values: boolean): JsonProblem | 
     const depth = depths.pop()
     if (v === undefined || depth === undefined) break
     if (depth >= maxDepth) return "too_deep"
-    const children: ReadonlyArray<unknown> = Array.isArray(v) ? v : Object.values(v)
+    const children: ReadonlyArray<unknown> = isArray(v) ? v : Object.values(v)
     if (values && children !== v && Object.hasOwn(v, "__proto__")) return "proto_key"
     for (const child of children) {
       if (typeof child === "object" && child !== null) {

@@ -8,6 +8,7 @@
  */
 import * as JSONSchema from "effect/JSONSchema"
 import type * as SchemaAST from "effect/SchemaAST"
+import { isArray } from "../domain/json.js"
 
 type Json = Record<string, unknown>
 
@@ -43,7 +44,7 @@ const generated = (key: string, value: unknown): boolean =>
 
 /** Drops what Effect generated (see above) from a JSON Schema, or from an OpenAPI document's schemas and parameters. */
 export const dropGenerated = (u: unknown): unknown => {
-  if (Array.isArray(u)) return u.map(dropGenerated)
+  if (isArray(u)) return u.map(dropGenerated)
   if (!isObject(u)) return u
   const out: Json = {}
   for (const [k, v] of Object.entries(u)) {
@@ -55,7 +56,7 @@ export const dropGenerated = (u: unknown): unknown => {
 
 /** Replaces every `$ref` to `prefix + name` by the referenced schema's keywords (the ref's own stay beside them). */
 const replaceRefs = (u: unknown, prefix: string, inline: ReadonlyMap<string, Json>): unknown => {
-  if (Array.isArray(u)) return u.map((v) => replaceRefs(v, prefix, inline))
+  if (isArray(u)) return u.map((v) => replaceRefs(v, prefix, inline))
   if (!isObject(u)) return u
   const out: Json = {}
   const ref = u["$ref"]
@@ -99,7 +100,7 @@ const COMBINATORS = ["allOf", "anyOf", "oneOf"] as const
 /** The object schemas a top-level choice offers, with a `$ref` to the document's own `$defs` read in place. */
 const choices = (schema: Json, combinator: "anyOf" | "oneOf"): ReadonlyArray<Json> | undefined => {
   const members = schema[combinator]
-  if (!Array.isArray(members)) return undefined
+  if (!isArray(members)) return undefined
   const defs = isObject(schema["$defs"]) ? schema["$defs"] : {}
   const resolved = members.map((m): unknown => {
     const ref = isObject(m) ? m["$ref"] : undefined
@@ -120,7 +121,7 @@ const merged = (shapes: ReadonlyArray<Json>): Json => {
       properties[name] = seen === undefined || JSON.stringify(seen) === JSON.stringify(field) ? field : { anyOf: [seen, field] }
     }
   }
-  const requiredOf = (shape: Json): ReadonlyArray<unknown> => (Array.isArray(shape["required"]) ? shape["required"] : [])
+  const requiredOf = (shape: Json): ReadonlyArray<unknown> => (isArray(shape["required"]) ? shape["required"] : [])
   const required = requiredOf(shapes[0] ?? {}).filter((name) => shapes.every((shape) => requiredOf(shape).includes(name)))
   const closed = shapes.every((shape) => shape["additionalProperties"] === false)
   return { properties, required, ...(closed ? { additionalProperties: false } : {}) }

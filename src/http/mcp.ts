@@ -60,7 +60,7 @@ import { type CallFacts, callFacts, CurrentCallFacts } from "../services/Telemet
 import { currentRequest, type RequestState } from "./envelope.js"
 import { jsonSchemaOf, objectSchemaOf } from "./jsonSchema.js"
 import { bodyProblems, emptyBody, isJsonObject, MAX_JSON_DEPTH, notJson, readJsonText } from "./security.js"
-import { type JsonProblem, jsonProblem } from "../domain/json.js"
+import { isArray, type JsonProblem, jsonProblem } from "../domain/json.js"
 import { cachedSuccess } from "../services/cachedSuccess.js"
 import { weightedMembers } from "./weighted.js"
 
@@ -191,7 +191,7 @@ const messageOf = (text: string): Message | Refusal => {
   } catch {
     return refusal(PARSE_ERROR, notJson())
   }
-  if (Array.isArray(parsed)) {
+  if (isArray(parsed)) {
     return refusal(INVALID_REQUEST, new InvalidRequest({
       message: "JSON-RPC batches are not accepted (MCP dropped them in 2025-06-18): send one message per request."
     }))
@@ -235,7 +235,7 @@ const artifactsIn = (value: unknown, found: Map<string, ArtifactRef> = new Map()
     found.set(value.id, value)
     return found
   }
-  for (const v of Array.isArray(value) ? value : Object.values(value)) artifactsIn(v, found, depth + 1)
+  for (const v of isArray(value) ? value : Object.values(value)) artifactsIn(v, found, depth + 1)
   return found
 }
 

@@ -15,6 +15,7 @@ import { inputExamples, outputExamples } from "../domain/examples.js"
 import { describePrice, type Price } from "../domain/pricing.js"
 import { catalog, isToolName, type ToolName } from "../domain/tools.js"
 import { dropGenerated, inlineTypeOnly } from "./jsonSchema.js"
+import { isArray } from "../domain/json.js"
 
 type Json = Record<string, unknown>
 
@@ -145,7 +146,7 @@ const headersOf = (kind: OperationKind, status: number, errors: ReadonlyArray<En
 const cleanError = (kind: OperationKind, status: number, response: Json): Json => {
   const json = objectAt(objectAt(response, "content"), "application/json")
   const schema = objectAt(json, "schema")
-  const members = Array.isArray(schema["anyOf"]) ? schema["anyOf"] : [schema]
+  const members = isArray(schema["anyOf"]) ? schema["anyOf"] : [schema]
   const refs = [...new Set(members.map((m) => (refOf(m) === DECODE_ERROR ? INVALID_REQUEST : refOf(m) ?? "")).filter((r) => r !== ""))]
   const specs = refs.flatMap((ref) => {
     const spec = specByName.get(ref.replace(SCHEMAS, ""))
@@ -188,7 +189,7 @@ export const textAlternative = (contentType: string, headers: ReadonlyArray<Head
   const responses = objectAt(operation, "responses")
   const ok = objectAt(responses, "200")
   const schema = objectAt(objectAt(objectAt(ok, "content"), "application/json"), "schema")
-  const members = Array.isArray(schema["anyOf"]) ? schema["anyOf"] : []
+  const members = isArray(schema["anyOf"]) ? schema["anyOf"] : []
   const text = members.filter((m) => isObject(m) && m["type"] === "string")
   const json = members.filter((m) => !text.includes(m))
   const [textSchema] = text
@@ -262,7 +263,7 @@ export const withPrices = (spec: Json, priceOf: (tool: ToolName) => Price): Json
 }
 
 const hasSecurity = (operation: Json, scheme: string) =>
-  Array.isArray(operation["security"]) && operation["security"].some((s) => isObject(s) && scheme in s)
+  isArray(operation["security"]) && operation["security"].some((s) => isObject(s) && scheme in s)
 
 const cleanOperation = (path: string, operation: Json): Json => {
   const tool = path.startsWith("/v1/") ? path.slice(4) : ""
@@ -278,7 +279,7 @@ const cleanOperation = (path: string, operation: Json): Json => {
     const json = objectAt(objectAt(requestBody, "content"), "application/json")
     requestBody = { ...requestBody, content: { "application/json": { ...json, example: inputExamples[tool] } } }
   }
-  const parameters = Array.isArray(operation["parameters"]) ? operation["parameters"] : []
+  const parameters = isArray(operation["parameters"]) ? operation["parameters"] : []
   const id = operation["operationId"]
   return {
     ...operation,

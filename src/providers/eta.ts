@@ -9,6 +9,7 @@ import { type ProviderError, ProviderCredentialRejected, ProviderRateLimited } f
 import { ProvidersConfig } from "../config.js"
 import { rateLimitResetSeconds, retryAfterSeconds, upstreamMessage, type UpstreamResponse } from "../services/ProviderClient.js"
 import { type AccountTool, decodeUpstream, NullableNumber, NullableString, requestJson } from "./common.js"
+import { isArray } from "../domain/json.js"
 
 const keyRefused = (status: number, message: string) =>
   new ProviderCredentialRejected({ message: `eta rejected the ApeKey (HTTP ${status}): ${message}. Reconnect the account with a working ApeKey.` })
@@ -83,7 +84,7 @@ export const etaPersonalBests: AccountTool<"eta_personal_bests", "eta"> = {
     Effect.map(decodeUpstream("eta", MonkeytypeAnswer, "eta_personal_bests")(raw.body), ({ data }) => {
       const groups: ReadonlyArray<readonly [string, ReadonlyArray<typeof PersonalBest.Type>]> = data === null
         ? []
-        : Array.isArray(data)
+        : isArray(data)
         ? [[input.mode2 ?? "", data]]
         : Object.entries(data)
       return {

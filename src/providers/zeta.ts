@@ -18,6 +18,7 @@ import { ProvidersConfig } from "../config.js"
 import { bodyText, retryAfterSeconds, type UpstreamResponse, withoutSecrets } from "../services/ProviderClient.js"
 import type { ToolInput } from "../domain/tools.js"
 import { type AccountTool, decodeUpstream, invalid, JsonObject, requestJson, urlUnder } from "./common.js"
+import { isArray } from "../domain/json.js"
 
 const param = (v: unknown): string => (typeof v === "string" ? v : JSON.stringify(v))
 
@@ -148,7 +149,7 @@ const withoutSecretParameters = (url: string): string => {
  */
 const withoutGraphSecrets = (body: unknown, token: string): unknown => {
   const walk = (value: unknown, paging: boolean): unknown => {
-    if (Array.isArray(value)) return value.map((v) => walk(v, false))
+    if (isArray(value)) return value.map((v) => walk(v, false))
     if (typeof value !== "object" || value === null) return value
     // fromEntries defines each key as the object's own, a `__proto__` too
     return Object.fromEntries(Object.entries(value).map(([k, v]) => [

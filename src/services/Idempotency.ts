@@ -34,6 +34,7 @@ import { sha256Hex } from "./random.js"
 import * as retention from "./retention.js"
 import { nowMillis, toDate } from "./time.js"
 import { traced } from "./tracing.js"
+import { isArray } from "../domain/json.js"
 
 /** A stored outcome, replayed byte for byte. */
 export interface StoredResponse {
@@ -88,7 +89,7 @@ export const validateKey = (key: string): Effect.Effect<string, InvalidIdempoten
 /** Canonical JSON: object keys sorted at every level, so key order does not change the fingerprint. */
 export const canonicalJson = (value: unknown): string => {
   if (value === null || typeof value !== "object") return JSON.stringify(value) ?? "null"
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`
+  if (isArray(value)) return `[${value.map(canonicalJson).join(",")}]`
   const entries = Object.entries(value).filter(([, v]) => v !== undefined).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
   return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(",")}}`
 }

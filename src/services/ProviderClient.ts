@@ -37,7 +37,7 @@ import { guardedLookup, HostUnresolved, hostOf, makePolicy, refusedUrl } from ".
 import { nowMillis } from "./time.js"
 import { traced } from "./tracing.js"
 import { charsetOf, isJsonMediaType } from "../domain/contentType.js"
-import { parseUpstreamJson } from "../domain/json.js"
+import { isArray, parseUpstreamJson } from "../domain/json.js"
 
 export type HttpMethod = "GET" | "POST" | "PUT" | "PATCH" | "DELETE"
 
@@ -356,8 +356,8 @@ const redactedJson = (value: unknown, secrets: ReadonlyArray<string>): { readonl
     return redacted === value ? undefined : { value: redacted }
   }
   if (typeof value !== "object" || value === null) return undefined
-  if (Array.isArray(value)) {
-    const items: Array<unknown> = value
+  if (isArray(value)) {
+    const items: ReadonlyArray<unknown> = value
     let changed = false
     const out = items.map((item) => {
       const r = redactedJson(item, secrets)

@@ -310,6 +310,9 @@ layer(gatewayLayer({ server: { maxBodyBytes: 64 * 1024, rateLimitPerSecond: 5, r
           u.resend.fault({ status: 503 })
           const result = yield* callTool("lambda_update_broadcast", { id: "bc-1", subject: "March news" }, { key })
           expectError(result, { status: 502, type: "provider", code: "write_outcome_unknown", retryable: false, billable: false, message: "may have been carried out" })
+          // sent without an Idempotency-Key: no replay to promise; a retry would send it again
+          expectError(result, { status: 502, type: "provider", code: "write_outcome_unknown", retryable: false, billable: false, message: "sent without an Idempotency-Key, a retry sends the write again" })
+          expect(result.text).not.toContain("the same Idempotency-Key replays")
           u.resetAll()
         }))
 

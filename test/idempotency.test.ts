@@ -293,6 +293,7 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.1"], timeoutMs: 400 } }),
       const emails = { emails: [{ from: "a@example.com", to: "b@example.com", subject: "hi", text: "hello" }] }
       const first = yield* callTool("lambda_batch_emails", emails, { key, idempotencyKey: "mail-1" })
       expectEnvelope(first, { ...unknown, message: "broke" })
+      expectEnvelope(first, { ...unknown, message: "(the same Idempotency-Key replays this answer instead of sending it)" })
       const retry = yield* callTool("lambda_batch_emails", emails, { key, idempotencyKey: "mail-1" })
       expect(retry.headers.get("idempotent-replayed")).toBe("true")
       expect(u.resend.hits("/emails/batch")).toBe(1)

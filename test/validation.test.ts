@@ -417,6 +417,15 @@ layer(gatewayLayer({ providers: { ssrfAllow: [PAGES_HOST, "127.0.0.1"] } }), { e
         )
       }))
 
+    it.effect("a place no geocoder knows is quoted in the refusal as any value sent is: its first 300 characters", () =>
+      Effect.gen(function* () {
+        const { key } = yield* givenOrg()
+        const q = "Q".repeat(200_000)
+        const result = yield* callTool("weather", { q }, { key })
+        expectEnvelope(result, { ...invalid, message: `No place named "${"Q".repeat(300)}…" was found` })
+        expect(result.text.length).toBeLessThan(1_000)
+      }))
+
     it.effect("the body's bytes are read whole as UTF-8; a byte order mark before the JSON is not JSON", () =>
       Effect.gen(function* () {
         const { key } = yield* givenOrg()

@@ -8,6 +8,7 @@ import * as Schema from "effect/Schema"
 import type { ToolInput, ToolOutput } from "../domain/tools.js"
 import { ProvidersConfig } from "../config.js"
 import { NormalizationFailed } from "../domain/errors.js"
+import { clip, MAX_QUOTED_ISSUE } from "../domain/parse.js"
 import { decodeUpstream, invalid, type ProviderTool, type Raw, requestJson } from "./common.js"
 
 export const PROVIDER = "open-meteo"
@@ -118,7 +119,10 @@ const fetch = (input: ToolInput<"weather">) =>
       // on it, naming what in it could not be read.
       if (Either.isLeft(answer)) return { ...geocoding, body: { geocoding: geocoding.body, forecast: null } }
       const first = answer.right.results?.[0]
-      if (first === undefined) return yield* invalid(`No place named "${q}" was found. Check q, or send lat and lon instead.`)
+      // the name quoted as any value sent is, at most MAX_QUOTED_ISSUE characters of it
+      if (first === undefined) {
+        return yield* invalid(`No place named "${clip(q, MAX_QUOTED_ISSUE)}" was found. Check q, or send lat and lon instead.`)
+      }
       latitude = first.latitude
       longitude = first.longitude
     }

@@ -339,7 +339,8 @@ export const make = Effect.gen(function* () {
         Context.add(CallDeadline, {
           at: (yield* nowMillis) + callTimeoutMs,
           describe: `${call.tool} did not complete within ${callTimeoutMs} ms.`,
-          heldUntil
+          heldUntil,
+          keyed: call.key !== undefined
         }),
         Context.add(
           ProviderIdempotencyKey,

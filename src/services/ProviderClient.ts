@@ -122,6 +122,8 @@ export interface Deadline {
    * retry to use a new key). None outside a tool call.
    */
   readonly heldUntil?: () => number
+  /** The call has an `Idempotency-Key`: a retry with it is answered a write's uncertain outcome, not sent again. */
+  readonly keyed?: boolean
 }
 
 export class CallDeadline extends Context.Reference<CallDeadline>()("CallDeadline", {
@@ -519,10 +521,13 @@ const unsent = new WeakSet<object>()
 const neverSent = (error: unknown): boolean => typeof error === "object" && error !== null && unsent.has(error)
 
 /** A write that may have been carried out: what happened, and what the caller should do. */
-const writeOutcomeUnknown = (request: UpstreamRequest, what: string) =>
+const writeOutcomeUnknown = (request: UpstreamRequest, what: string, keyed: boolean) =>
   new WriteOutcomeUnknown({
     message: `${what}, after the request was sent: the write may have been carried out by ${request.provider}. ` +
-      "Check there before sending it again (the same Idempotency-Key replays this answer instead of sending it)."
+      (keyed
+        ? "Check there before sending it again (the same Idempotency-Key replays this answer instead of sending it)."
+        : "Check there before sending it again: sent without an Idempotency-Key, a retry sends the write again (with " +
+          "one, a retry with the same key is answered this instead).")
   })
 
 /**
@@ -541,8 +546,11 @@ export class LeaseLost extends Error {
   }
 }
 
-const heldBy = (call: Deadline): { readonly heldUntil?: () => number } =>
-  call.heldUntil === undefined ? {} : { heldUntil: call.heldUntil }
+/** What a provider request's deadline keeps of its call's: until when its leases are held, whether it has a key. */
+const heldBy = (call: Deadline): { readonly heldUntil?: () => number; readonly keyed?: boolean } => ({
+  ...(call.heldUntil === undefined ? {} : { heldUntil: call.heldUntil }),
+  ...(call.keyed === undefined ? {} : { keyed: call.keyed })
+})
 
 /** The answer passed the size cap (the request is destroyed). */
 class TooLarge extends Error {}
@@ -618,6 +626,7 @@ export const make = Effect.gen(function* () {
       ...(body !== undefined ? { "content-type": "application/json", "content-length": Buffer.byteLength(body) } : {})
     }
     /** What a failed exchange means for the caller: whether anything may have reached the provider decides it. */
+    const keyed = deadline.keyed === true
     const failure = (error: unknown): ProviderError => {
       const reason = ssrfReason(error)
       if (reason !== undefined) return new UrlNotAllowed({ message: `The URL is not allowed: ${reason}.` })
@@ -625,15 +634,15 @@ export const make = Effect.gen(function* () {
       if (unresolved !== undefined) return unresolvedFailure(unresolved)
       const write = !request.idempotent && !neverSent(error)
       if (error instanceof DeadlinePassed) {
-        return write ? writeOutcomeUnknown(request, deadline.describe.replace(/\.$/, "")) : new ProviderTimeout({ message: deadline.describe })
+        return write ? writeOutcomeUnknown(request, deadline.describe.replace(/\.$/, ""), keyed) : new ProviderTimeout({ message: deadline.describe })
       }
       if (error instanceof TooLarge) {
         return write
-          ? writeOutcomeUnknown(request, `${request.provider} answered with more than ${max} bytes`)
+          ? writeOutcomeUnknown(request, `${request.provider} answered with more than ${max} bytes`, keyed)
           : new ProviderResponseTooLarge({ message: `The answer of ${request.provider} is larger than the ${max}-byte limit.` })
       }
       return write
-        ? writeOutcomeUnknown(request, `The connection to ${request.provider} broke (${connectionMessage(error)})`)
+        ? writeOutcomeUnknown(request, `The connection to ${request.provider} broke (${connectionMessage(error)})`, keyed)
         : new ProviderUnavailable({ message: `Could not reach ${request.provider}: ${connectionMessage(error)}` })
     }
     // `Effect.async` with a canceler, not `Effect.tryPromise`: no promise, no `AbortController` and no listener
@@ -742,7 +751,7 @@ export const make = Effect.gen(function* () {
   }
 
   /** What an answer other than a 2xx means: the provider's own reading of it first, then its HTTP status. */
-  const refusal = (request: UpstreamRequest, hop: Hop, answer: UpstreamResponse, now: number): Effect.Effect<never, ProviderError> => {
+  const refusal = (request: UpstreamRequest, hop: Hop, answer: UpstreamResponse, now: number, keyed: boolean): Effect.Effect<never, ProviderError> => {
     const response = redactedAnswer(answer, sentSecrets(request, hop))
     const status = response.status
     const own = request.classify?.(response, now)
@@ -781,7 +790,7 @@ export const make = Effect.gen(function* () {
     return Effect.fail(
       request.idempotent
         ? new ProviderUnavailable({ message: `${name} failed (HTTP ${status}).` })
-        : writeOutcomeUnknown(request, `${name} failed (HTTP ${status})`)
+        : writeOutcomeUnknown(request, `${name} failed (HTTP ${status})`, keyed)
     )
   }
 
@@ -803,7 +812,7 @@ export const make = Effect.gen(function* () {
           // a 2xx, nearly every answer, needs nothing more (nor the clock, which only a refusal's Retry-After reads)
           return isSuccess(response) || request.isAnswer?.(response) === true
             ? response
-            : yield* refusal(request, hop, response, yield* nowMillis)
+            : yield* refusal(request, hop, response, yield* nowMillis, deadline.keyed === true)
         }
         if (hops >= MAX_REDIRECTS) {
           return yield* new ProviderRejected({ message: `Too many redirects (more than ${MAX_REDIRECTS}).` })

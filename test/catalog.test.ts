@@ -94,7 +94,12 @@ describe("PRICES_FILE", () => {
       const file = yield* Effect.promise(async () => {
         const dir = await Fs.mkdtemp(Path.join((await import("node:os")).tmpdir(), "tool-gateway-prices-"))
         const path = Path.join(dir, "prices.json")
-        await Fs.writeFile(path, JSON.stringify({ weather: { unit: "call", credits: 3 }, search: { unit: "results", credits: 2, per: 5, min: 2 } }))
+        await Fs.writeFile(path, JSON.stringify({
+          weather: { unit: "call", credits: 3 },
+          search: { unit: "results", credits: 2, per: 5, min: 2 },
+          // the most a price per result may be: 2^53 − 1 credits for the most results any tool's input may ask for
+          alpha_search: { unit: "results", credits: 2000, per: 1, min: 1 }
+        }))
         return path
       })
       return gatewayLayer({ ledger: { pricesFile: Option.some(file) } })
@@ -109,6 +114,19 @@ describe("PRICES_FILE", () => {
         const tools = yield* list
         expect(tools.find((t) => t.name === "weather")?.price).toEqual({ unit: "call", credits: 3 })
         expect(tools.find((t) => t.name === "search")?.price).toEqual({ unit: "results", credits: 2, per: 5, min: 2 })
+      }))
+
+    it.effect("no input asks for more results than the start-up check of a price assumed: past it, the caller's 400, never a 500", () =>
+      Effect.gen(function* () {
+        const { key } = yield* givenOrg({ credits: 10 })
+        // numResults was any whole number: 2^53 − 1 results at 2,000 credits each was a reservation PostgreSQL's
+        // bigint refused (a 500)
+        const asked = yield* callTool("alpha_search", { query: "x", numResults: 9007199254740991 }, { key })
+        expect(asked.status, asked.text).toBe(400)
+        expect(asked.text).toContain("numResults")
+        // the most it takes reserves what a balance can be asked for: refused for the credits it lacks
+        const most = yield* callTool("alpha_search", { query: "x", numResults: 1000 }, { key })
+        expect(most.status, most.text).toBe(402)
       }))
 
     it.effect("a malformed or unknown entry stops the gateway from starting", () =>

@@ -220,6 +220,26 @@ layer(gatewayLayer(), { excludeTestServices: true })("dashboard API: keys, usage
   })
 
   describe("GET /v1/usage: filters and CSV", () => {
+    it.effect("from and to with offsets and digits past the millisecond: a record lands on the side of the instant it is on", () =>
+      Effect.gen(function* () {
+        const { token, orgId, keyId } = yield* givenMember()
+        yield* givenUsage(orgId, keyId, ["2026-03-01T00:00:00.000Z", "2026-03-01T00:00:00.001Z", "2026-03-02T00:00:00.000Z"].map((at) => ({
+          at,
+          tool: "weather",
+          status: 200,
+          credits: 1
+        })))
+        const times = (query: string) =>
+          Effect.map(dashboard("GET", `/v1/usage?${query}`, token), (page) => listOf(page).map((record) => record["time"]))
+        // 02:00 at +02:00 is midnight UTC; `to` is exclusive
+        expect(yield* times("from=2026-03-01T02:00:00%2B02:00&to=2026-03-02")).toEqual(["2026-03-01T00:00:00.001Z", "2026-03-01T00:00:00.000Z"])
+        expect(yield* times("from=2026-03-01&to=2026-03-01T00:00:00.001Z")).toEqual(["2026-03-01T00:00:00.000Z"])
+        // half a millisecond past midnight: the record at .000 is before it, the one at .001 after (JavaScript drops
+        // the digits past the millisecond: the instant was read as midnight itself)
+        expect(yield* times("from=2026-03-01T00:00:00.0005Z&to=2026-03-02")).toEqual(["2026-03-01T00:00:00.001Z"])
+        expect(yield* times("from=2026-03-01&to=2026-03-01T00:00:00.0005Z")).toEqual(["2026-03-01T00:00:00.000Z"])
+      }))
+
     it.effect("from, to, status, tool and key filter the log; cursor pages keep the filters", () =>
       Effect.gen(function* () {
         const { token, orgId, keyId } = yield* givenMember()
@@ -401,6 +421,18 @@ layer(gatewayLayer(), { excludeTestServices: true })("dashboard API: keys, usage
   })
 
   describe("GET /v1/usage/summary", () => {
+    it.effect("at most 366 lines: a range that touches 367 UTC days is refused, however few hours it lacks of them", () =>
+      Effect.gen(function* () {
+        const { token } = yield* givenMember()
+        // noon to noon, a leap year apart: 366 days of time, 367 days touched
+        expectEnvelope(yield* dashboard("GET", "/v1/usage/summary?from=2024-01-01T12:00:00Z&to=2025-01-01T12:00:00Z", token), {
+          ...invalidRequest,
+          message: "at most 366 days"
+        })
+        const leap = yield* dashboard("GET", "/v1/usage/summary?from=2024-01-01&to=2025-01-01", token)
+        expect(Schema.decodeUnknownSync(Schema.Struct({ data: Schema.Array(JsonObject) }))(leap.body).data).toHaveLength(366)
+      }))
+
     it.effect("per UTC day, every day of the range (empty ones too), and per tool, most credits first", () =>
       Effect.gen(function* () {
         const { token, orgId, keyId } = yield* givenMember()

@@ -43,6 +43,24 @@ layer(servicesLayer())("a month's spend under clocks on both sides of a month's 
       expect(yield* orgs.get(org.orgId)).toMatchObject({ balance: 80, monthSpend: 10 })
     }))
 
+  it.effect("a process behind shows the org's and the key's month spend the cap counts, not 0", () =>
+    Effect.gen(function* () {
+      const ledger = yield* Ledger
+      const orgs = yield* Orgs
+      const keys = yield* KeyStore
+      yield* TestClock.setTime(AHEAD)
+      const org = yield* givenOrg({ credits: 100, cap: 10 })
+      yield* ledger.settle(yield* hold(org, 10), 10)
+      yield* TestClock.setTime(BEHIND)
+      // the ledger, on this clock, counts February's 10: the cap refuses, saying so
+      const refused = yield* Effect.flip(hold(org, 1))
+      expect(refused).toBeInstanceOf(SpendCapExceeded)
+      expect(refused.message).toContain("10")
+      // and what the same process shows agrees with it
+      expect((yield* orgs.get(org.orgId)).monthSpend).toBe(10)
+      expect((yield* keys.list(org.orgId)).find((k) => k.id === org.keyId)?.monthSpend).toBe(10)
+    }))
+
   it.effect("calls alternating between the two clocks never pass the cap", () =>
     Effect.gen(function* () {
       const ledger = yield* Ledger

@@ -55,7 +55,13 @@ export const DisplayName = NonEmptyText.pipe(
 )
 
 /** The epoch milliseconds of an `Instant`. */
-export const instantMillis = (s: string): number => Date.parse(s.length === 10 ? `${s}T00:00:00Z` : s)
+export const instantMillis = (s: string): number => {
+  const millis = Date.parse(s.length === 10 ? `${s}T00:00:00Z` : s)
+  // JavaScript drops digits past the millisecond: a later part of that millisecond is rounded up, so that a record
+  // (whole milliseconds) before `from`, or at or after `to`, or a call at or after an expiry, stays on its side
+  const fraction = /\.\d{3}(\d+)/.exec(s)?.[1]
+  return fraction !== undefined && /[1-9]/.test(fraction) ? millis + 1 : millis
+}
 /** The most requests per second (and burst) a key's own rate limit may name. */
 export const MAX_RATE = 100_000
 

@@ -62,7 +62,7 @@ export const MobileAppSearchInput = strict({
 
 export const AlphaSearchInput = open({
   query: NonEmpty.annotations({ description: "What to search for, in natural language or keywords" }),
-  numResults: opt(Schema.Int.annotations({ description: "Results to return (Exa's numResults); default 10. Priced per 10 results", ...refusedAs("a whole number") })),
+  numResults: opt(intBetween(1, 1000).annotations({ description: "Results to return (Exa's numResults), 1 to 1000; default 10. Priced per 10 results" })),
   type: opt(Schema.String.annotations({ description: "Exa's search type, e.g. \"auto\" (Exa's default), \"neural\", \"fast\" or \"deep\"" })),
   // Exa answers `stream: true` with an event stream (exa-labs/exa-js src/index.ts, whose own `search` refuses it too),
   // which the gateway cannot read: refused here, before a credit is held or Exa charges for it

@@ -208,7 +208,8 @@ export const DashboardLive = HttpApiBuilder.group(Api, "dashboard", (handlers) =
             ? Math.max(Math.ceil(to / DAY_MS) * DAY_MS - 30 * DAY_MS, FIRST_INSTANT_MS)
             : instantMillis(urlParams.from)
           yield* checkRange(from, to)
-          if (to - from > SUMMARY_MAX_DAYS * DAY_MS) {
+          // the UTC days the range touches, each a line of the answer
+          if (Math.ceil(to / DAY_MS) - Math.floor(from / DAY_MS) > SUMMARY_MAX_DAYS) {
             return yield* new InvalidRequest({ message: `Invalid request: a summary covers at most ${SUMMARY_MAX_DAYS} days.` })
           }
           const groupBy = urlParams.group_by ?? "day"

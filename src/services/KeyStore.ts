@@ -148,7 +148,7 @@ const toInfo = (row: KeyRow, month: number): KeyInfo => ({
   lastUsedAt: row.last_used_at,
   spendLimit: row.spend_limit,
   allowedTools: row.allowed_tools,
-  monthSpend: row.spend_month === month ? row.month_spend : 0,
+  monthSpend: row.spend_month >= month ? row.month_spend : 0,
   rateLimit: rateLimitOf(row),
   expiresAt: row.expires_at
 })

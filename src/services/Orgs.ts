@@ -107,7 +107,8 @@ export const make = Effect.gen(function* () {
     balance: org.balance,
     held: org.held,
     available: org.balance - org.held,
-    monthSpend: org.spend_month === monthOf(now) ? org.month_spend : 0,
+    // a row already in a later month (another process's clock ahead) is the month the ledger counts in
+    monthSpend: org.spend_month >= monthOf(now) ? org.month_spend : 0,
     spendCap: org.spend_cap,
     createdAt: org.created_at
   })

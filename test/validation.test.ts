@@ -483,14 +483,19 @@ layer(gatewayLayer({ providers: { ssrfAllow: [PAGES_HOST, "127.0.0.1"] } }), { e
           expectEnvelope(result, { status: 405, type: "not_found", code: "method_not_allowed", retryable: false, billable: false })
           expect(result.headers.get("allow")).toBe("POST")
         }
-        // a POST to a route of another method is the method's fault, not an unknown tool's (after the key, still)
-        for (const path of ["/v1/tools", "/v1/org", "/v1/usage"]) {
-          const result = yield* request(path, { method: "POST", headers: { "x-api-key": key, "content-type": "application/json" }, body: "{}" })
-          expectEnvelope(result, { status: 405, type: "not_found", code: "method_not_allowed", retryable: false, billable: false })
-          expect(result.headers.get("allow"), path).toBe("GET")
+        // a POST to a route of another method is the method's fault, not an unknown tool's — whatever the credentials,
+        // as any method a path does not take: a dashboard user's ID token is not told to send an API key
+        const credentials = [{ "x-api-key": key }, { "x-api-key": "tg_not_a_key" }, {}, { authorization: "Bearer eyJhbGciOiJSUzI1NiJ9.e30.c2ln" }]
+        for (const path of ["/v1/tools", "/v1/org", "/v1/usage", "/v1/usage/summary"]) {
+          for (const given of credentials) {
+            const result = yield* request(path, { method: "POST", headers: { ...given, "content-type": "application/json" }, body: "{}" })
+            expectEnvelope(result, { status: 405, type: "not_found", code: "method_not_allowed", retryable: false, billable: false })
+            expect(result.headers.get("allow"), path).toBe("GET")
+          }
         }
+        // a name that is no route at all: the key first, so an unknown tool never hides a bad key
         expectEnvelope(
-          yield* request("/v1/tools", { method: "POST", headers: { "x-api-key": "tg_not_a_key", "content-type": "application/json" }, body: "{}" }),
+          yield* request("/v1/weather2", { method: "POST", headers: { "x-api-key": "tg_not_a_key", "content-type": "application/json" }, body: "{}" }),
           { status: 401, type: "auth", code: "invalid_key", retryable: false, billable: false }
         )
       }))

@@ -132,6 +132,18 @@ export const unreadableBody = (
   return new InvalidRequest({ message: "The request body could not be read." })
 }
 
+/**
+ * A method the path's routes do not take, found only once the credentials were refused: `POST /v1/org` reaches the
+ * catch-all of unknown tools (`POST /v1/:tool`), whose API key is checked first. The method is what is wrong
+ * whatever the credentials, as for `GET /v1/weather` (which no route matches): a dashboard user's ID token is not
+ * told to send an API key.
+ */
+const wrongMethod = (request: HttpServerRequest.HttpServerRequest): MethodNotAllowed | undefined => {
+  const path = pathOf(request.url)
+  const allowed = routeTable.methodsFor(path)
+  return allowed.length > 0 && !allowed.includes(request.method) ? methodNotAllowed(request.method, path, allowed) : undefined
+}
+
 /** What the framework or a defect means to the caller, as a gateway error. */
 const toGatewayError = (
   error: unknown,
@@ -139,7 +151,9 @@ const toGatewayError = (
   state: RequestState,
   maxBodyBytes: number
 ): GatewayError | undefined => {
-  if (isGatewayError(error)) return error
+  if (isGatewayError(error)) {
+    return error._tag === "InvalidKey" || error._tag === "InvalidToken" ? (wrongMethod(request) ?? error) : error
+  }
   if (error instanceof HttpApiError.HttpApiDecodeError) {
     // a connection's body carries credentials: its errors never repeat what was sent (decided on the route the
     // router matched, however the path was spelled)

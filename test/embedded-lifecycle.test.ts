@@ -6,11 +6,12 @@
  * Each test starts from a copy of one data directory initialised once for the file.
  */
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Exit } from "effect"
 import * as Child from "node:child_process"
 import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import { startEmbedded } from "../src/db/embedded.js"
 import { BIN, baseEnv, freePort } from "./support/processes.js"
 
 interface Run {
@@ -131,6 +132,22 @@ describe("the embedded database's owner", () => {
       process.kill(first.pid, "SIGTERM")
       expect(yield* exited(first.child)).toBe(0)
       expect(yield* Effect.promise(() => exists(Path.join(dir, "pg", "postmaster.pid")))).toBe(false)
+    }).pipe(Effect.scoped), 60_000)
+
+  it.live("an owner file naming this process's own pid, from a process that was killed (a container restarted: pid 1 again), does not refuse the start", () =>
+    Effect.gen(function* () {
+      const dir = yield* dataDirectory("own-pid")
+      // what a killed gateway left: its pid (the one this process has now) and its start time (not this process's)
+      yield* Effect.promise(() => Fs.writeFile(Path.join(dir, "pg-owner"), `${process.pid} 1 server\n`))
+      const started = yield* Effect.exit(Effect.scoped(Effect.gen(function* () {
+        const db = yield* startEmbedded(dir, { role: "server", ownProcessGroup: false })
+        expect(db.owned).toBe(true)
+        return (yield* Effect.promise(() => Fs.readFile(Path.join(dir, "pg-owner"), "utf8"))).split(" ")[1]
+      })))
+      expect(Exit.isSuccess(started), String(started)).toBe(true)
+      // the file named this process once it owned the directory (its own start time), and is let go after
+      if (Exit.isSuccess(started)) expect(started.value).not.toBe("1")
+      expect(yield* Effect.promise(() => exists(Path.join(dir, "pg-owner")))).toBe(false)
     }).pipe(Effect.scoped), 60_000)
 
   it.live("the database of a killed gateway is taken over by the next, said at WARN, and stopped when it exits", () =>

@@ -146,9 +146,12 @@ const readOwner = (root: string) =>
       : undefined
   }, () => undefined)
 
-/** Whether the owner still runs: its pid, started when it says (where either start time cannot be read, the pid alone). */
+/**
+ * Whether the owner still runs: its pid, started when it says (where either start time cannot be read, the pid
+ * alone). This process's own pid is no exception: in a container a restarted gateway often gets the pid its killed
+ * predecessor had (1), and only the start time tells them apart.
+ */
 const isLive = async (owner: Owner) => {
-  if (owner.pid === process.pid) return true
   if (await ended(owner.pid)) return false
   const started = await startedAt(owner.pid)
   return owner.started === "-" || started === "-" || started === owner.started
@@ -156,27 +159,32 @@ const isLive = async (owner: Owner) => {
 
 /**
  * Make this process the data directory's owner, unless a live process is: then that one (a dead one's file is
- * removed). The owner file is let go when the scope closes, after the server has stopped.
+ * removed). Once this process owns it, the owner file is let go when the scope closes, after the server has stopped.
  */
 const ownership = (root: string, role: EmbeddedRole) =>
-  Effect.acquireRelease(
-    Effect.tryPromise({
+  Effect.gen(function* () {
+    const holder = yield* Effect.tryPromise({
       try: async (): Promise<Owner | undefined> => {
         const me = `${process.pid} ${await startedAt(process.pid)} ${role}\n`
         for (;;) {
           if (await createWhole(ownerFile(root), me, 0o644)) return undefined
-          const holder = await readOwner(root)
-          if (holder !== undefined && (await isLive(holder))) return holder
+          const found = await readOwner(root)
+          if (found !== undefined && (await isLive(found))) return found
           await Fs.rm(ownerFile(root), { force: true })
         }
       },
       catch: fail(`cannot write ${ownerFile(root)}`)
-    }),
-    (holder) =>
-      holder !== undefined ? Effect.void : Effect.promise(async () => {
-        if ((await readOwner(root))?.pid === process.pid) await Fs.rm(ownerFile(root), { force: true })
-      })
-  )
+    })
+    // one finalizer, once owned (a wait for another owner polls this many times)
+    if (holder === undefined) {
+      yield* Effect.addFinalizer(() =>
+        Effect.promise(async () => {
+          if ((await readOwner(root))?.pid === process.pid) await Fs.rm(ownerFile(root), { force: true })
+        })
+      )
+    }
+    return holder
+  })
 
 /** What `postmaster.pid` says (it may be stale): the postmaster's pid, port and socket directory. */
 interface Postmaster {
@@ -581,8 +589,11 @@ export const startEmbedded = (
     if (created) yield* initialise(initdb, root, dir, password, as)
     const port = yield* freePort
     const socketDir = socketDirFor(dir, port)
+    // a `postmaster.pid` whose pid is known not to be this directory's postgres is disregarded; where that cannot be
+    // read (no /proc), PostgreSQL's own check decides
     const stale = yield* lockFileOf(dir)
-    const server = yield* startServer(postgres, dir, port, socketDir, as, log, options.ownProcessGroup ?? true, stale?.pid)
+    const disregard = stale !== undefined && (yield* Effect.promise(() => isPostmasterOf(stale.pid, dir))) === false ? stale.pid : undefined
+    const server = yield* startServer(postgres, dir, port, socketDir, as, log, options.ownProcessGroup ?? true, disregard)
     const exited = Effect.sync(() => server.child.exitCode !== null || server.child.signalCode !== null)
     yield* untilAccepting(port, password, dir, exited, log, server.from)
     yield* ensureDatabase(port, password, database)

@@ -58,7 +58,10 @@ const refuseToStart = (error: unknown) => {
 // middle of it (Node's default once that listener is gone) — an impatient Ctrl-C, or a worker of
 // `serve --workers` told to stop by the terminal (Ctrl-C signals the whole process group) and by its primary.
 let signals = 0
-const again = () => {
+/** The signal that stopped the process, for its exit status (128 + its number, as a shell reports it). */
+let stoppedBy: NodeJS.Signals | undefined
+const again = (signal: NodeJS.Signals) => {
+  stoppedBy ??= signal
   signals += 1
   if (signals === 2 && !Cluster.isWorker) {
     console.error("Stopping already: the calls in flight finish first (each within its deadline). SIGKILL stops at once and leaves them unanswered.")
@@ -68,14 +71,14 @@ process.on("SIGINT", again)
 process.on("SIGTERM", again)
 
 /**
- * A command stopped by SIGINT or SIGTERM before it finished exits 130 (128 + SIGINT, as a shell reports an
- * interrupted command) and says so: what it printed, if anything, is not an answer a script may take for one.
- * `serve` told to stop has drained its calls first: 0, as any stop it was asked for.
+ * A command stopped by SIGINT or SIGTERM before it finished exits 128 + the signal's number (130, 143: as a shell
+ * reports an interrupted command) and says so: what it printed, if anything, is not an answer a script may take for
+ * one. `serve` told to stop has drained its calls first: 0, as any stop it was asked for.
  */
 const teardown: Teardown = (exit, onExit) => {
   if (Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause) && commandOf(process.argv) !== "serve") {
     process.stderr.write("interrupted: the command did not finish\n")
-    return onExit(130)
+    return onExit(stoppedBy === "SIGTERM" ? 143 : 130)
   }
   defaultTeardown(exit, onExit)
 }

@@ -499,6 +499,19 @@ layer(gatewayLayer(), { excludeTestServices: true })("the CLI against DATABASE_U
       })
     }), 60_000)
 
+  it.effect("serve named after the CLI's own options (--log-level info serve) drains when told to stop and exits 0, as serve does", () =>
+    Effect.gen(function* () {
+      const env = yield* envFor
+      const server = yield* launch(
+        () => Child.spawn("node", [BIN, "--log-level", "info", "serve"], {
+          env: { ...baseEnv(), ...env, GATEWAY_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY, HOST: "127.0.0.1", PORT: "0", LOG_LEVEL: "info" }
+        }),
+        (output) => /Listening on http:\/\/[\d.]+:\d+/.test(output)
+      )
+      expect(yield* stop(server.child, server.child.pid ?? 0)).toBe(0)
+      expect(server.output()).not.toContain("interrupted")
+    }).pipe(Effect.scoped), 60_000)
+
   it.effect("a PORT another process listens on stops serve at start-up with one line that names it", () =>
     Effect.gen(function* () {
       const env = yield* envFor
@@ -555,8 +568,8 @@ describe("colour", () => {
 })
 
 describe("a command stopped before it finished", () => {
-  it.live("Ctrl-C while it waits for its database: status 130 and a line that says so, not 0 with no answer", () =>
-    Effect.gen(function* () {
+  it.live("Ctrl-C or SIGTERM while it waits for its database: 130 or 143 and a line that says so, not 0 with no answer", () =>
+    Effect.forEach([["SIGINT", 130, []], ["SIGTERM", 143, ["--log-level", "warning"]]] as const, ([signal, status, before]) => Effect.gen(function* () {
       // a database that takes the connection and never answers: the command waits (up to DATABASE_TIMEOUT_MS)
       const sockets = new Set<Net.Socket>()
       const silent = yield* Effect.acquireRelease(
@@ -571,7 +584,7 @@ describe("a command stopped before it finished", () => {
       )
       const address = silent.address()
       const port = typeof address === "object" && address !== null ? address.port : 0
-      const child = Child.spawn("node", [BIN, "org", "list", "--json"], {
+      const child = Child.spawn("node", [BIN, ...before, "org", "list", "--json"], {
         env: { ...baseEnv(), DATABASE_URL: `postgres://nobody@127.0.0.1:${port}/none` },
         detached: true
       })
@@ -584,13 +597,13 @@ describe("a command stopped before it finished", () => {
       yield* Effect.promise(async () => {
         while (sockets.size === 0) await new Promise((resolve) => setTimeout(resolve, 20))
       })
-      process.kill(-(child.pid ?? 0), "SIGINT")
+      process.kill(-(child.pid ?? 0), signal)
       const code = yield* Effect.promise(() => exited)
-      expect(code, stderr).toBe(130)
+      expect(code, stderr).toBe(status)
       expect(stdout).toBe("")
       expect(stderr).toContain("interrupted: the command did not finish")
       expect(stderr).not.toMatch(/\n\s+at /)
-    }).pipe(Effect.scoped), 60_000)
+    }).pipe(Effect.scoped), { discard: true }), 60_000)
 })
 
 /** A data directory of its own, removed after the test; as root, the database runs as postgres, which must enter it. */

@@ -493,6 +493,12 @@ layer(gatewayLayer({ providers: { ssrfAllow: [PAGES_HOST, "127.0.0.1"] } }), { e
             expect(result.headers.get("allow"), path).toBe("GET")
           }
         }
+        // a HEAD is a GET route's to answer: its credentials are checked, as a GET's
+        for (const path of ["/v1/org", "/v1/usage", "/v1/connections"]) {
+          const head = yield* request(path, { method: "HEAD", headers: { authorization: "Bearer xyz" } })
+          expect(head.status, path).toBe(401)
+          expect(head.headers.get("allow"), path).toBeNull()
+        }
         // a name that is no route at all: the key first, so an unknown tool never hides a bad key
         expectEnvelope(
           yield* request("/v1/weather2", { method: "POST", headers: { "x-api-key": "tg_not_a_key", "content-type": "application/json" }, body: "{}" }),

@@ -19,8 +19,22 @@ export const wantsJson = (argv: ReadonlyArray<string>): boolean => argv.includes
 export const envelopeOnFailure = (argv: ReadonlyArray<string>): boolean =>
   wantsJson(argv) && commandOf(argv) !== "serve"
 
-/** The command named on the command line (its first word that is not an option). */
-export const commandOf = (argv: ReadonlyArray<string>): string | undefined => argv.slice(2).find((arg) => !arg.startsWith("-"))
+/** The CLI library's own options that may come before the command and take a value as the next word. */
+const VALUED_BUILT_INS: ReadonlySet<string> = new Set(["--log-level", "--completions"])
+
+/**
+ * The command named on the command line: its first word that is neither an option nor the value of one of the
+ * options the CLI library takes before it (`tool-gateway --log-level debug serve` is `serve`).
+ */
+export const commandOf = (argv: ReadonlyArray<string>): string | undefined => {
+  const words = argv.slice(2)
+  for (let i = 0; i < words.length; i++) {
+    const word = words[i] ?? ""
+    if (VALUED_BUILT_INS.has(word)) i++
+    else if (!word.startsWith("-")) return word
+  }
+  return undefined
+}
 
 /** Colour only for a terminal, and not when `NO_COLOR` is set to anything but the empty string. */
 const useColour = (noColor: string | undefined, isTerminal: boolean): boolean => isTerminal && (noColor ?? "") === ""

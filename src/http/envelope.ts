@@ -138,11 +138,17 @@ export const unreadableBody = (
  * whatever the credentials, as for `GET /v1/weather` (which no route matches): a dashboard user's ID token is not
  * told to send an API key.
  */
-const wrongMethod = (request: HttpServerRequest.HttpServerRequest): MethodNotAllowed | undefined => {
-  const path = pathOf(request.url)
+const wrongMethod = (request: HttpServerRequest.HttpServerRequest): MethodNotAllowed | undefined =>
+  wrongMethodFor(request.method, pathOf(request.url))
+
+/** The `405` of a method the routes of a path do not take (with the ones they do), if that is what is wrong. */
+export const wrongMethodFor = (method: string, path: string): MethodNotAllowed | undefined => {
   const allowed = routeTable.methodsFor(path)
-  return allowed.length > 0 && !allowed.includes(request.method) ? methodNotAllowed(request.method, path, allowed) : undefined
+  return allowed.length > 0 && !takes(allowed, method) ? methodNotAllowed(method, path, allowed) : undefined
 }
+
+/** Whether routes of these methods answer `method`: a HEAD is answered by a GET route, as the router does. */
+const takes = (allowed: ReadonlyArray<string>, method: string) => allowed.includes(method) || (method === "HEAD" && allowed.includes("GET"))
 
 /** What the framework or a defect means to the caller, as a gateway error. */
 const toGatewayError = (
@@ -164,15 +170,12 @@ const toGatewayError = (
     const allowed = routeTable.methodsFor(path)
     // the path's route answers this method, yet the router found none: a parameter of the path does not decode
     // (a percent-escape that is not UTF-8), which the router takes for no route
-    if (allowed.includes(request.method) || (request.method === "HEAD" && allowed.includes("GET"))) {
+    if (takes(allowed, request.method)) {
       return new InvalidRequest({
         message: `The path ${quotedPath(path)} does not decode: a percent-escape in it is not UTF-8.`
       })
     }
-    if (allowed.length > 0) {
-      return methodNotAllowed(request.method, path, allowed)
-    }
-    return noRoute(request.method, path)
+    return wrongMethodFor(request.method, path) ?? noRoute(request.method, path)
   }
   if (error instanceof HttpServerError.RequestError) return unreadableBody(error, maxBodyBytes)
   return undefined

@@ -11,9 +11,8 @@ import { InvalidRequest, UnknownTool } from "../domain/errors.js"
 import { isToolName, type ToolInput, type ToolName } from "../domain/tools.js"
 import { Gateway, type Outcome } from "../services/Gateway.js"
 import { Api, ApiKeyAuth, CurrentCaller, IDEMPOTENCY_HEADER, JsonBody } from "./Api.js"
-import { currentRequest, methodNotAllowed } from "./envelope.js"
+import { currentRequest, wrongMethodFor } from "./envelope.js"
 import { builtIn } from "./narrowContext.js"
-import { routeTable } from "./routes.js"
 
 const respond = <A>(outcome: Outcome<A>): HttpServerResponse.HttpServerResponse =>
   outcome._tag === "Fresh"
@@ -83,12 +82,10 @@ export const ToolsLive = builtIn(HttpApiBuilder.group(Api, "tools", (handlers) =
 export const UnknownToolLive = HttpApiBuilder.group(Api, "unknownTool", (handlers) =>
   handlers.handle("unknownTool", ({ path }) => {
     // a route of another method (`GET /v1/tools`, `/v1/org`, `/v1/usage`, …): the method is what is wrong
-    const allowed = routeTable.methodsFor(`/v1/${path.tool}`).filter((method) => method !== "POST")
-    return allowed.length > 0
-      ? Effect.fail(methodNotAllowed("POST", `/v1/${path.tool}`, allowed))
-      : Effect.fail(
-        new UnknownTool({ message: `There is no tool named "${path.tool.slice(0, 100)}". GET /v1/tools lists the tools (docs/tools.md describes each).` })
-      )
+    const wrong = wrongMethodFor("POST", `/v1/${path.tool}`)
+    return Effect.fail(
+      wrong ?? new UnknownTool({ message: `There is no tool named "${path.tool.slice(0, 100)}". GET /v1/tools lists the tools (docs/tools.md describes each).` })
+    )
   }))
 
 export const HandlersLive = Layer.mergeAll(ToolsLive, UnknownToolLive)

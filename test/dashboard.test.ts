@@ -368,7 +368,7 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.1"] } }), { excludeTestSe
         expectOk(yield* callTool("nu_account", {}, { key }))
       }))
 
-    it.effect("epsilon: a 403 refuses the call, not the token (the connection stays active); a call the API takes after a 401 shows it active again", () =>
+    it.effect("epsilon: a 403 refuses the call, not the token (the connection stays active); a 401 shows it rejected until it is replaced; another provider's answered call shows it active again", () =>
       Effect.gen(function* () {
         const u = yield* TestUpstreams
         u.resetAll()
@@ -388,7 +388,18 @@ layer(gatewayLayer({ providers: { ssrfAllow: ["127.0.0.1"] } }), { excludeTestSe
           status: 502, type: "provider", code: "provider_credential_rejected", retryable: false, billable: false
         })
         expect(yield* status).toBe("rejected")
+        // a 2xx of a path the caller picked proves nothing of the token (the path may need none): still rejected
         expectOk(yield* callTool("epsilon_request", { path: "/items" }, { key }))
+        expect(yield* status).toBe("rejected")
+        // GitHub's account endpoint needs the token: its answer after a 401 (the refusal has passed) shows it active
+        yield* dashboard("DELETE", "/v1/connections/epsilon", token)
+        yield* dashboard("POST", "/v1/connections", token, { provider: "nu", credentials: { token: "ghp_token" } })
+        u.github.fault({ status: 401, body: { message: "Bad credentials" }, times: 1 })
+        expectEnvelope(yield* callTool("nu_account", {}, { key }), {
+          status: 502, type: "provider", code: "provider_credential_rejected", retryable: false, billable: false
+        })
+        expect(yield* status).toBe("rejected")
+        expectOk(yield* callTool("nu_account", {}, { key }))
         expect(yield* status).toBe("active")
       }))
 

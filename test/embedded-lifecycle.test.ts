@@ -263,7 +263,7 @@ describe("starting the embedded database", () => {
       expect(yield* until(async () => (await postmasterPid(dir)) !== undefined, 20_000)).toBe(true)
       const pid = yield* Effect.promise(() => postmasterPid(dir))
       process.kill(child.pid ?? 0, "SIGINT")
-      // the database's fast shutdown waits for a login in its pre_auth_delay (3 s)
+      // the start is stopped while logins wait in the pre_auth_delay (3 s): the process and its database end, whenever that is
       expect(yield* until(async () => child.exitCode !== null || child.signalCode !== null, 10_000)).toBe(true)
       expect(pid !== undefined && (yield* Effect.promise(() => running(pid)))).toBe(false)
     }).pipe(Effect.scoped), 60_000)

@@ -771,8 +771,9 @@ layer(gatewayLayer(), { excludeTestServices: true })("hosted MCP", (it) => {
       // each the whole file (the answers differ only by the file's id)
       expect(answers.map((a) => a.status)).toEqual(Array.from({ length: 24 }, () => 200))
       expect(Math.min(...answers.map((a) => a.length))).toBeGreaterThan(bytes.length * 4 / 3)
-      // two at a time: 56 MB measured; 132–137 MB with every org's read at once (each org's one read)
-      expect(grown).toBeLessThan(90)
+      // two at a time: 56 MB measured (up to 89 MB on one core shared with the client's unread chunks); 132–137 MB
+      // with every org's read at once (each org's one read)
+      expect(grown).toBeLessThan(110)
     }), 120_000)
 })
 

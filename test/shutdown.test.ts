@@ -49,9 +49,14 @@ const launch = (args: ReadonlyArray<string>, env: Record<string, string>, npm = 
       expect(child.exitCode, output).toBeNull()
       return { child, base, output: () => output }
     }),
+    // the whole group, even once the process started has exited (npm, whose gateway would be left running)
     ({ child }) =>
       Effect.sync(() => {
-        if (child.exitCode === null && child.signalCode === null && child.pid !== undefined) process.kill(-child.pid, "SIGKILL")
+        try {
+          if (child.pid !== undefined) process.kill(-child.pid, "SIGKILL")
+        } catch {
+          // nothing of the group is left
+        }
       })
   )
 

@@ -312,11 +312,9 @@ export const make = Effect.gen(function* () {
     }).pipe(
       Effect.asVoid,
       Effect.catchTag("SealBroken", () => Effect.void),
-      // what is shown on the connection: the call it follows is answered as it is
-      Effect.catchTags({
-        SqlError: (error) => Effect.logWarning(`the ${provider} connection could not be marked ${status}`, error),
-        ParseError: Effect.die
-      })
+      // what is shown on the connection: the call it follows (charged, perhaps a write done) is answered as it is,
+      // whatever happens here
+      Effect.catchAllCause((cause) => Effect.logWarning(`the ${provider} connection could not be marked ${status}`, cause))
     )
 
   const markRejected = (orgId: OrgId, provider: AccountProvider, used: unknown) =>

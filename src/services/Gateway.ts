@@ -339,8 +339,7 @@ export const make = Effect.gen(function* () {
         Context.add(CallDeadline, {
           at: (yield* nowMillis) + callTimeoutMs,
           describe: `${call.tool} did not complete within ${callTimeoutMs} ms.`,
-          heldUntil,
-          keyed: call.key !== undefined
+          heldUntil
         }),
         Context.add(
           ProviderIdempotencyKey,
@@ -428,9 +427,10 @@ export const make = Effect.gen(function* () {
         // under an Idempotency-Key, the answer is kept by the settlement's statement (see `store`)
         const keep = call.key === undefined ? undefined : { orgId: call.caller.orgId, key: call.key, requestId: call.requestId, status: 200, body }
         const charged = yield* settle(call, hold, chargeFor(call.price, mode.units(answered), call.reservation), keep)
-        // the provider took the org's own credentials: a connection shown rejected for them is active again
+        // the provider took the org's own credentials: a connection shown rejected for them is active again — not
+        // epsilon's, whose caller picks the path (one that needs no token proves nothing of it)
         const def = catalog[call.tool]
-        if (def.account && isAccountProvider(def.provider)) {
+        if (def.account && isAccountProvider(def.provider) && def.provider !== "epsilon") {
           yield* connections.markAccepted(call.caller.orgId, def.provider, credentials)
         }
         return { _tag: "Fresh", requestId: call.requestId, output: answered.output, body, provider: answered.provider, charged }

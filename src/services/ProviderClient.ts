@@ -122,7 +122,10 @@ export interface Deadline {
    * retry to use a new key). None outside a tool call.
    */
   readonly heldUntil?: () => number
-  /** The call has an `Idempotency-Key`: a retry with it is answered a write's uncertain outcome, not sent again. */
+  /**
+   * The call has an `Idempotency-Key` (its `ProviderIdempotencyKey` is set): a retry with it is answered a write's
+   * uncertain outcome, not sent again.
+   */
   readonly keyed?: boolean
 }
 
@@ -546,11 +549,8 @@ export class LeaseLost extends Error {
   }
 }
 
-/** What a provider request's deadline keeps of its call's: until when its leases are held, whether it has a key. */
-const heldBy = (call: Deadline): { readonly heldUntil?: () => number; readonly keyed?: boolean } => ({
-  ...(call.heldUntil === undefined ? {} : { heldUntil: call.heldUntil }),
-  ...(call.keyed === undefined ? {} : { keyed: call.keyed })
-})
+/** A provider request's deadline: its own instant and reason, and the rest of its call's. */
+const within = (call: Deadline, at: number, describe: string): Deadline => ({ ...call, at, describe })
 
 /** The answer passed the size cap (the request is destroyed). */
 class TooLarge extends Error {}
@@ -863,11 +863,12 @@ export const make = Effect.gen(function* () {
     Effect.gen(function* () {
       const timeoutMs = request.timeoutMs ?? config.timeoutMs
       const now = yield* nowMillis
-      const call = yield* CallDeadline
+      // whether the call has an Idempotency-Key: what its uncertain write may promise a retry
+      const call = { ...yield* CallDeadline, keyed: (yield* ProviderIdempotencyKey) !== undefined }
       const own = now + timeoutMs
       const deadline: Deadline = own <= call.at
-        ? { at: own, describe: `${request.provider} did not answer within ${timeoutMs} ms.`, ...heldBy(call) }
-        : { at: call.at, describe: `${request.provider} did not answer before the call's deadline. ${call.describe}`, ...heldBy(call) }
+        ? within(call, own, `${request.provider} did not answer within ${timeoutMs} ms.`)
+        : within(call, call.at, `${request.provider} did not answer before the call's deadline. ${call.describe}`)
       const attempt = send(request, deadline)
       return yield* request.idempotent ? retried(attempt) : attempt
     }).pipe(

@@ -87,3 +87,9 @@ export const accountProviders: ReadonlyArray<AccountProvider> = ["delta", "epsil
 export const AccountProviderSchema = Schema.Literal(...accountProviders)
 
 export const isAccountProvider = (s: string): s is AccountProvider => Object.hasOwn(schemas, s)
+
+/**
+ * Whether a provider's answer proves the connection's credentials accepted: every request of its tools carries and
+ * needs them. Not epsilon's: its caller picks the path, which may need no token (and its token is optional).
+ */
+export const answerProvesCredentials = (provider: AccountProvider): boolean => provider !== "epsilon"

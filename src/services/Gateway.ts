@@ -29,7 +29,7 @@ import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import { ProvidersConfig } from "../config.js"
-import { isAccountProvider } from "../domain/connections.js"
+import { answerProvesCredentials, isAccountProvider } from "../domain/connections.js"
 import {
   type CallError,
   type CredentialRequired,
@@ -339,7 +339,8 @@ export const make = Effect.gen(function* () {
         Context.add(CallDeadline, {
           at: (yield* nowMillis) + callTimeoutMs,
           describe: `${call.tool} did not complete within ${callTimeoutMs} ms.`,
-          heldUntil
+          heldUntil,
+          keyed: call.key !== undefined
         }),
         Context.add(
           ProviderIdempotencyKey,
@@ -427,10 +428,9 @@ export const make = Effect.gen(function* () {
         // under an Idempotency-Key, the answer is kept by the settlement's statement (see `store`)
         const keep = call.key === undefined ? undefined : { orgId: call.caller.orgId, key: call.key, requestId: call.requestId, status: 200, body }
         const charged = yield* settle(call, hold, chargeFor(call.price, mode.units(answered), call.reservation), keep)
-        // the provider took the org's own credentials: a connection shown rejected for them is active again — not
-        // epsilon's, whose caller picks the path (one that needs no token proves nothing of it)
+        // the provider took the org's own credentials: a connection shown rejected for them is active again
         const def = catalog[call.tool]
-        if (def.account && isAccountProvider(def.provider) && def.provider !== "epsilon") {
+        if (def.account && isAccountProvider(def.provider) && answerProvesCredentials(def.provider)) {
           yield* connections.markAccepted(call.caller.orgId, def.provider, credentials)
         }
         return { _tag: "Fresh", requestId: call.requestId, output: answered.output, body, provider: answered.provider, charged }

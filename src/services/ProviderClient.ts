@@ -123,8 +123,8 @@ export interface Deadline {
    */
   readonly heldUntil?: () => number
   /**
-   * The call has an `Idempotency-Key` (its `ProviderIdempotencyKey` is set): a retry with it is answered a write's
-   * uncertain outcome, not sent again.
+   * The call has an `Idempotency-Key` (set with its `ProviderIdempotencyKey`, from the same key): a retry with it is
+   * answered a write's uncertain outcome, not sent again.
    */
   readonly keyed?: boolean
 }
@@ -863,8 +863,7 @@ export const make = Effect.gen(function* () {
     Effect.gen(function* () {
       const timeoutMs = request.timeoutMs ?? config.timeoutMs
       const now = yield* nowMillis
-      // whether the call has an Idempotency-Key: what its uncertain write may promise a retry
-      const call = { ...yield* CallDeadline, keyed: (yield* ProviderIdempotencyKey) !== undefined }
+      const call = yield* CallDeadline
       const own = now + timeoutMs
       const deadline: Deadline = own <= call.at
         ? within(call, own, `${request.provider} did not answer within ${timeoutMs} ms.`)

@@ -6,11 +6,13 @@
  * Each test starts from a copy of one data directory initialised once for the file.
  */
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Effect, Exit } from "effect"
+import { Effect, Exit, Schema } from "effect"
 import * as Child from "node:child_process"
 import * as Fs from "node:fs/promises"
 import * as Os from "node:os"
 import * as Path from "node:path"
+import * as Readline from "node:readline"
+import type { Readable } from "node:stream"
 import { startEmbedded } from "../src/db/embedded.js"
 import { BIN, baseEnv, freePort } from "./support/processes.js"
 
@@ -42,6 +44,9 @@ const template = root.then(async (dir) => {
   if (result.code !== 0) throw new Error(`the template data directory could not be made: ${result.stderr}`)
   return made
 })
+
+/** A pid no process has: above the largest Linux gives (`pid_max` is at most 2^22). */
+const DEAD_PID = 4_194_305
 
 const exists = (path: string) => Fs.access(path).then(() => true, () => false)
 
@@ -148,6 +153,38 @@ describe("the embedded database's owner", () => {
       // the file named this process once it owned the directory (its own start time), and is let go after
       if (Exit.isSuccess(started)) expect(started.value).not.toBe("1")
       expect(yield* Effect.promise(() => exists(Path.join(dir, "pg-owner")))).toBe(false)
+    }).pipe(Effect.scoped), 60_000)
+
+  it.live("two processes that find a killed owner's file at the same instant: one owns the directory, the other sees it live", () =>
+    Effect.gen(function* () {
+      // sixty data directories, each left by a killed owner (a pid that runs no process); two processes claim them
+      // each at the same instant — without a lock each could remove the other's new owner file
+      const base = yield* Effect.promise(async () => Fs.mkdtemp(Path.join(await root, "claims-")))
+      const dirs = yield* Effect.promise(() =>
+        Promise.all(Array.from({ length: 60 }, async (_, i) => {
+          const dir = Path.join(base, `claimed-${i}`)
+          await Fs.mkdir(dir)
+          await Fs.writeFile(Path.join(dir, "pg-owner"), `${DEAD_PID} 1 server\n`)
+          return dir
+        }))
+      )
+      // both start their claims 2 s from now (time for node to start), one directory every 25 ms
+      const at = String(performance.timeOrigin + performance.now() + 2_000)
+      const claimer = Effect.acquireRelease(
+        Effect.sync(() => Child.spawn("node", [Path.resolve("test/support/claim-data-dirs.mjs"), at, "25", ...dirs], { stdio: ["pipe", "pipe", "inherit"] })),
+        (child) => Effect.sync(() => child.kill("SIGKILL"))
+      )
+      const claimed = (child: { readonly stdout: Readable }) =>
+        Effect.promise(async () => {
+          const line = await Readline.createInterface({ input: child.stdout })[Symbol.asyncIterator]().next()
+          return Schema.decodeUnknownSync(Schema.parseJson(Schema.Array(Schema.String)))(line.value)
+        })
+      const [one, two] = [yield* claimer, yield* claimer]
+      const [first, second] = yield* Effect.all([claimed(one), claimed(two)], { concurrency: 2 })
+      one.stdin.end()
+      two.stdin.end()
+      expect(first.filter((dir) => second.includes(dir))).toEqual([])
+      expect(first.length + second.length).toBe(dirs.length)
     }).pipe(Effect.scoped), 60_000)
 
   it.live("the database of a killed gateway is taken over by the next, said at WARN, and stopped when it exits", () =>

@@ -18,6 +18,7 @@
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Redacted from "effect/Redacted"
+import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
 import * as Child from "node:child_process"
@@ -157,13 +158,54 @@ const isLive = async (owner: Owner) => {
   return owner.started === "-" || started === "-" || started === owner.started
 }
 
+/** Another process holds the data directory's decision lock (for the few milliseconds of its decision). */
+class LockBusy extends Data.TaggedError("LockBusy") {}
+
+/** The longest wait for the decision lock: another process holds it only while it reads and writes the owner file. */
+const LOCK_WAIT_MS = 10_000
+
+/**
+ * The lock under which a process decides who owns a data directory (Linux): an abstract Unix socket named after the
+ * directory, which the kernel frees when its process ends, however it ends. Without it, two processes that find a
+ * dead owner's file at the same instant can both remove it and both own the directory (one removing the other's new
+ * file). Elsewhere there are no abstract sockets, and no lock: starts at the same instant after a crash are not
+ * serialised there.
+ */
+const decisionLock = (root: string): Effect.Effect<void, EmbeddedPostgresError, Scope.Scope> =>
+  process.platform !== "linux"
+    ? Effect.void
+    : Effect.gen(function* () {
+      const real = yield* Effect.tryPromise({ try: () => Fs.realpath(root), catch: fail(`cannot read ${root}`) })
+      const name = `\0tool-gateway-owner-${Crypto.createHash("sha256").update(real).digest("hex").slice(0, 40)}`
+      const listen = Effect.async<Net.Server, LockBusy | EmbeddedPostgresError>((resume) => {
+        const server = Net.createServer()
+        server.once("error", (error) => resume(codeOf(error) === "EADDRINUSE" ? Effect.fail(new LockBusy()) : Effect.fail(fail(`cannot lock ${root}`)(error))))
+        server.listen({ path: name }, () => {
+          server.unref()
+          resume(Effect.succeed(server))
+        })
+      })
+      yield* Effect.acquireRelease(
+        listen.pipe(
+          Effect.retry({ while: (error) => error._tag === "LockBusy", schedule: Schedule.spaced(5) }),
+          Effect.timeoutFail({
+            duration: LOCK_WAIT_MS,
+            onTimeout: () => new EmbeddedPostgresError({ message: `another process held the lock on ${root} for ${LOCK_WAIT_MS / 1000} s` })
+          }),
+          Effect.catchTag("LockBusy", () => Effect.dieMessage("unreachable: LockBusy is retried until the timeout"))
+        ),
+        (server) => Effect.async<void>((resume) => void server.close(() => resume(Effect.void)))
+      )
+    })
+
 /**
  * Make this process the data directory's owner, unless a live process is: then that one (a dead one's file is
- * removed). Once this process owns it, the owner file is let go when the scope closes, after the server has stopped.
+ * removed, under the directory's decision lock). Once this process owns it, the owner file is let go when the scope
+ * closes, after the server has stopped. (Exported for test/support/claim-data-dirs.mjs: two processes claiming at once.)
  */
-const ownership = (root: string, role: EmbeddedRole) =>
+export const ownership = (root: string, role: EmbeddedRole) =>
   Effect.gen(function* () {
-    const holder = yield* Effect.tryPromise({
+    const holder = yield* decisionLock(root).pipe(Effect.zipRight(Effect.tryPromise({
       try: async (): Promise<Owner | undefined> => {
         const me = `${process.pid} ${await startedAt(process.pid)} ${role}\n`
         for (;;) {
@@ -174,7 +216,7 @@ const ownership = (root: string, role: EmbeddedRole) =>
         }
       },
       catch: fail(`cannot write ${ownerFile(root)}`)
-    })
+    })), Effect.scoped)
     // one finalizer, once owned (a wait for another owner polls this many times)
     if (holder === undefined) {
       yield* Effect.addFinalizer(() =>

@@ -85,7 +85,15 @@ const teardown: Teardown = (exit, onExit) => {
 
 Either.match(logs, {
   onLeft: refuseToStart,
-  onRight: ({ level }) => cli(process.argv).pipe(Effect.catchAll(refuseToStart), Effect.provide(Logger.minimumLogLevel(level)))
+  onRight: ({ level }) =>
+    cli(process.argv).pipe(
+      Effect.catchAll(refuseToStart),
+      // a statement that fails part-way through a command (the database gone, or one that takes no writes), or a
+      // bug: the same one line and status 2, never a stack trace — the whole cause at LOG_LEVEL=debug
+      Effect.catchAllDefect((defect) =>
+        Effect.zipRight(Effect.logDebug("the command failed", Cause.die(defect)), refuseToStart(defect))),
+      Effect.provide(Logger.minimumLogLevel(level))
+    )
 }).pipe(
   Effect.provide(Layer.merge(NodeContext.layer, output)),
   NodeRuntime.runMain({ disableErrorReporting: false, disablePrettyLogger: true, teardown })

@@ -14,13 +14,14 @@ import { startEmbedded } from "../src/db/embedded.js"
 import * as Net from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
-import { TestDatabaseUrl } from "./support/database.js"
+import { adminQuery, freshDatabaseUrl, TestDatabaseUrl } from "./support/database.js"
 import { callTool, gatewayLayer, givenOrg, TEST_ENCRYPTION_KEY } from "./support/gateway.js"
 import { CREDENTIALS } from "./upstreams/accounts.js"
 import { Connections } from "../src/services/Connections.js"
 import { DeltaSessions } from "../src/services/DeltaSessions.js"
 import { expectEnvelope, expectOk } from "./support/assert.js"
 import { BIN } from "./support/processes.js"
+import { migrationCount } from "../src/db/migrations/index.js"
 import { startUpstream } from "../src/testing/harness.js"
 import { handleOpenMeteo } from "../src/testing/openMeteo.js"
 
@@ -530,6 +531,67 @@ layer(gatewayLayer(), { excludeTestServices: true })("the CLI against DATABASE_U
         `cannot listen: listen EADDRINUSE: address already in use 127.0.0.1:${port} (check HOST and PORT)`
       )
     }).pipe(Effect.scoped), 60_000)
+
+  it.effect("the schema: migrate says what it applied; a failing migration, a statement failing part-way and a database that takes no writes are one line and status 2", () =>
+    Effect.gen(function* () {
+      const url = yield* freshDatabaseUrl
+      const env = { DATABASE_URL: url }
+      const query = (text: string) => Effect.promise(() => adminQuery(url, text))
+      const oneLine = (answer: Run, message: string) => {
+        expect(answer.code, answer.stderr).toBe(2)
+        expect(answer.stderr.trim().split("\n"), answer.stderr).toEqual([expect.stringContaining(message)])
+      }
+      const envelopeOf = (answer: Run, message: string) => {
+        oneLine(answer, message)
+        expect(JSON.parse(answer.stdout)).toEqual({
+          error: { type: "internal", code: "internal_error", message: answer.stderr.trim(), retryable: expect.any(Boolean), billable: false }
+        })
+      }
+
+      // a migration that fails (a table of its name is there already): named as its file is, the database quoted
+      yield* query("CREATE TABLE artifacts (x int)")
+      const failed = yield* run(["org", "list", "--json"], env)
+      envelopeOf(failed, "migration failed: 0004_artifacts: relation \"artifacts\" already exists")
+      oneLine(yield* run(["migrate"], env), "migration failed: 0004_artifacts")
+      // put right, `migrate` applies every migration and says which (the connection it used had applied them first)
+      yield* query("DROP TABLE artifacts")
+      const applied = yield* run(["migrate"], env)
+      expect(applied.code, applied.stderr).toBe(0)
+      const names = /^Applied (.*)\.$/.exec(applied.stdout.trim())?.[1]?.split(", ") ?? []
+      expect(names).toHaveLength(migrationCount)
+      expect(names[0]).toBe("0001_init")
+      expect(names[3]).toBe("0004_artifacts")
+      expect(yield* runJson(["migrate"], env)).toEqual({ applied: [] })
+
+      // a statement that fails part-way through a command (a trigger refusing): the database quoted, no stack trace
+      yield* query("CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'no new orgs here'; END $$")
+      yield* query("CREATE TRIGGER refuse BEFORE INSERT ON orgs FOR EACH ROW EXECUTE FUNCTION refuse()")
+      envelopeOf(yield* run(["org", "create", "--name", "refused", "--json"], env), "no new orgs here")
+      oneLine(yield* run(["org", "create", "--name", "refused"], env), "database error:")
+
+      // a database that takes no writes (a standby; here default_transaction_read_only): a running server is no
+      // longer ready, and a start is refused — it would have answered every call 500
+      const server = yield* launch(
+        () => Child.spawn("node", [BIN, "serve"], {
+          env: { ...baseEnv(), ...env, GATEWAY_ENCRYPTION_KEY: TEST_ENCRYPTION_KEY, HOST: "127.0.0.1", PORT: "0", LOG_LEVEL: "info" }
+        }),
+        (output) => /Listening on http:\/\/[\d.]+:\d+/.test(output)
+      )
+      const base = /Listening on (http:\/\/[\d.]+:\d+)/.exec(server.output())?.[1] ?? ""
+      const readiness = Effect.promise(() => fetch(`${base}/readyz`).then(async (r) => ({ status: r.status, text: await r.text() })))
+      expect((yield* readiness).status).toBe(200)
+      const name = new URL(url).pathname.slice(1)
+      yield* query(`ALTER DATABASE ${name} SET default_transaction_read_only = on`)
+      yield* query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '${name}' AND pid <> pg_backend_pid()`)
+      let notReady = yield* readiness
+      for (let tries = 0; notReady.status === 200 && tries < 40; tries++) {
+        yield* Effect.sleep("250 millis")
+        notReady = yield* readiness
+      }
+      expect(notReady.status).toBe(503)
+      expect(notReady.text).toContain("database read-only")
+      envelopeOf(yield* run(["org", "list", "--json"], env), "database error: the database takes no writes")
+    }).pipe(Effect.scoped), 120_000)
 
   it.effect("a key revoked through the CLI is refused at once by the running server", () =>
     Effect.gen(function* () {

@@ -176,9 +176,13 @@ export const MigrationsLive: Layer.Layer<never, SqlError | MigrationError, SqlCl
   migrate
 )
 
+/** The connection pool for the configured (or embedded) database, as it is: `migrate` applies what it lacks. */
+export const ConnectionLive: Layer.Layer<SqlClient.SqlClient | DatabasePool, SqlError | EmbeddedPostgresError, ServerConfig> = Layer
+  .unwrapScoped(Effect.map(databaseUrl, (url) => pgLayer(url)))
+
 /** The connection pool, migrated, for the configured (or embedded) database. */
 export const DatabaseLive: Layer.Layer<
   SqlClient.SqlClient | DatabasePool,
   SqlError | MigrationError | EmbeddedPostgresError,
   ServerConfig
-> = Layer.provideMerge(MigrationsLive, Layer.unwrapScoped(Effect.map(databaseUrl, (url) => pgLayer(url))))
+> = Layer.provideMerge(MigrationsLive, ConnectionLive)

@@ -60,7 +60,7 @@ const memoryGauges = {
   external: Metric.tagged(processMemory, "kind", "external")
 }
 
-const AppliedRow = Schema.Struct({ applied: Schema.Number })
+const AppliedRow = Schema.Struct({ applied: Schema.Number, read_only: Schema.String })
 
 export const OperationsLive = HttpApiBuilder.Router.use((router) =>
   Effect.gen(function* () {
@@ -74,7 +74,8 @@ export const OperationsLive = HttpApiBuilder.Router.use((router) =>
     const countApplied = SqlSchema.findOne({
       Request: Schema.Void,
       Result: AppliedRow,
-      execute: () => sql`SELECT count(*)::int AS applied FROM gateway_migrations`
+      // a database that has become a standby (a failover) takes no writes: every call would fail
+      execute: () => sql`SELECT count(*)::int AS applied, current_setting('transaction_read_only') AS read_only FROM gateway_migrations`
     })
 
     // One reading at a time, shared by every probe (sharedReading): a probe needs no key, and while a statement waits
@@ -85,9 +86,11 @@ export const OperationsLive = HttpApiBuilder.Router.use((router) =>
       Effect.catchTag("ParseError", Effect.die),
       Effect.map((row) => {
         const applied = Option.match(row, { onNone: () => 0, onSome: (r) => r.applied })
-        return applied >= migrationCount
-          ? { ok: true, database: "ok", migrations: `${applied} applied` }
-          : { ok: false, database: "ok", migrations: `${applied} of ${migrationCount} applied` }
+        const readOnly = Option.exists(row, (r) => r.read_only === "on")
+        const database = readOnly ? "read-only (a standby, or default_transaction_read_only)" : "ok"
+        return applied >= migrationCount && !readOnly
+          ? { ok: true, database, migrations: `${applied} applied` }
+          : { ok: false, database, migrations: applied >= migrationCount ? `${applied} applied` : `${applied} of ${migrationCount} applied` }
       }),
       Effect.catchAll(() => Effect.succeed({ ok: false, database: "unreachable (connection failed)", migrations: "unknown" }))
     ), { ok: false, database: "unreachable (timed out)", migrations: "unknown" })

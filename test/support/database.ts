@@ -9,7 +9,8 @@ import { inject } from "vitest"
 import { MigrationsLive, pgLayer } from "../../src/db/Database.js"
 import { base62 } from "../../src/services/random.js"
 
-const adminQuery = async (url: string, text: string) => {
+/** One statement on its own connection to `url`. */
+export const adminQuery = async (url: string, text: string) => {
   const client = new Pg.Client({ connectionString: url })
   await client.connect()
   try {

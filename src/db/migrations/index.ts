@@ -21,7 +21,9 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Migrator from "@effect/sql/Migrator"
+import { SqlError } from "@effect/sql/SqlError"
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import init from "./0001_init.js"
 import journalAppendOnly from "./0002_journal_append_only.js"
 import accounts from "./0003_accounts.js"
@@ -88,10 +90,51 @@ export const unknownMigrations = Effect.gen(function* () {
   return rows.map((row) => `${String(row.migration_id).padStart(4, "0")}_${row.name}`)
 })
 
+/** The deepest message down an error's causes (a `SqlError`'s is the statement's, its cause's the database's). */
+const deepestMessage = (error: unknown): string => {
+  let message = ""
+  for (let at = error, depth = 0; typeof at === "object" && at !== null && depth < 8; depth++) {
+    if ("message" in at && typeof at.message === "string" && at.message !== "") message = at.message
+    at = "cause" in at ? at.cause : undefined
+  }
+  return message
+}
+
+/**
+ * The Migrator makes a migration that fails a defect (a stack trace, status 1): here it is the typed error a start
+ * refuses with — one line, status 2 — naming the migration as its file is named and quoting the database.
+ */
+const failedMigration = (defect: unknown) =>
+  defect instanceof Migrator.MigrationError
+    ? Option.some(Effect.fail(new Migrator.MigrationError({
+      reason: defect.reason,
+      cause: defect.cause,
+      message: `${defect.message.replace(/^Migration "(\d+)_(.*)" failed$/, (_, id: string, name: string) => `${id.padStart(4, "0")}_${name}`)}: ${
+        deepestMessage(defect.cause) || "failed"
+      }`
+    })))
+    : Option.none()
+
+/**
+ * A database that takes no writes (a hot standby, `default_transaction_read_only`) is refused at start: the
+ * migrations' checks only read, so the gateway started, said it was ready, and answered every call 500.
+ */
+const writable = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const [row] = yield* sql<{ readonly read_only: string }>`SELECT current_setting('transaction_read_only') AS read_only`
+  if (row?.read_only === "on") {
+    return yield* new SqlError({
+      cause: undefined,
+      message: "the database takes no writes (a standby, or default_transaction_read_only = on), and the gateway writes to it"
+    })
+  }
+})
+
 /** Apply every pending migration; safe to run from many processes at once. */
-export const migrate = Migrator.make({})({ loader, table: "gateway_migrations" }).pipe(
+export const migrate = Effect.zipRight(writable, Migrator.make({})({ loader, table: "gateway_migrations" })).pipe(
   // Two processes creating the bookkeeping table at the same instant: the loser retries and finds it.
   Effect.retry({ times: 3 }),
+  Effect.catchSomeDefect(failedMigration),
   Effect.tap(() =>
     Effect.flatMap(unknownMigrations, (unknown) =>
       unknown.length === 0

@@ -439,13 +439,31 @@ const refusal = (dir: string, error: Pg.DatabaseError) => {
   return `the embedded PostgreSQL in ${dir} refused the gateway's login: ${error.message} (${error.code ?? "no code"})${hint}`
 }
 
+/** How much of what a start wrote to the log is read, at most: its end (the log of a long life is not read whole). */
+const LOG_TAIL_BYTES = 64 * 1024
+
+/** The last `LOG_TAIL_BYTES` at most of `file` after the byte `from` ("" if it cannot be read). */
+const tailSince = async (file: string, from: number) => {
+  const handle = await Fs.open(file, "r").catch(() => undefined)
+  if (handle === undefined) return ""
+  try {
+    const size = (await handle.stat()).size
+    const start = Math.max(from, size - LOG_TAIL_BYTES)
+    const buffer = Buffer.alloc(Math.max(0, size - start))
+    const { bytesRead } = await handle.read(buffer, 0, buffer.length, start)
+    return buffer.subarray(0, bytesRead).toString("utf8")
+  } finally {
+    await handle.close()
+  }
+}
+
 /**
  * What the server wrote to its log after `from` (bytes: where this start began): from the line before its first
  * FATAL or PANIC (often the cause: a bad setting is said at LOG) to the end, else its last lines; five at most.
  */
 const logSince = (file: string, from: number) =>
   Effect.promise(async () => {
-    const text = await Fs.readFile(file).then((b) => b.subarray(from).toString("utf8"), () => "")
+    const text = await tailSince(file, from).catch(() => "")
     // the default log_line_prefix (a time and the pid) is left out
     const lines = text.split("\n").map((line) => line.replace(/^\d{4}-\d\d-\d\d [\d:.]+ \S+ \[\d+\] /, "").trim()).filter((line) => line !== "")
     const fatal = lines.findIndex((line) => /^(FATAL|PANIC):/.test(line))

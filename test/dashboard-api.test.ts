@@ -28,6 +28,8 @@ const toolNotAllowed = { status: 401, type: "auth", code: "tool_not_allowed", re
 const createKey = (token: string, body: Record<string, unknown>) =>
   Effect.map(dashboard("POST", "/v1/keys", token, body), (r) => {
     expect(r.status, r.text).toBe(201)
+    // the key's secret is in this answer alone: no cache keeps it
+    expect(r.headers.get("cache-control")).toBe("no-store")
     const created = bodyOf(r)
     return { id: String(created["id"]), key: String(created["key"]), body: created }
   })
@@ -591,6 +593,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("dashboard API: keys, usage
         const { uid } = yield* givenMember()
         const minted = yield* request("/dev/token", { body: JSON.stringify({ uid }), headers: { "content-type": "application/json" } })
         expect(minted.status, minted.text).toBe(200)
+        expect(minted.headers.get("cache-control")).toBe("no-store")
         const token = String(bodyOf(minted)["token"])
         expect(bodyOf(minted)["expires_at"]).toEqual(expect.any(String))
         const org = yield* dashboard("GET", "/v1/org", token)

@@ -2,6 +2,7 @@
  * Dashboard handlers: thin adapters over the services, scoped to the signed-in user's org.
  */
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpApp from "@effect/platform/HttpApp"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Chunk from "effect/Chunk"
@@ -30,6 +31,9 @@ import { cutOffOnFailure } from "./envelope.js"
 const iso = (d: Date) => d.toISOString()
 
 const DAY_MS = 86_400_000
+
+/** An answer that holds a secret (a new key, a dev token) is kept by no cache, the browser's own included. */
+const noStore = HttpApp.appendPreResponseHandler((_, answer) => Effect.succeed(HttpServerResponse.setHeader(answer, "cache-control", "no-store")))
 
 const recordView = (r: UsageRecord) => ({
   id: r.id,
@@ -127,6 +131,7 @@ export const DashboardLive = HttpApiBuilder.group(Api, "dashboard", (handlers) =
             rateLimit: rateLimitOf(payload.rate_limit) ?? null,
             expiresAt: expiryOf(payload.expires_at) ?? null
           }).pipe(Effect.catchTag("NotFound", Effect.die))
+          yield* noStore
           return { ...keyView(created), key: Redacted.value(created.key) }
         }))
       .handle("listKeys", () =>
@@ -249,6 +254,7 @@ export const DevLive = HttpApiBuilder.group(Api, "dev", (handlers) =>
           }
           const now = yield* nowMillis
           const token = yield* identity.mintDevToken.value(payload.uid, DEV_TOKEN_TTL_SECONDS).pipe(Effect.orDie)
+          yield* noStore
           return { token, expires_at: iso(toDate(now + DEV_TOKEN_TTL_SECONDS * 1000)) }
         }))
   }))

@@ -11,14 +11,13 @@ import { Client as OldClient } from "mcp-sdk-1.11/client/index.js"
 import { StreamableHTTPClientTransport as OldStreamableHTTPClientTransport } from "mcp-sdk-1.11/client/streamableHttp.js"
 import { Effect, Redacted, Schema } from "effect"
 import * as Crypto from "node:crypto"
-import * as V8 from "node:v8"
-import * as Vm from "node:vm"
 import { catalog, toolNames } from "../src/domain/tools.js"
 import { Artifacts } from "../src/services/Artifacts.js"
 import { Betas } from "../src/services/Betas.js"
 import { Connections } from "../src/services/Connections.js"
 import { KeyStore } from "../src/services/KeyStore.js"
 import { baseUrl, books, capturedLogs, gatewayLayer, givenOrg, request, TestUpstreams } from "./support/gateway.js"
+import { collectGarbage } from "./support/gc.js"
 import { registerSecret } from "./support/secrets.js"
 import { CREDENTIALS, EPSILON_TOKEN } from "./upstreams/accounts.js"
 import { PDF } from "./upstreams/pages.js"
@@ -34,13 +33,6 @@ const connect = (key: string | undefined) =>
     return client
   })
 
-/** A full garbage collection, on demand (V8's `gc`, exposed to this process when first asked for). */
-const collect = () => {
-  V8.setFlagsFromString("--expose-gc")
-  const gc: unknown = Vm.runInNewContext("gc")
-  if (typeof gc !== "function") throw new Error("V8 did not expose gc")
-  Reflect.apply(gc, undefined, [])
-}
 
 const sha256 = (data: Uint8Array) => Crypto.createHash("sha256").update(data).digest("hex")
 
@@ -469,6 +461,12 @@ layer(gatewayLayer(), { excludeTestServices: true })("hosted MCP", (it) => {
       expect(listed.body).toMatchObject({ error: { code: "rate_limit_exceeded" } })
       // an SDK client's error has the body but no headers: the message says the seconds too
       expect(listed.body).toMatchObject({ error: { message: expect.stringContaining(`Retry after ${listed.headers.get("retry-after") ?? ""} s (Retry-After)`) } })
+      // and so do bodies that are no message: a flood of them was answered 400 without end, never throttled
+      for (const body of ["{", "[]", JSON.stringify({ jsonrpc: "2.0" })]) {
+        const refused = yield* request("/mcp", { body, headers: mcpHeaders(key) })
+        expect(refused.status, body).toBe(429)
+        expect(refused.body).toMatchObject({ error: { code: "rate_limit_exceeded" } })
+      }
     }))
 
   it.scoped("a file a tool kept is a resource_link; resources/read answers its exact bytes to its org only", () =>
@@ -708,7 +706,7 @@ layer(gatewayLayer(), { excludeTestServices: true })("hosted MCP", (it) => {
   const burst = <A>(reads: ReadonlyArray<() => Promise<Response>>, meanwhile: () => Promise<A>) =>
     Effect.promise(async () => {
       const held = () => {
-        collect()
+        collectGarbage()
         return process.memoryUsage().arrayBuffers
       }
       const before = held()

@@ -10,6 +10,7 @@ import * as Net from "node:net"
 import { KeyStore } from "../src/services/KeyStore.js"
 import { forecastBody } from "../src/testing/openMeteo.js"
 import { expectEnvelope } from "./support/assert.js"
+import { collectGarbage } from "./support/gc.js"
 import { baseUrl, capturedLogs, dashboard, devToken, gatewayLayer, givenMember, givenOrg, request, requestChunked, TestUpstreams } from "./support/gateway.js"
 
 const invalidRequest = { status: 400, type: "validation", code: "invalid_request", retryable: false, billable: false } as const
@@ -203,6 +204,45 @@ layer(gatewayLayer({ server: { headersTimeoutMs: 500, requestTimeoutMs: 1_000, k
       expect(partial.closedAfterMs).toBeLessThan(4_000)
       expect(silent.text).toBe("")
       expect(silent.closedAfterMs).toBeLessThan(4_000)
+    }), 30_000)
+
+  it.effect("pipelined requests are answered in order, one at a time; those behind an answer the client never reads are let go when it hangs up", () =>
+    Effect.gen(function* () {
+      const port = Number(new URL(yield* baseUrl).port)
+      // a client that pipelines, and reads: every answer, in order
+      const answers = yield* Effect.async<string>((resume) => {
+        let text = ""
+        const socket = Net.connect(port, "127.0.0.1", () => {
+          socket.write("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /v1/nothing HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        })
+        socket.on("data", (d: Buffer) => (text += d.toString()))
+        socket.on("close", () => resume(Effect.succeed(text)))
+        socket.on("error", () => undefined)
+      }).pipe(Effect.timeout("8 seconds"))
+      expect([...answers.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => m[1])).toEqual(["200", "404", "200"])
+
+      // five clients without a key pipeline 2,000 catalog requests each (about 42 KB an answer), read nothing, and
+      // hang up: the answers behind the first unread one held their fibers and bodies for good (about 80 MB a client)
+      const flood = Effect.async<void>((resume) => {
+        const socket = Net.connect(port, "127.0.0.1", () => {
+          socket.pause()
+          socket.write("GET /v1/tools HTTP/1.1\r\nHost: x\r\n\r\n".repeat(2_000))
+          setTimeout(() => {
+            socket.destroy()
+            resume(Effect.void)
+          }, 1_000)
+        })
+        socket.on("error", () => undefined)
+      })
+      collectGarbage()
+      const before = process.memoryUsage()
+      yield* Effect.all(Array.from({ length: 5 }, () => flood), { concurrency: 5 })
+      yield* Effect.sleep("500 millis")
+      collectGarbage()
+      const after = process.memoryUsage()
+      const held = after.heapUsed + after.external - before.heapUsed - before.external
+      expect(held, `${Math.round(held / 2 ** 20)} MB held`).toBeLessThan(40 * 2 ** 20)
+      expect((yield* request("/healthz", { method: "GET" })).status).toBe(200)
     }), 30_000)
 
   it.effect("Expect: 100-continue is answered 100 only once the key is valid: without one, 401 at once and the body is never asked for", () =>

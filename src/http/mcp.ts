@@ -612,6 +612,8 @@ export const McpLive = HttpApiBuilder.Router.use((router) =>
         (text) => typeof text === "string" ? messageOf(text) : text
       )
       if (read._tag === "Refusal") {
+        // counted against the key's rate limit as every message (a flood of bad bodies was never throttled)
+        state.rateLimit = yield* authentication.throttle(caller)
         state.code = envelopeOf[read.error._tag].code
         return refusalResponse(read)
       }

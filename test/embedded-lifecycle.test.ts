@@ -8,7 +8,9 @@
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, Schema } from "effect"
 import * as Child from "node:child_process"
+import * as Crypto from "node:crypto"
 import * as Fs from "node:fs/promises"
+import * as Net from "node:net"
 import * as Os from "node:os"
 import * as Path from "node:path"
 import * as Readline from "node:readline"
@@ -186,6 +188,31 @@ describe("the embedded database's owner", () => {
       expect(first.filter((dir) => second.includes(dir))).toEqual([])
       expect(first.length + second.length).toBe(dirs.length)
     }).pipe(Effect.scoped), 60_000)
+
+  it.live("a process waiting for the owner's decision lock, which another holds, stops at once on Ctrl-C", () =>
+    Effect.gen(function* () {
+      const dir = yield* Effect.promise(async () => Fs.mkdtemp(Path.join(await root, "locked-")))
+      // the lock as the gateway names it (docs/operations.md), held by this process for the test
+      const real = yield* Effect.promise(() => Fs.realpath(dir))
+      const name = `\0tool-gateway-owner-${Crypto.createHash("sha256").update(real).digest("hex").slice(0, 40)}`
+      yield* Effect.acquireRelease(
+        Effect.async<Net.Server>((resume) => {
+          const server = Net.createServer()
+          server.listen({ path: name }, () => resume(Effect.succeed(server)))
+        }),
+        (server) => Effect.sync(() => server.close())
+      )
+      const child = yield* Effect.acquireRelease(
+        Effect.sync(() => Child.spawn("node", [BIN, "org", "list"], { env: { ...baseEnv(), GATEWAY_DATA_DIR: dir }, stdio: ["ignore", "ignore", "pipe"] })),
+        (child) => Effect.sync(() => child.kill("SIGKILL"))
+      )
+      yield* Effect.sleep("1500 millis")
+      expect(child.exitCode).toBeNull() // it waits for the lock
+      child.kill("SIGINT")
+      // the wait between its tries is interruptible (it was one uninterruptible acquisition: no signal, and no timeout, ended it)
+      expect(yield* until(async () => child.exitCode !== null, 3_000)).toBe(true)
+      expect(child.exitCode).toBe(130)
+    }).pipe(Effect.scoped), 30_000)
 
   it.live("the database of a killed gateway is taken over by the next, said at WARN, and stopped when it exits", () =>
     Effect.gen(function* () {

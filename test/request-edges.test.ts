@@ -245,6 +245,33 @@ layer(gatewayLayer({ server: { headersTimeoutMs: 500, requestTimeoutMs: 1_000, k
       expect((yield* request("/healthz", { method: "GET" })).status).toBe(200)
     }), 30_000)
 
+  it.effect("a pipelined request whose body times out while it waits is refused after the answer before it, never in its place", () =>
+    Effect.gen(function* () {
+      const port = Number(new URL(yield* baseUrl).port)
+      const { key } = yield* givenOrg({ credits: 10 })
+      const u = yield* TestUpstreams
+      // the first call takes long (its provider), past this server's 1 s request timeout; the second, pipelined behind
+      // it with a 200 KB body nobody reads while it waits, times out meanwhile
+      u.openMeteo.fault({ delayMs: 2_000, times: 1 })
+      const first = JSON.stringify({ lat: 52.52, lon: 13.41 })
+      const text = yield* Effect.async<string>((resume) => {
+        let text = ""
+        const socket = Net.connect(port, "127.0.0.1", () => {
+          socket.write(`POST /v1/weather HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-API-Key: ${key}\r\nContent-Length: ${first.length}\r\n\r\n${first}`)
+          socket.write(`POST /v1/weather HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-API-Key: ${key}\r\nContent-Length: 200000\r\n\r\n${" ".repeat(200_000)}`)
+        })
+        socket.on("data", (d: Buffer) => (text += d.toString()))
+        socket.on("close", () => resume(Effect.succeed(text)))
+        socket.on("error", () => undefined)
+      }).pipe(Effect.timeout("10 seconds"))
+      u.openMeteo.fault()
+      const answers = [...text.matchAll(/HTTP\/1\.1 (\d{3}) [^\r]*\r\n(?:[^\r]+\r\n)*?x-request-id: (req_\w+)/gi)].map((m) => [m[1], m[2]])
+      // the first answered as its call ended (its provider's deadline here is shorter than 2 s: 504), then the 408
+      expect(answers.map(([status]) => status)).toEqual([expect.not.stringMatching(/^408$/), "408"])
+      // each under its own request id
+      expect(answers[0]?.[1]).not.toBe(answers[1]?.[1])
+    }), 30_000)
+
   it.effect("Expect: 100-continue is answered 100 only once the key is valid: without one, 401 at once and the body is never asked for", () =>
     Effect.gen(function* () {
       const port = Number(new URL(yield* baseUrl).port)

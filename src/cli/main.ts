@@ -16,7 +16,7 @@ import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as Os from "node:os"
 import { migrate } from "../db/migrations/index.js"
-import { ConnectionLive, DatabaseLive } from "../db/Database.js"
+import { ConnectionLive, ReadableDatabaseLive } from "../db/Database.js"
 import { parseCredits } from "../domain/credits.js"
 import { KeyName, MAX_RATE, Uid } from "../domain/dashboard.js"
 import { envelope, type GatewayError, InvalidRequest, isGatewayError } from "../domain/errors.js"
@@ -37,10 +37,13 @@ import { ConfigFromEnv, IdentityConfig, ServerConfig } from "../config.js"
 const json = Options.boolean("json").pipe(Options.withDescription("Print JSON"))
 const orgOption = Options.text("org").pipe(Options.withDescription("Org id (org_…)"))
 
-/** The services for one admin command, over the configured or embedded database. */
+/**
+ * The services for one admin command, over the configured or embedded database: one that takes no writes (a standby)
+ * serves the reading commands, and a writing one fails with the database's one line.
+ */
 const AdminLive = MembersLive.pipe(
   Layer.provideMerge(Layer.mergeAll(OrgsLive, KeyStoreLive, BetasLive)),
-  Layer.provideMerge(DatabaseLive),
+  Layer.provideMerge(ReadableDatabaseLive),
   Layer.provideMerge(ConfigFromEnv)
 )
 

@@ -16,7 +16,7 @@ import * as Path from "node:path"
 import Pg from "pg"
 import { ServerConfig } from "../config.js"
 import { type EmbeddedPostgresError, type EmbeddedRole, startEmbedded } from "./embedded.js"
-import { migrate } from "./migrations/index.js"
+import { migrate, requireWrites } from "./migrations/index.js"
 
 const INT8_OID = 20
 
@@ -172,15 +172,23 @@ export const databaseUrl = Effect.gen(function* () {
   return embedded.url
 })
 
+/** The database migrated, and taking writes (the gateway's). */
 export const MigrationsLive: Layer.Layer<never, SqlError | MigrationError, SqlClient.SqlClient> = Layer.effectDiscard(
-  migrate
+  Effect.zipRight(requireWrites, migrate)
 )
 
 /** The connection pool for the configured (or embedded) database, as it is: `migrate` applies what it lacks. */
 export const ConnectionLive: Layer.Layer<SqlClient.SqlClient | DatabasePool, SqlError | EmbeddedPostgresError, ServerConfig> = Layer
   .unwrapScoped(Effect.map(databaseUrl, (url) => pgLayer(url)))
 
-/** The connection pool, migrated, for the configured (or embedded) database. */
+/** The connection pool, migrated, for the configured (or embedded) database, which may take no writes (a standby). */
+export const ReadableDatabaseLive: Layer.Layer<
+  SqlClient.SqlClient | DatabasePool,
+  SqlError | MigrationError | EmbeddedPostgresError,
+  ServerConfig
+> = Layer.provideMerge(Layer.effectDiscard(migrate), ConnectionLive)
+
+/** The connection pool, migrated, for the configured (or embedded) database, which must take writes. */
 export const DatabaseLive: Layer.Layer<
   SqlClient.SqlClient | DatabasePool,
   SqlError | MigrationError | EmbeddedPostgresError,

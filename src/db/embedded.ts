@@ -185,16 +185,15 @@ const decisionLock = (root: string): Effect.Effect<void, EmbeddedPostgresError, 
           resume(Effect.succeed(server))
         })
       })
-      yield* Effect.acquireRelease(
-        listen.pipe(
-          Effect.retry({ while: (error) => error._tag === "LockBusy", schedule: Schedule.spaced(5) }),
-          Effect.timeoutFail({
-            duration: LOCK_WAIT_MS,
-            onTimeout: () => new EmbeddedPostgresError({ message: `another process held the lock on ${root} for ${LOCK_WAIT_MS / 1000} s` })
-          }),
-          Effect.catchTag("LockBusy", () => Effect.dieMessage("unreachable: LockBusy is retried until the timeout"))
-        ),
-        (server) => Effect.async<void>((resume) => void server.close(() => resume(Effect.void)))
+      // each try is an acquisition of its own (an acquisition cannot be interrupted): the wait between them can, by the
+      // timeout and by a signal
+      yield* Effect.acquireRelease(listen, (server) => Effect.async<void>((resume) => void server.close(() => resume(Effect.void)))).pipe(
+        Effect.retry({ while: (error) => error._tag === "LockBusy", schedule: Schedule.spaced(5) }),
+        Effect.timeoutFail({
+          duration: LOCK_WAIT_MS,
+          onTimeout: () => new EmbeddedPostgresError({ message: `another process held the lock on ${root} for ${LOCK_WAIT_MS / 1000} s` })
+        }),
+        Effect.catchTag("LockBusy", () => Effect.dieMessage("unreachable: LockBusy is retried until the timeout"))
       )
     })
 

@@ -131,7 +131,8 @@ export const makeNodeServer = (timeouts: {
     silent.unref()
     socket.once("close", () => clearTimeout(silent))
   })
-  server.on("clientError", answerClientError)
+  const inTurn = serveInTurn(server)
+  server.on("clientError", (error: Error & { readonly code?: string }, socket: Net.Socket) => answerClientError(error, socket, inTurn))
   // Node would answer 100 Continue before the app sees the request (an unauthenticated client invited to send its
   // body); handled here, the request goes to the app as any other, and 100 waits for the body's first read.
   server.on("checkContinue", (request, response) => {
@@ -139,33 +140,54 @@ export const makeNodeServer = (timeouts: {
     else response.writeContinue()
     server.emit("request", request, response)
   })
-  serveInTurn(server)
   return server
 }
 
 type Handler = (request: Http.IncomingMessage, response: Http.ServerResponse) => void
 
+/** A connection's requests waiting for the answer in progress there, and what is written once it is (a refusal). */
+interface Turns {
+  readonly waiting: Array<readonly [Http.IncomingMessage, Http.ServerResponse]>
+  after: (() => void) | undefined
+}
+
+/** What `serveInTurn` tells the server's refusals: whether to answer after the answer in progress. */
+interface InTurn {
+  /**
+   * When requests wait on `socket` behind the answer in progress, `answer` is written once that answer is (a
+   * refusal of a waiting request — its body timed out while it waited — must not come before the answer to the
+   * request before it), and the waiting requests are dropped: true. Else false (nothing waits there).
+   */
+  readonly afterCurrent: (socket: Net.Socket, answer: () => void) => boolean
+}
+
 /**
  * The app's handler (the platform's) sees a connection's requests one at a time: a request pipelined behind another
  * (sent before that one's answer) waits until that answer is written, and is never run if the connection closes
- * first. Node parses a whole read at once — 1,800 small pipelined requests from 64 KB — and answers them in order; run
- * at once, each held a fiber and its answer, and those queued behind an answer the client never read were never let
- * go (Node drops them without an event once the connection closes): a client with no key could hold gigabytes.
- * The server also listens before the handler is installed (the platform's layers build in that order): a request in
- * between — an early health check — waits, and is handed to the handler once it is there.
+ * or is ending first. Node parses a whole read at once — 1,800 small pipelined requests from 64 KB — and answers them
+ * in order; run at once, each held a fiber and its answer, and those queued behind an answer the client never read
+ * were never let go (Node drops them without an event once the connection closes): a client with no key could hold
+ * gigabytes. The server also listens before the handler is installed (the platform's layers build in that order): a
+ * request in between — an early health check — waits, and is handed to the handler once it is there.
  */
-const serveInTurn = (server: Http.Server) => {
+const serveInTurn = (server: Http.Server): InTurn => {
   let handler: Handler | undefined
   const early: Array<readonly [Http.IncomingMessage, Http.ServerResponse]> = []
-  /** The requests of a connection waiting for the answer in progress there (present while one is in progress). */
-  const waiting = new WeakMap<Net.Socket, Array<readonly [Http.IncomingMessage, Http.ServerResponse]>>()
+  /** Present while an answer is in progress on the connection. */
+  const turns = new WeakMap<Net.Socket, Turns>()
 
   const run = (socket: Net.Socket, request: Http.IncomingMessage, response: Http.ServerResponse, app: Handler) => {
-    waiting.set(socket, waiting.get(socket) ?? [])
+    const turn = turns.get(socket) ?? { waiting: [], after: undefined }
+    turns.set(socket, turn)
     response.once("finish", () => {
-      const next = waiting.get(socket)?.shift()
-      if (next === undefined) waiting.delete(socket)
-      else if (!socket.destroyed) run(socket, next[0], next[1], app)
+      const next = turn.waiting.shift()
+      if (turn.after !== undefined || next === undefined || socket.destroyed || socket.writableEnded) {
+        // an answer that ends the connection (Connection: close) leaves the requests behind it unrun
+        turns.delete(socket)
+        turn.after?.()
+      } else {
+        run(socket, next[0], next[1], app)
+      }
     })
     app(request, response)
   }
@@ -175,18 +197,18 @@ const serveInTurn = (server: Http.Server) => {
       return
     }
     const socket = request.socket
-    const queue = waiting.get(socket)
-    if (queue === undefined) run(socket, request, response, handler)
-    else queue.push([request, response])
+    const turn = turns.get(socket)
+    if (turn === undefined) run(socket, request, response, handler)
+    else if (turn.after === undefined) turn.waiting.push([request, response])
   }
   const isHandler = (listener: unknown): listener is Handler => typeof listener === "function" && listener !== admit
   server.on("connection", (socket: Net.Socket) => {
     // the requests still waiting there are never run: their answers could not be written
-    socket.once("close", () => waiting.delete(socket))
+    socket.once("close", () => turns.delete(socket))
   })
   server.on("newListener", (event: string | symbol, listener: unknown) => {
     if (event !== "request" || !isHandler(listener)) return
-    // added once this event returns: taken off the server, and handed each request in its turn
+    // the platform's, added once this event returns: taken off the server, and handed each request in its turn
     process.nextTick(() => {
       server.off("request", listener)
       handler = listener
@@ -194,6 +216,15 @@ const serveInTurn = (server: Http.Server) => {
     })
   })
   server.on("request", admit)
+  return {
+    afterCurrent: (socket, answer) => {
+      const turn = turns.get(socket)
+      if (turn === undefined || turn.waiting.length === 0) return false
+      turn.waiting.length = 0
+      turn.after = answer
+      return true
+    }
+  }
 }
 
 /**
@@ -212,7 +243,7 @@ export const clientErrorOf = (code: string | undefined): RequestTimeout | Header
   }
 }
 
-const answerClientError = (error: Error & { readonly code?: string }, socket: Net.Socket) => {
+const answerClientError = (error: Error & { readonly code?: string }, socket: Net.Socket, inTurn: InTurn) => {
   // a connection the client reset, or one whose answer already began, can only be closed. One the client ended in
   // the middle of its body (`HPE_INVALID_EOF_STATE`) is answered: a client that only half-closed reads the 400, and
   // the request's log line says `client_closed` either way
@@ -223,20 +254,35 @@ const answerClientError = (error: Error & { readonly code?: string }, socket: Ne
     return
   }
   const refusal = clientErrorOf(error.code)
+  // a request waiting behind the answer in progress (its body, unread while it waits, timed out): refused after that
+  // answer, under an id of its own — the request in progress is answered and logged as it is
+  if (inTurn.afterCurrent(socket, () => refuse(socket, refusal, newRequestId()))) return
   const { code, status } = envelopeOf[refusal._tag]
   // the request in progress on this socket (if any) is logged with this answer
   const at = atSocket(socket)
   at.answered = { status, code }
+  // the id the request's log line has, if a request was in progress; else a new one (nothing else is logged)
+  refuse(socket, refusal, at.requestId ?? newRequestId())
+}
+
+/** Write `refusal` as the connection's last answer, and end it; one its client does not end too is closed 1 s later. */
+const refuse = (socket: Net.Socket, refusal: RequestTimeout | HeadersTooLarge | InvalidRequest, requestId: string) => {
+  if (!socket.writable) {
+    socket.destroy()
+    return
+  }
+  const { status } = envelopeOf[refusal._tag]
   const json = JSON.stringify(envelope(refusal))
   const headers = { ...responseHeaders(refusal), connection: "close" }
   socket.end(
     `HTTP/1.1 ${status} ${Http.STATUS_CODES[status] ?? ""}\r\n` +
       `content-type: application/json\r\ncontent-length: ${Buffer.byteLength(json)}\r\n` +
-      // the id the request's log line has, if a request was in progress; else a new one (nothing else is logged)
-      `x-request-id: ${at.requestId ?? newRequestId()}\r\n` +
+      `x-request-id: ${requestId}\r\n` +
       Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join("") +
       `\r\n${json}`
   )
+  // a client that sends on (a body nobody reads) never sees the end: its FIN waits behind its own unread bytes
+  setTimeout(() => socket.destroy(), 1_000).unref()
 }
 
 /** Serve the API on `HOST:PORT` (port 0 picks a free one; `HttpServer.HttpServer` tells which). */

@@ -116,10 +116,11 @@ const failedMigration = (defect: unknown) =>
     : Option.none()
 
 /**
- * A database that takes no writes (a hot standby, `default_transaction_read_only`) is refused at start: the
- * migrations' checks only read, so the gateway started, said it was ready, and answered every call 500.
+ * A database that takes no writes (a hot standby, `default_transaction_read_only`) is refused when the gateway starts
+ * on it: the migrations' checks only read, so it started, said it was ready, and answered every call 500. (The admin
+ * CLI's reading commands do not ask for it: they work on a standby.)
  */
-const writable = Effect.gen(function* () {
+export const requireWrites = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const [row] = yield* sql<{ readonly read_only: string }>`SELECT current_setting('transaction_read_only') AS read_only`
   if (row?.read_only === "on") {
@@ -131,7 +132,7 @@ const writable = Effect.gen(function* () {
 })
 
 /** Apply every pending migration; safe to run from many processes at once. */
-export const migrate = Effect.zipRight(writable, Migrator.make({})({ loader, table: "gateway_migrations" })).pipe(
+export const migrate = Migrator.make({})({ loader, table: "gateway_migrations" }).pipe(
   // Two processes creating the bookkeeping table at the same instant: the loser retries and finds it.
   Effect.retry({ times: 3 }),
   Effect.catchSomeDefect(failedMigration),

@@ -185,15 +185,12 @@ const decisionLock = (root: string): Effect.Effect<void, EmbeddedPostgresError, 
           resume(Effect.succeed(server))
         })
       })
-      // each try is an acquisition of its own (an acquisition cannot be interrupted): the wait between them can, by the
-      // timeout and by a signal
+      // each try is an acquisition of its own (an acquisition cannot be interrupted): the wait between them can, by a
+      // signal; tries end after LOCK_WAIT_MS
       yield* Effect.acquireRelease(listen, (server) => Effect.async<void>((resume) => void server.close(() => resume(Effect.void)))).pipe(
-        Effect.retry({ while: (error) => error._tag === "LockBusy", schedule: Schedule.spaced(5) }),
-        Effect.timeoutFail({
-          duration: LOCK_WAIT_MS,
-          onTimeout: () => new EmbeddedPostgresError({ message: `another process held the lock on ${root} for ${LOCK_WAIT_MS / 1000} s` })
-        }),
-        Effect.catchTag("LockBusy", () => Effect.dieMessage("unreachable: LockBusy is retried until the timeout"))
+        Effect.retry({ while: (error) => error._tag === "LockBusy", schedule: Schedule.spaced(5).pipe(Schedule.upTo(LOCK_WAIT_MS)) }),
+        Effect.catchTag("LockBusy", () =>
+          new EmbeddedPostgresError({ message: `another process held the lock on ${root} for ${LOCK_WAIT_MS / 1000} s` }))
       )
     })
 
@@ -441,10 +438,9 @@ const refusal = (dir: string, error: Pg.DatabaseError) => {
 /** How much of what a start wrote to the log is read, at most: its end (the log of a long life is not read whole). */
 const LOG_TAIL_BYTES = 64 * 1024
 
-/** The last `LOG_TAIL_BYTES` at most of `file` after the byte `from` ("" if it cannot be read). */
+/** The last `LOG_TAIL_BYTES` at most of `file` after the byte `from`. */
 const tailSince = async (file: string, from: number) => {
-  const handle = await Fs.open(file, "r").catch(() => undefined)
-  if (handle === undefined) return ""
+  const handle = await Fs.open(file, "r")
   try {
     const size = (await handle.stat()).size
     const start = Math.max(from, size - LOG_TAIL_BYTES)

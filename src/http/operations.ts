@@ -87,10 +87,12 @@ export const OperationsLive = HttpApiBuilder.Router.use((router) =>
       Effect.map((row) => {
         const applied = Option.match(row, { onNone: () => 0, onSome: (r) => r.applied })
         const readOnly = Option.exists(row, (r) => r.read_only === "on")
-        const database = readOnly ? "read-only (a standby, or default_transaction_read_only)" : "ok"
-        return applied >= migrationCount && !readOnly
-          ? { ok: true, database, migrations: `${applied} applied` }
-          : { ok: false, database, migrations: applied >= migrationCount ? `${applied} applied` : `${applied} of ${migrationCount} applied` }
+        const all = applied >= migrationCount
+        return {
+          ok: all && !readOnly,
+          database: readOnly ? "read-only (a standby, or default_transaction_read_only)" : "ok",
+          migrations: all ? `${applied} applied` : `${applied} of ${migrationCount} applied`
+        }
       }),
       Effect.catchAll(() => Effect.succeed({ ok: false, database: "unreachable (connection failed)", migrations: "unknown" }))
     ), { ok: false, database: "unreachable (timed out)", migrations: "unknown" })

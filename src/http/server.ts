@@ -181,8 +181,9 @@ const serveInTurn = (server: Http.Server): InTurn => {
     turns.set(socket, turn)
     response.once("finish", () => {
       const next = turn.waiting.shift()
+      // a connection closed, or ending (an answer with Connection: close), leaves the requests behind it unrun; its
+      // entry goes with it (a WeakMap's)
       if (turn.after !== undefined || next === undefined || socket.destroyed || socket.writableEnded) {
-        // an answer that ends the connection (Connection: close) leaves the requests behind it unrun
         turns.delete(socket)
         turn.after?.()
       } else {
@@ -202,10 +203,6 @@ const serveInTurn = (server: Http.Server): InTurn => {
     else if (turn.after === undefined) turn.waiting.push([request, response])
   }
   const isHandler = (listener: unknown): listener is Handler => typeof listener === "function" && listener !== admit
-  server.on("connection", (socket: Net.Socket) => {
-    // the requests still waiting there are never run: their answers could not be written
-    socket.once("close", () => turns.delete(socket))
-  })
   server.on("newListener", (event: string | symbol, listener: unknown) => {
     if (event !== "request" || !isHandler(listener)) return
     // the platform's, added once this event returns: taken off the server, and handed each request in its turn

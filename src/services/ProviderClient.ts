@@ -32,6 +32,7 @@ import {
   WriteOutcomeUnknown
 } from "../domain/errors.js"
 import { ProvidersConfig } from "../config.js"
+import { causeChain } from "../domain/causes.js"
 import type { OrgId } from "../domain/ids.js"
 import { guardedLookup, HostUnresolved, hostOf, makePolicy, refusedUrl } from "./Ssrf.js"
 import { nowMillis } from "./time.js"
@@ -471,16 +472,6 @@ export const rateLimitResetSeconds = (headers: Readonly<Record<string, string>>,
 /** How long an upstream's 429 says to wait: `Retry-After`, else its rate limit's reset (`RateLimit-Reset`, `X-RateLimit-Reset`). */
 export const upstreamWait = (headers: Readonly<Record<string, string>>, now: number): number | undefined =>
   retryAfterSeconds(headers, now) ?? resetSeconds(headers["ratelimit-reset"], now) ?? rateLimitResetSeconds(headers, now)
-
-const causeChain = (cause: unknown): ReadonlyArray<unknown> => {
-  const out: Array<unknown> = []
-  let current: unknown = cause
-  for (let i = 0; i < 6 && typeof current === "object" && current !== null; i++) {
-    out.push(current)
-    current = "cause" in current ? current.cause : undefined
-  }
-  return out
-}
 
 const ssrfReason = (cause: unknown): string | undefined => {
   for (const c of causeChain(cause)) {

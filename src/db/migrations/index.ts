@@ -24,6 +24,7 @@ import * as Migrator from "@effect/sql/Migrator"
 import { SqlError } from "@effect/sql/SqlError"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import { causeChain } from "../../domain/causes.js"
 import init from "./0001_init.js"
 import journalAppendOnly from "./0002_journal_append_only.js"
 import accounts from "./0003_accounts.js"
@@ -91,14 +92,11 @@ export const unknownMigrations = Effect.gen(function* () {
 })
 
 /** The deepest message down an error's causes (a `SqlError`'s is the statement's, its cause's the database's). */
-const deepestMessage = (error: unknown): string => {
-  let message = ""
-  for (let at = error, depth = 0; typeof at === "object" && at !== null && depth < 8; depth++) {
-    if ("message" in at && typeof at.message === "string" && at.message !== "") message = at.message
-    at = "cause" in at ? at.cause : undefined
-  }
-  return message
-}
+const deepestMessage = (error: unknown): string =>
+  causeChain(error).reduce((message: string, at) => {
+    const said = typeof at === "object" && at !== null && "message" in at ? at.message : undefined
+    return typeof said === "string" && said !== "" ? said : message
+  }, "")
 
 /**
  * The Migrator makes a migration that fails a defect (a stack trace, status 1): here it is the typed error a start
